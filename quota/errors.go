@@ -1,0 +1,69 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrExhausted is matched by every *ExhaustedError: the budget cannot pay
+	// for the charge now. It is a normal outcome, not a failure: stop, and
+	// try again after the error's RetryAfter.
+	ErrExhausted = errors.New("quota: budget exhausted")
+
+	// ErrCostExceedsLimit means a charge costs more than a budget's whole
+	// limit, so it can never succeed. Fail loudly; never retry it.
+	ErrCostExceedsLimit = errors.New("quota: cost exceeds limit")
+
+	// ErrStoreUnavailable wraps the cause when the store could not be
+	// reached or did not answer in time. Unless the limiter fails open, the
+	// charge was refused.
+	ErrStoreUnavailable = errors.New("quota: store unavailable")
+
+	// ErrInvalid wraps every invalid argument: a cost <= 0, an empty
+	// credential, an unknown budget, a bad limit, window or name. The message
+	// names which.
+	ErrInvalid = errors.New("quota: invalid argument")
+
+	// ErrUnknownCredential is returned for a Credential given by label alone
+	// when the store knows no credential with that label.
+	ErrUnknownCredential = errors.New("quota: unknown credential")
+
+	// ErrNotFound is returned when a reservation, state value or other record
+	// does not exist (for a reservation: never made, already refunded, or
+	// already out of its window).
+	ErrNotFound = errors.New("quota: not found")
+)
+
+// ExhaustedError reports a refused charge. errors.Is(err, ErrExhausted)
+// matches it; errors.As gives the details.
+type ExhaustedError struct {
+	API        string        // the limiter's API, e.g. "youtube"
+	Budget     string        // the budget that refused (the one that frees up last)
+	Credential string        // the credential's label, or its fingerprint; never the secret
+	Used       int64         // units counted in the window now
+	Limit      int64         // the budget's limit
+	Cost       int64         // what the refused charge asked of this budget
+	RetryAfter time.Duration // how long until the charge could be paid, exactly
+	RetryAt    time.Time     // the instant RetryAfter points at
+	// ExhaustedUntil is set when the budget was marked spent (Exhaust), for
+	// example because the upstream said so.
+	ExhaustedUntil time.Time
+}
+
+// Error describes the refusal: which budget, its usage and when it frees up.
+func (e *ExhaustedError) Error() string {
+	s := fmt.Sprintf("quota: %s/%s exhausted for %s: used %d of %d, cost %d", e.API, e.Budget, e.Credential, e.Used, e.Limit, e.Cost)
+	if !e.ExhaustedUntil.IsZero() {
+		s += ", marked spent until " + e.ExhaustedUntil.UTC().Format(time.RFC3339)
+	}
+	return s + fmt.Sprintf("; retry after %v (at %s)", e.RetryAfter, e.RetryAt.UTC().Format(time.RFC3339Nano))
+}
+
+// Is reports whether target is ErrExhausted.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

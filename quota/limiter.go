@@ -1,0 +1,430 @@
+package quota
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Limiter meters one API's budgets per credential over a Store. It is safe
+// for concurrent use; make one per API and share it. Take is the method most
+// callers want; the Transport calls it for every outbound request.
+type Limiter struct {
+	store   Store
+	api     string
+	budgets []Budget
+	index   map[string]int
+
+	clock    func() time.Time
+	fpKey    []byte
+	failOpen int64
+	log      *slog.Logger
+
+	unmetered atomic.Uint64
+	nonceSeq  atomic.Uint64
+	noncePfx  string
+	defined   atomic.Bool
+	fps       sync.Map // secret -> fingerprint
+	known     sync.Map // fingerprint -> struct{} once remembered in the store
+	labels    sync.Map // label -> fingerprint, for label-only credentials
+}
+
+// New returns a Limiter for api's budgets over store. api and budget names
+// are letters, digits, '.', '_' and '-'; limits must be > 0; windows valid;
+// names unique. The budgets are recorded in the store (on first use) so that
+// quotactl can inspect them with no configuration.
+//
+// Defaults: the store's clock, DefaultFingerprintKey, fail closed,
+// slog.Default().
+func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, invalidf("nil store")
+	}
+	if err := checkName("api", api); err != nil {
+		return nil, err
+	}
+	if err := ValidateBudgets(budgets); err != nil {
+		return nil, err
+	}
+	l := &Limiter{
+		store:    store,
+		api:      api,
+		budgets:  append([]Budget(nil), budgets...),
+		index:    make(map[string]int, len(budgets)),
+		fpKey:    []byte(DefaultFingerprintKey),
+		failOpen: -1,
+	}
+	for i, b := range l.budgets {
+		l.index[b.Name] = i
+	}
+	for _, o := range opts {
+		o(l)
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	var rnd [5]byte
+	_, _ = rand.Read(rnd[:])
+	l.noncePfx = base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])
+	return l, nil
+}
+
+// Load returns a Limiter for api with the budget definitions recorded in the
+// store (by New in another process, or `quotactl budget set`). It is how the
+// CLI works with no configuration. An API with no recorded budgets is an
+// error wrapping ErrNotFound.
+func Load(ctx context.Context, store Store, api string, opts ...Option) (*Limiter, error) {
+	apis, err := store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range apis {
+		if a.Name == api && len(a.Budgets) > 0 {
+			l, err := New(store, api, a.Budgets, opts...)
+			if err != nil {
+				return nil, err
+			}
+			l.defined.Store(true)
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: api %q has no budgets in the store", ErrNotFound, api)
+}
+
+// API returns the API name the limiter meters.
+func (l *Limiter) API() string { return l.api }
+
+// Budgets returns a copy of the limiter's budget definitions.
+func (l *Limiter) Budgets() []Budget { return append([]Budget(nil), l.budgets...) }
+
+// Store returns the limiter's store.
+func (l *Limiter) Store() Store { return l.store }
+
+// Unmetered returns how many charges went ahead without metering because the
+// store was unreachable and the charge was under the FailOpen threshold.
+func (l *Limiter) Unmetered() uint64 { return l.unmetered.Load() }
+
+func (l *Limiter) now() time.Time {
+	if l.clock == nil {
+		return time.Time{}
+	}
+	return l.clock().Truncate(time.Microsecond)
+}
+
+// budget returns the named budget or an error naming it.
+func (l *Limiter) budget(name string) (Budget, error) {
+	i, ok := l.index[name]
+	if !ok {
+		return Budget{}, invalidf("unknown budget %q for api %q", name, l.api)
+	}
+	return l.budgets[i], nil
+}
+
+// identify returns the fingerprint and label of c.
+func (l *Limiter) identify(ctx context.Context, c Credential) (fp, label string, err error) {
+	if c.Secret != "" {
+		if v, ok := l.fps.Load(c.Secret); ok {
+			return v.(string), c.Label, nil
+		}
+		fp := Fingerprint(l.fpKey, c.Secret)
+		l.fps.Store(c.Secret, fp)
+		return fp, c.Label, nil
+	}
+	if c.Label == "" {
+		return "", "", invalidf("empty credential: give a secret, or the label of a credential the store knows")
+	}
+	if v, ok := l.labels.Load(c.Label); ok {
+		return v.(string), c.Label, nil
+	}
+	fp, err = l.lookupLabel(ctx, c.Label)
+	if err != nil {
+		return "", "", err
+	}
+	l.labels.Store(c.Label, fp)
+	l.known.Store(fp, struct{}{})
+	return fp, c.Label, nil
+}
+
+func (l *Limiter) lookupLabel(ctx context.Context, label string) (string, error) {
+	apis, err := l.store.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, a := range apis {
+		if a.Name != l.api {
+			continue
+		}
+		for _, c := range a.Credentials {
+			if c.Label == label {
+				found = append(found, c.ID)
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("%w: no credential labelled %q for api %q", ErrUnknownCredential, label, l.api)
+	case 1:
+		return found[0], nil
+	}
+	return "", invalidf("label %q names %d credentials of api %q; give the secret", label, len(found), l.api)
+}
+
+// register records the budget definitions and the credential in the store,
+// once per limiter and credential. It never blocks a decision: a failure is
+// retried on the next call.
+func (l *Limiter) register(ctx context.Context, fp, label string) {
+	if !l.defined.Load() {
+		if l.store.DefineBudgets(ctx, l.api, l.budgets) == nil {
+			l.defined.Store(true)
+		}
+	}
+	if _, ok := l.known.Load(fp); ok {
+		return
+	}
+	if l.store.RememberCredential(ctx, l.api, CredentialInfo{ID: fp, Label: label}) == nil {
+		l.known.Store(fp, struct{}{})
+	}
+}
+
+func (l *Limiter) nonce() string {
+	return l.noncePfx + strconv.FormatUint(l.nonceSeq.Add(1), 36)
+}
+
+// Take charges every budget ch names for cred, atomically: all pay or none
+// does. On success it returns the Reservation. A budget that cannot pay now
+// gives an *ExhaustedError (errors.Is ErrExhausted) with the exact
+// RetryAfter; a cost larger than a limit gives ErrCostExceedsLimit; an
+// unknown budget, a cost <= 0 or an empty credential give ErrInvalid; an
+// unreachable store gives ErrStoreUnavailable unless FailOpen lets the charge
+// through unmetered.
+func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
+	if len(ch.Units) == 0 {
+		return nil, invalidf("charge %q names no budget", ch.Method)
+	}
+	debits := make([]Debit, 0, len(ch.Units))
+	var maxCost int64
+	for _, b := range l.budgets {
+		cost, ok := ch.Units[b.Name]
+		if !ok {
+			continue
+		}
+		if cost <= 0 {
+			return nil, invalidf("cost %d for budget %q: must be > 0", cost, b.Name)
+		}
+		if cost > b.Limit {
+			return nil, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, cost, b.Limit)
+		}
+		maxCost = max(maxCost, cost)
+		debits = append(debits, Debit{Budget: b, Cost: cost})
+	}
+	if len(debits) != len(ch.Units) {
+		for name := range ch.Units {
+			if _, err := l.budget(name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	fp, label, err := l.identify(ctx, cred)
+	var res *TakeResult
+	var req *TakeRequest
+	if err == nil {
+		req = &TakeRequest{API: l.api, Credential: fp, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
+		res, err = l.store.Take(ctx, req)
+	}
+	if err != nil {
+		if err = l.unavailable(err, maxCost, ch.Method, cred); err == nil {
+			return &Reservation{API: l.api, Credential: fp, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}, nil
+		}
+		return nil, err
+	}
+	l.register(ctx, fp, label)
+	for i := range res.Usage {
+		res.Usage[i].finish(res.At)
+	}
+	if !res.OK {
+		return nil, l.exhausted(res, debits, fp, label)
+	}
+	return &Reservation{
+		ID: reservationID(l.api, fp, res.At, req.Nonce), API: l.api, Credential: fp, Label: label,
+		Method: ch.Method, At: res.At, Usage: res.Usage, nonce: req.Nonce,
+	}, nil
+}
+
+// unavailable applies the failure policy to a store error: nil means go
+// ahead unmetered.
+func (l *Limiter) unavailable(err error, cost int64, method string, cred Credential) error {
+	if !errors.Is(err, ErrStoreUnavailable) || l.failOpen < 0 || cost > l.failOpen {
+		return err
+	}
+	n := l.unmetered.Add(1)
+	l.log.Warn("quota: store unavailable, charge admitted unmetered",
+		"api", l.api, "credential", cred, "method", method, "cost", cost, "unmetered_total", n, "error", err)
+	return nil
+}
+
+func (l *Limiter) exhausted(res *TakeResult, debits []Debit, fp, label string) error {
+	worst := -1
+	for i, u := range res.Usage {
+		if !u.RetryAt.IsZero() && (worst < 0 || u.RetryAt.After(res.Usage[worst].RetryAt)) {
+			worst = i
+		}
+	}
+	if worst < 0 {
+		return fmt.Errorf("%w: store refused a charge without saying which budget", ErrStoreUnavailable)
+	}
+	u := res.Usage[worst]
+	who := label
+	if who == "" {
+		who = fp
+	}
+	return &ExhaustedError{
+		API: l.api, Budget: u.Budget, Credential: who, Used: u.Used, Limit: u.Limit, Cost: debits[worst].Cost,
+		RetryAfter: u.RetryAt.Sub(res.At), RetryAt: u.RetryAt, ExhaustedUntil: u.ExhaustedUntil,
+	}
+}
+
+// finish fills Remaining from Used, Limit and the exhaustion mark at now.
+func (u *Usage) finish(now time.Time) {
+	u.Remaining = max(u.Limit-u.Used, 0)
+	if !u.ExhaustedUntil.IsZero() {
+		if u.ExhaustedUntil.After(now) {
+			u.Remaining = 0
+		} else {
+			u.ExhaustedUntil = time.Time{}
+		}
+	}
+}
+
+// Refund gives a reservation's units back to every budget it charged. A
+// reservation that is already refunded or out of its window gives an error
+// wrapping ErrNotFound; an unmetered reservation is a no-op. res may come
+// from ParseReservationID.
+func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
+	if res == nil {
+		return invalidf("nil reservation")
+	}
+	if res.Unmetered {
+		return nil
+	}
+	if res.nonce == "" {
+		p, err := ParseReservationID(res.ID)
+		if err != nil {
+			return err
+		}
+		res.nonce = p.nonce
+	}
+	if res.API != l.api {
+		return invalidf("reservation %q is for api %q, not %q", res.ID, res.API, l.api)
+	}
+	budgets := l.budgets
+	if len(res.Usage) > 0 {
+		budgets = make([]Budget, 0, len(res.Usage))
+		for _, u := range res.Usage {
+			b, err := l.budget(u.Budget)
+			if err != nil {
+				return err
+			}
+			budgets = append(budgets, b)
+		}
+	}
+	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Credential: res.Credential, At: res.At, Nonce: res.nonce, Budgets: budgets, Now: l.now()})
+	if err != nil {
+		return err
+	}
+	if len(got) == 0 {
+		return fmt.Errorf("%w: reservation %s (already refunded, or out of its window)", ErrNotFound, res.ID)
+	}
+	return nil
+}
+
+// Exhaust marks budget spent for cred until until, in the store, so every
+// process sharing it refuses charges to that budget until then (the upstream
+// said the quota is spent). A zero until clears the mark.
+func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, until time.Time) error {
+	b, err := l.budget(budget)
+	if err != nil {
+		return err
+	}
+	fp, label, err := l.identify(ctx, cred)
+	if err != nil {
+		return err
+	}
+	if err := l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Credential: fp, Budget: b, Until: until, Now: l.now()}); err != nil {
+		return err
+	}
+	l.register(ctx, fp, label)
+	return nil
+}
+
+// Adjust sets budget's usage for cred to used units recorded now, dropping
+// its log and any exhaustion mark: to match the upstream's console. Adjust
+// with used 0 resets the budget.
+func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, used int64) error {
+	b, err := l.budget(budget)
+	if err != nil {
+		return err
+	}
+	if used < 0 || used > b.Limit {
+		return invalidf("used %d for budget %q: must be between 0 and the limit %d", used, budget, b.Limit)
+	}
+	fp, label, err := l.identify(ctx, cred)
+	if err != nil {
+		return err
+	}
+	if err := l.store.Adjust(ctx, &AdjustRequest{API: l.api, Credential: fp, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}); err != nil {
+		return err
+	}
+	l.register(ctx, fp, label)
+	return nil
+}
+
+// Status returns cred's usage of every budget, in definition order: used,
+// limit, remaining, next reset or next free unit, exhausted-until.
+func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) {
+	fp, _, err := l.identify(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return l.StatusOf(ctx, fp)
+}
+
+// StatusOf is Status for a credential known by its fingerprint (from List).
+func (l *Limiter) StatusOf(ctx context.Context, fingerprint string) ([]Usage, error) {
+	now := l.now()
+	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Credential: fingerprint, Budgets: l.budgets, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	for i := range us {
+		us[i].finish(now)
+	}
+	return us, nil
+}
+
+// Entries returns the entries counted now in cred's budget, oldest first:
+// the usage history over the window.
+func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) ([]Entry, error) {
+	b, err := l.budget(budget)
+	if err != nil {
+		return nil, err
+	}
+	fp, _, err := l.identify(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return l.store.Entries(ctx, &EntriesRequest{API: l.api, Credential: fp, Budget: b, Now: l.now()})
+}
+
+// List returns every API, budget and credential the store knows.
+func (l *Limiter) List(ctx context.Context) ([]APIInfo, error) { return l.store.List(ctx) }

@@ -1,0 +1,431 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MemoryStore is a Store (and StateStore) that lives in one process: for
+// tests, and for a single service with no need to share or keep its budget.
+// It is safe for concurrent use; one mutex serialises decisions. The zero
+// value is not usable: call NewMemoryStore.
+type MemoryStore struct {
+	mu      sync.Mutex
+	logs    map[logKey]*memLog
+	apis    map[string]*memAPI
+	state   map[string][]byte
+	records map[string][][]byte
+	ops     uint64
+}
+
+var _ Store = (*MemoryStore)(nil)
+var _ StateStore = (*MemoryStore)(nil)
+
+type logKey struct{ api, cred, budget string }
+
+type memAPI struct {
+	budgets map[string]Budget
+	creds   map[string]string // fingerprint -> label
+}
+
+type memEntry struct {
+	at, cost int64 // µs since the epoch; cost 0 once refunded
+	nonce    string
+}
+
+// memLog is one credential's log for one budget, oldest entry first, with a
+// running sum of the live entries' costs.
+type memLog struct {
+	entries []memEntry
+	head    int // entries[:head] are expired
+	sum     int64
+	exh     int64 // exhausted until, µs; 0 if not marked
+	window  Window
+	// the daily window's current day, cached to skip zone arithmetic
+	dayStart, dayEnd int64
+}
+
+// sweepEvery is how many decisions pass between sweeps that drop the logs of
+// idle credentials.
+const sweepEvery = 4096
+
+// NewMemoryStore returns an empty MemoryStore on the host clock.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{
+		logs:    make(map[logKey]*memLog),
+		apis:    make(map[string]*memAPI),
+		state:   make(map[string][]byte),
+		records: make(map[string][][]byte),
+	}
+}
+
+func nowOr(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now().Truncate(time.Microsecond)
+	}
+	return t.Truncate(time.Microsecond)
+}
+
+// start returns the first µs that counts at now.
+func (lg *memLog) start(now int64) int64 {
+	if !lg.window.IsDaily() {
+		return now - lg.window.Duration().Microseconds() + 1
+	}
+	if now < lg.dayStart || now >= lg.dayEnd {
+		t := time.UnixMicro(now)
+		lg.dayStart = lg.window.Start(t).UnixMicro()
+		lg.dayEnd = lg.window.NextReset(t).UnixMicro()
+	}
+	return lg.dayStart
+}
+
+func (lg *memLog) prune(now int64) {
+	start := lg.start(now)
+	for lg.head < len(lg.entries) && lg.entries[lg.head].at < start {
+		lg.sum -= lg.entries[lg.head].cost
+		lg.head++
+	}
+	if lg.head > 64 && lg.head*2 > len(lg.entries) {
+		n := copy(lg.entries, lg.entries[lg.head:])
+		clear(lg.entries[n:])
+		lg.entries = lg.entries[:n]
+		lg.head = 0
+	}
+	if lg.exh != 0 && lg.exh <= now {
+		lg.exh = 0
+	}
+}
+
+func (lg *memLog) idle() bool { return lg.sum == 0 && lg.exh == 0 && lg.head == len(lg.entries) }
+
+// retryAt returns when deficit units will have expired (µs).
+func (lg *memLog) retryAt(deficit int64) int64 {
+	var freed int64
+	for _, e := range lg.entries[lg.head:] {
+		freed += e.cost
+		if e.cost > 0 && freed >= deficit {
+			return lg.window.Expiry(time.UnixMicro(e.at)).UnixMicro()
+		}
+	}
+	return 0 // unreachable while cost <= limit
+}
+
+// usage fills u from the log at now.
+func (lg *memLog) usage(b Budget, now int64) Usage {
+	u := Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum}
+	if lg.exh > now {
+		u.ExhaustedUntil = time.UnixMicro(lg.exh)
+	}
+	if b.Window.IsDaily() {
+		u.Reset = time.UnixMicro(lg.dayEnd)
+	} else {
+		for _, e := range lg.entries[lg.head:] {
+			if e.cost > 0 {
+				u.Reset = time.UnixMicro(e.at + b.Window.Duration().Microseconds())
+				break
+			}
+		}
+	}
+	return u
+}
+
+func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
+	k := logKey{api, cred, b.Name}
+	lg := s.logs[k]
+	if lg == nil {
+		lg = &memLog{window: b.Window}
+		s.logs[k] = lg
+	}
+	lg.window = b.Window
+	lg.prune(now)
+	return lg
+}
+
+// Take implements Store.
+func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+	}
+	now := nowOr(req.Now)
+	nowUS := now.UnixMicro()
+	res := &TakeResult{OK: true, At: now, Usage: make([]Usage, len(req.Debits))}
+	var logs [4]*memLog
+	lgs := logs[:0]
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ops++
+	if s.ops%sweepEvery == 0 {
+		s.sweep(nowUS)
+	}
+	for _, d := range req.Debits {
+		lgs = append(lgs, s.log(req.API, req.Credential, d.Budget, nowUS))
+	}
+	for i, d := range req.Debits {
+		lg := lgs[i]
+		var retry int64
+		if deficit := lg.sum + d.Cost - d.Limit; deficit > 0 {
+			retry = lg.retryAt(deficit)
+		}
+		if lg.exh > nowUS {
+			retry = max(retry, lg.exh)
+		}
+		if retry != 0 {
+			res.OK = false
+			res.Usage[i] = lg.usage(d.Budget, nowUS)
+			res.Usage[i].RetryAt = time.UnixMicro(retry)
+		}
+	}
+	if !res.OK {
+		for i, d := range req.Debits {
+			if res.Usage[i].Budget == "" {
+				res.Usage[i] = lgs[i].usage(d.Budget, nowUS)
+			}
+		}
+		return res, nil
+	}
+	for i, d := range req.Debits {
+		lg := lgs[i]
+		lg.entries = append(lg.entries, memEntry{at: nowUS, cost: d.Cost, nonce: req.Nonce})
+		lg.sum += d.Cost
+		res.Usage[i] = lg.usage(d.Budget, nowUS)
+		res.Usage[i].Cost = d.Cost
+	}
+	return res, nil
+}
+
+func (s *MemoryStore) sweep(now int64) {
+	for k, lg := range s.logs {
+		lg.prune(now)
+		if lg.idle() {
+			delete(s.logs, k)
+		}
+	}
+}
+
+// Refund implements Store.
+func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[string]int64, error) {
+	at := req.At.UnixMicro()
+	now := nowOr(req.Now).UnixMicro()
+	got := map[string]int64{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range req.Budgets {
+		lg := s.logs[logKey{req.API, req.Credential, b.Name}]
+		if lg == nil {
+			continue
+		}
+		lg.prune(now)
+		live := lg.entries[lg.head:]
+		for i := sort.Search(len(live), func(i int) bool { return live[i].at >= at }); i < len(live) && live[i].at == at; i++ {
+			if e := &live[i]; e.nonce == req.Nonce && e.cost > 0 {
+				got[b.Name] = e.cost
+				lg.sum -= e.cost
+				e.cost = 0
+			}
+		}
+	}
+	return got, nil
+}
+
+// Exhaust implements Store.
+func (s *MemoryStore) Exhaust(ctx context.Context, req *ExhaustRequest) error {
+	now := nowOr(req.Now).UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lg := s.log(req.API, req.Credential, req.Budget, now)
+	lg.exh = 0
+	if u := req.Until.UnixMicro(); !req.Until.IsZero() && u > now {
+		lg.exh = u
+	}
+	return nil
+}
+
+// Adjust implements Store.
+func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
+	now := nowOr(req.Now).UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lg := s.log(req.API, req.Credential, req.Budget, now)
+	lg.entries, lg.head, lg.sum, lg.exh = lg.entries[:0], 0, 0, 0
+	if req.Used > 0 {
+		lg.entries = append(lg.entries, memEntry{at: now, cost: req.Used, nonce: req.Nonce})
+		lg.sum = req.Used
+	}
+	return nil
+}
+
+// Usage implements Store.
+func (s *MemoryStore) Usage(ctx context.Context, req *UsageRequest) ([]Usage, error) {
+	now := nowOr(req.Now).UnixMicro()
+	out := make([]Usage, len(req.Budgets))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range req.Budgets {
+		lg := s.logs[logKey{req.API, req.Credential, b.Name}]
+		if lg == nil {
+			lg = &memLog{window: b.Window}
+		}
+		lg.window = b.Window
+		lg.prune(now)
+		out[i] = lg.usage(b, now)
+	}
+	return out, nil
+}
+
+// Entries implements Store.
+func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry, error) {
+	now := nowOr(req.Now).UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lg := s.logs[logKey{req.API, req.Credential, req.Budget.Name}]
+	if lg == nil {
+		return nil, nil
+	}
+	lg.window = req.Budget.Window
+	lg.prune(now)
+	var out []Entry
+	for _, e := range lg.entries[lg.head:] {
+		if e.cost > 0 {
+			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce})
+		}
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) api(name string) *memAPI {
+	a := s.apis[name]
+	if a == nil {
+		a = &memAPI{budgets: map[string]Budget{}, creds: map[string]string{}}
+		s.apis[name] = a
+	}
+	return a
+}
+
+// DefineBudgets implements Store.
+func (s *MemoryStore) DefineBudgets(ctx context.Context, api string, budgets []Budget) error {
+	if err := checkName("api", api); err != nil {
+		return err
+	}
+	for _, b := range budgets {
+		if err := b.validate(); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.api(api)
+	for _, b := range budgets {
+		a.budgets[b.Name] = b
+	}
+	return nil
+}
+
+// DeleteBudget implements Store.
+func (s *MemoryStore) DeleteBudget(ctx context.Context, api, budget string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.apis[api]
+	if a == nil || a.budgets[budget] == (Budget{}) {
+		return fmt.Errorf("%w: budget %s/%s", ErrNotFound, api, budget)
+	}
+	delete(a.budgets, budget)
+	return nil
+}
+
+// RememberCredential implements Store.
+func (s *MemoryStore) RememberCredential(ctx context.Context, api string, c CredentialInfo) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.api(api)
+	if old, ok := a.creds[c.ID]; !ok || c.Label != "" {
+		_ = old
+		a.creds[c.ID] = c.Label
+	}
+	return nil
+}
+
+// List implements Store.
+func (s *MemoryStore) List(ctx context.Context) ([]APIInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]APIInfo, 0, len(s.apis))
+	for _, name := range slices.Sorted(maps.Keys(s.apis)) {
+		a := s.apis[name]
+		info := APIInfo{Name: name, Budgets: []Budget{}, Credentials: []CredentialInfo{}}
+		for _, b := range slices.Sorted(maps.Keys(a.budgets)) {
+			info.Budgets = append(info.Budgets, a.budgets[b])
+		}
+		for _, id := range slices.Sorted(maps.Keys(a.creds)) {
+			info.Credentials = append(info.Credentials, CredentialInfo{ID: id, Label: a.creds[id]})
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Close implements Store; it does nothing.
+func (s *MemoryStore) Close() error { return nil }
+
+// SaveState implements StateStore.
+func (s *MemoryStore) SaveState(ctx context.Context, key string, value []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state[key] = slices.Clone(value)
+	return nil
+}
+
+// LoadState implements StateStore.
+func (s *MemoryStore) LoadState(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.state[key]
+	if !ok {
+		return nil, fmt.Errorf("%w: state %q", ErrNotFound, key)
+	}
+	return slices.Clone(v), nil
+}
+
+// AppendRecord implements StateStore.
+func (s *MemoryStore) AppendRecord(ctx context.Context, stream string, rec []byte, keep int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := append(s.records[stream], slices.Clone(rec))
+	if keep > 0 && len(r) > keep {
+		r = slices.Clone(r[len(r)-keep:])
+	}
+	s.records[stream] = r
+	return nil
+}
+
+// Records implements StateStore.
+func (s *MemoryStore) Records(ctx context.Context, stream string, limit int) ([][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.records[stream]
+	var out [][]byte
+	for i := len(r) - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
+		out = append(out, slices.Clone(r[i]))
+	}
+	return out, nil
+}
+
+// Streams implements StateStore.
+func (s *MemoryStore) Streams(ctx context.Context, prefix string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.records {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

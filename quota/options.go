@@ -1,0 +1,34 @@
+package quota
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Option configures a Limiter in New or Load.
+type Option func(*Limiter)
+
+// WithClock makes the limiter pass clock's time to the store as "now" with
+// every request, instead of the store using its own clock (Redis TIME, the
+// host clock). For tests: a fake clock moves time without sleeping.
+func WithClock(clock func() time.Time) Option { return func(l *Limiter) { l.clock = clock } }
+
+// WithFingerprintKey sets the HMAC key credential fingerprints are computed
+// with. Default: DefaultFingerprintKey. Every process sharing a store must use
+// the same key. A private key keeps a guessable (low-entropy) token from being
+// confirmed by hashing guesses against the stored fingerprint.
+func WithFingerprintKey(key []byte) Option {
+	return func(l *Limiter) { l.fpKey = append([]byte(nil), key...) }
+}
+
+// FailOpen sets the failure policy for when the store is unreachable: charges
+// whose largest per-budget cost is at or under maxCost units go ahead
+// unmetered (cheap calls keep flowing), larger ones are refused with
+// ErrStoreUnavailable. Each unmetered decision is logged at Warn level and
+// counted (Limiter.Unmetered). Default: fail closed, every charge is refused
+// while the store is unreachable.
+func FailOpen(maxCost int64) Option { return func(l *Limiter) { l.failOpen = maxCost } }
+
+// WithLogger sets where the limiter logs unmetered decisions. Default:
+// slog.Default() at the time New is called.
+func WithLogger(log *slog.Logger) Option { return func(l *Limiter) { l.log = log } }

@@ -1,0 +1,89 @@
+package quota
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reservation is a granted charge. Keep it to Refund the charge if the call
+// never reached the upstream.
+type Reservation struct {
+	// ID identifies the reservation across processes ("API/FINGERPRINT/
+	// TIME.NONCE"); ParseReservationID reads it back, so `quotactl refund ID`
+	// works from a shell script. Empty for an unmetered reservation.
+	ID         string    `json:"id"`
+	API        string    `json:"api"`
+	Credential string    `json:"credential"` // fingerprint
+	Label      string    `json:"label,omitempty"`
+	Method     string    `json:"method,omitempty"`
+	At         time.Time `json:"at"`
+	// Usage has one element per charged budget: its cost, and used, limit
+	// and remaining after the charge.
+	Usage []Usage `json:"usage"`
+	// Unmetered is true when the store was unreachable and the limiter
+	// failed open (see FailOpen): nothing was recorded.
+	Unmetered bool `json:"unmetered,omitempty"`
+
+	nonce string
+}
+
+// Remaining returns the units left in the named budget after this
+// reservation, or -1 if the reservation did not charge it.
+func (r *Reservation) Remaining(budget string) int64 {
+	for _, u := range r.Usage {
+		if u.Budget == budget {
+			return u.Remaining
+		}
+	}
+	return -1
+}
+
+// NextReset returns the earliest instant one of the charged budgets frees
+// capacity (a daily reset or a sliding window's oldest entry expiring).
+func (r *Reservation) NextReset() time.Time {
+	var t time.Time
+	for _, u := range r.Usage {
+		if !u.Reset.IsZero() && (t.IsZero() || u.Reset.Before(t)) {
+			t = u.Reset
+		}
+	}
+	return t
+}
+
+func reservationID(api, fp string, at time.Time, nonce string) string {
+	var b strings.Builder
+	b.Grow(len(api) + len(fp) + len(nonce) + 14)
+	b.WriteString(api)
+	b.WriteByte('/')
+	b.WriteString(fp)
+	b.WriteByte('/')
+	var buf [16]byte
+	b.Write(strconv.AppendInt(buf[:0], at.UnixMicro(), 36))
+	b.WriteByte('.')
+	b.WriteString(nonce)
+	return b.String()
+}
+
+// ParseReservationID reads a Reservation.ID back into a Reservation that
+// Limiter.Refund accepts (API, Credential, At and the nonce; no Usage, so
+// Refund looks in every budget of the API).
+func ParseReservationID(id string) (*Reservation, error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 {
+		return nil, invalidf("reservation ID %q: want API/FINGERPRINT/TIME.NONCE", id)
+	}
+	api, fp, rest := parts[0], parts[1], parts[2]
+	if err := checkName("api", api); err != nil {
+		return nil, invalidf("reservation ID %q: %v", id, trimInvalid(err))
+	}
+	if len(fp) != FingerprintLen || strings.Trim(fp, "0123456789abcdef") != "" {
+		return nil, invalidf("reservation ID %q: bad credential fingerprint", id)
+	}
+	ts, nonce, ok := strings.Cut(rest, ".")
+	us, err := strconv.ParseInt(ts, 36, 64)
+	if !ok || err != nil || nonce == "" || us <= 0 {
+		return nil, invalidf("reservation ID %q: bad TIME.NONCE part", id)
+	}
+	return &Reservation{ID: id, API: api, Credential: fp, At: time.UnixMicro(us), nonce: nonce}, nil
+}

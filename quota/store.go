@@ -1,0 +1,192 @@
+package quota
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps the logs behind a Limiter. Backends live in their own packages
+// (quota/redisstore, quota/sqlitestore) plus the in-process MemoryStore here;
+// every one passes quota/storetest. Callers use a Limiter, not a Store.
+//
+// Every method is safe for concurrent use. Credentials arrive as
+// fingerprints, never secrets. Where a request's Now is zero the store uses
+// its own clock (Redis TIME, the host clock); a non-zero Now is an injected
+// test clock and is used as is. Errors reaching the store wrap
+// ErrStoreUnavailable; bad arguments wrap ErrInvalid.
+type Store interface {
+	// Take is the one decision: for the credential and each debited budget,
+	// drop expired entries, compute used, and if every budget can pay (and
+	// none is marked exhausted), record one entry per budget holding the
+	// cost and return OK with usage after the charge. Otherwise record
+	// nothing and return, per refusing budget, RetryAt: exactly when enough
+	// units free up. Atomic across all debits.
+	Take(ctx context.Context, req *TakeRequest) (*TakeResult, error)
+
+	// Refund removes the entries of one reservation from the named budgets
+	// and returns the units given back per budget; an empty map when none
+	// was found (already refunded or expired).
+	Refund(ctx context.Context, req *RefundRequest) (map[string]int64, error)
+
+	// Exhaust marks a budget spent until req.Until; a zero or past Until
+	// clears the mark.
+	Exhaust(ctx context.Context, req *ExhaustRequest) error
+
+	// Adjust replaces a budget's log for one credential with a single entry
+	// of req.Used units at now (none if Used is 0) and clears any exhaustion
+	// mark: it resets a budget, or sets it to match the upstream's console.
+	Adjust(ctx context.Context, req *AdjustRequest) error
+
+	// Usage returns current usage of each budget for one credential, after
+	// dropping expired entries. It records nothing.
+	Usage(ctx context.Context, req *UsageRequest) ([]Usage, error)
+
+	// Entries returns the entries counted in one budget's window now,
+	// oldest first.
+	Entries(ctx context.Context, req *EntriesRequest) ([]Entry, error)
+
+	// DefineBudgets records budget definitions for api, replacing any of the
+	// same name, so another process can list and inspect them.
+	DefineBudgets(ctx context.Context, api string, budgets []Budget) error
+
+	// DeleteBudget removes a budget definition (not its logs).
+	DeleteBudget(ctx context.Context, api, budget string) error
+
+	// RememberCredential records that a credential fingerprint is used with
+	// api, with its label (a non-empty label replaces the old one).
+	RememberCredential(ctx context.Context, api string, cred CredentialInfo) error
+
+	// List returns every API the store knows, sorted by name, with its
+	// budget definitions and credentials.
+	List(ctx context.Context) ([]APIInfo, error)
+
+	// Close releases what the store owns. A store built on a caller's
+	// client leaves that client open.
+	Close() error
+}
+
+// Debit is one budget's part of a charge.
+type Debit struct {
+	Budget
+	Cost int64 // units, > 0 and <= Limit
+}
+
+// TakeRequest asks a Store for one decision.
+type TakeRequest struct {
+	API        string
+	Credential string // fingerprint
+	Nonce      string // unique per call; identifies the entries for Refund
+	Method     string // for the record; may be empty
+	Now        time.Time
+	Debits     []Debit
+}
+
+// TakeResult is a Store's decision.
+type TakeResult struct {
+	OK bool
+	At time.Time // the store's now: when the entries were recorded
+	// Usage has one element per debit, in order: after the charge when OK,
+	// the current state otherwise, with RetryAt set on refusing budgets.
+	Usage []Usage
+}
+
+// RefundRequest names one reservation's entries.
+type RefundRequest struct {
+	API        string
+	Credential string
+	At         time.Time // when the reservation was recorded
+	Nonce      string
+	Budgets    []Budget // the budgets to look in
+	Now        time.Time
+}
+
+// ExhaustRequest marks a budget spent.
+type ExhaustRequest struct {
+	API        string
+	Credential string
+	Budget     Budget
+	Until      time.Time
+	Now        time.Time
+}
+
+// AdjustRequest sets a budget's usage.
+type AdjustRequest struct {
+	API        string
+	Credential string
+	Budget     Budget
+	Used       int64 // >= 0
+	Nonce      string
+	Now        time.Time
+}
+
+// UsageRequest asks for usage of several budgets.
+type UsageRequest struct {
+	API        string
+	Credential string
+	Budgets    []Budget
+	Now        time.Time
+}
+
+// EntriesRequest asks for one budget's counted entries.
+type EntriesRequest struct {
+	API        string
+	Credential string
+	Budget     Budget
+	Now        time.Time
+}
+
+// Usage is one budget's state for one credential.
+type Usage struct {
+	Budget    string `json:"budget"`
+	Window    Window `json:"window"`
+	Limit     int64  `json:"limit"`
+	Used      int64  `json:"used"`      // units counted in the window now
+	Remaining int64  `json:"remaining"` // Limit-Used, or 0 while marked exhausted
+	Cost      int64  `json:"cost,omitempty"`
+	// Reset is when capacity next frees: a daily window's next reset, or
+	// when a sliding window's oldest counted entry expires (zero when the
+	// window is empty).
+	Reset time.Time `json:"reset,omitzero"`
+	// ExhaustedUntil is set while the budget is marked spent (Exhaust).
+	ExhaustedUntil time.Time `json:"exhausted_until,omitzero"`
+	// RetryAt is set on a refusing budget: when this charge could be paid.
+	RetryAt time.Time `json:"retry_at,omitzero"`
+}
+
+// Entry is one recorded charge of one budget.
+type Entry struct {
+	At    time.Time `json:"at"`
+	Cost  int64     `json:"cost"`
+	Nonce string    `json:"nonce"`
+}
+
+// CredentialInfo is what a store knows of a credential: its fingerprint and
+// label.
+type CredentialInfo struct {
+	ID    string `json:"id"` // fingerprint
+	Label string `json:"label,omitempty"`
+}
+
+// APIInfo is one API as a store knows it.
+type APIInfo struct {
+	Name        string           `json:"api"`
+	Budgets     []Budget         `json:"budgets"`
+	Credentials []CredentialInfo `json:"credentials"`
+}
+
+// StateStore keeps small named values and bounded record streams: the jobs
+// package keeps checkpoints and run history in it. Every store in this
+// module implements it.
+type StateStore interface {
+	// SaveState sets key to value.
+	SaveState(ctx context.Context, key string, value []byte) error
+	// LoadState returns key's value, or an error wrapping ErrNotFound.
+	LoadState(ctx context.Context, key string) ([]byte, error)
+	// AppendRecord appends rec to stream, keeping the newest keep records.
+	AppendRecord(ctx context.Context, stream string, rec []byte, keep int) error
+	// Records returns up to limit records of stream, newest first
+	// (limit <= 0: all).
+	Records(ctx context.Context, stream string, limit int) ([][]byte, error)
+	// Streams returns the names of the streams that start with prefix, sorted.
+	Streams(ctx context.Context, prefix string) ([]string, error)
+}

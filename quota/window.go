@@ -1,0 +1,190 @@
+package quota
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+type windowKind uint8
+
+const (
+	kindInvalid windowKind = iota
+	kindSliding
+	kindDaily
+)
+
+// Window is the span over which a Budget's limit applies. Build one with
+// Sliding or Daily; the zero Window is invalid and New rejects it.
+//
+// Both kinds are the same log of entries with a different cutoff: an entry
+// recorded at instant at counts until Expiry(at). Times are kept to the
+// microsecond.
+type Window struct {
+	kind windowKind
+	d    time.Duration
+	loc  *time.Location
+}
+
+// Sliding returns a window that counts every entry recorded in the trailing
+// d: exact over any span of length d, with no boundary bursts. d must be at
+// least one microsecond.
+func Sliding(d time.Duration) Window { return Window{kind: kindSliding, d: d} }
+
+// Daily returns a window that resets at local midnight in loc, the way the
+// YouTube Data API resets at midnight America/Los_Angeles. Days are calendar
+// days, so a window is 23 or 25 hours long on DST transition days.
+func Daily(loc *time.Location) Window { return Window{kind: kindDaily, loc: loc} }
+
+// IsZero reports whether w is the zero (invalid) Window.
+func (w Window) IsZero() bool { return w.kind == kindInvalid }
+
+// IsDaily reports whether w resets at local midnight.
+func (w Window) IsDaily() bool { return w.kind == kindDaily }
+
+// Duration returns a sliding window's length, or 0 for a daily window.
+func (w Window) Duration() time.Duration {
+	if w.kind == kindSliding {
+		return w.d
+	}
+	return 0
+}
+
+// Location returns a daily window's zone, or nil for a sliding window.
+func (w Window) Location() *time.Location {
+	if w.kind == kindDaily {
+		return w.loc
+	}
+	return nil
+}
+
+// String returns the window's text form, accepted by ParseWindow:
+// "sliding:24h0m0s" or "daily:America/Los_Angeles".
+func (w Window) String() string {
+	switch w.kind {
+	case kindSliding:
+		return "sliding:" + w.d.String()
+	case kindDaily:
+		if w.loc == nil {
+			return "daily:"
+		}
+		return "daily:" + w.loc.String()
+	}
+	return "invalid"
+}
+
+// ParseWindow parses the text form of a Window: "sliding:DURATION" (or a bare
+// duration such as "24h"), or "daily:ZONE" with an IANA zone name such as
+// "America/Los_Angeles" (or "UTC").
+func ParseWindow(s string) (Window, error) {
+	kind, arg, found := strings.Cut(strings.TrimSpace(s), ":")
+	if !found {
+		kind, arg = "sliding", kind
+	}
+	switch kind {
+	case "sliding":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return Window{}, fmt.Errorf("%w: window %q: bad duration: %v", ErrInvalid, s, err)
+		}
+		w := Sliding(d)
+		return w, w.validate()
+	case "daily":
+		if arg == "" {
+			return Window{}, fmt.Errorf("%w: window %q: daily needs a zone, e.g. daily:America/Los_Angeles", ErrInvalid, s)
+		}
+		loc, err := time.LoadLocation(arg)
+		if err != nil {
+			return Window{}, fmt.Errorf("%w: window %q: unknown time zone %q", ErrInvalid, s, arg)
+		}
+		return Daily(loc), nil
+	}
+	return Window{}, fmt.Errorf("%w: window %q: kind must be sliding or daily", ErrInvalid, s)
+}
+
+// MarshalText implements encoding.TextMarshaler with the String form.
+func (w Window) MarshalText() ([]byte, error) {
+	if err := w.validate(); err != nil {
+		return nil, err
+	}
+	return []byte(w.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseWindow.
+func (w *Window) UnmarshalText(b []byte) error {
+	v, err := ParseWindow(string(b))
+	if err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
+
+func (w Window) validate() error {
+	switch w.kind {
+	case kindSliding:
+		if w.d < time.Microsecond {
+			return fmt.Errorf("%w: sliding window of %v: must be at least 1µs", ErrInvalid, w.d)
+		}
+		return nil
+	case kindDaily:
+		if w.loc == nil {
+			return fmt.Errorf("%w: daily window without a time zone", ErrInvalid)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: zero window: use quota.Sliding(d) or quota.Daily(loc)", ErrInvalid)
+}
+
+// Start returns the earliest recorded instant that still counts at now: for
+// a sliding window now-d+1µs, for a daily window the local midnight that
+// began now's day.
+func (w Window) Start(now time.Time) time.Time {
+	now = now.Truncate(time.Microsecond)
+	if w.kind == kindDaily {
+		return midnight(now, w.loc, 0)
+	}
+	return now.Add(-w.d + time.Microsecond)
+}
+
+// Expiry returns the first instant at which an entry recorded at at no
+// longer counts: at+d for a sliding window, the next local midnight for a
+// daily window.
+func (w Window) Expiry(at time.Time) time.Time {
+	if w.kind == kindDaily {
+		return midnight(at, w.loc, 1)
+	}
+	return at.Truncate(time.Microsecond).Add(w.d)
+}
+
+// NextReset returns when a daily window next resets after now (the next
+// local midnight). A sliding window never resets as a whole: it returns the
+// zero Time.
+func (w Window) NextReset(now time.Time) time.Time {
+	if w.kind == kindDaily {
+		return midnight(now, w.loc, 1)
+	}
+	return time.Time{}
+}
+
+// Boundaries returns local midnights around now, oldest first: the one that
+// began the day before now's, now's own, and the next two. Stores whose clock
+// lives elsewhere (Redis TIME) use them to find the day of their own now
+// without knowing time zones, tolerating a day of clock skew.
+func (w Window) Boundaries(now time.Time) []time.Time {
+	if w.kind != kindDaily {
+		return nil
+	}
+	b := make([]time.Time, 4)
+	for i := range b {
+		b[i] = midnight(now, w.loc, i-1)
+	}
+	return b
+}
+
+// midnight returns the local midnight that starts the day days after t's
+// (in loc). time.Date normalises a midnight skipped by a DST jump.
+func midnight(t time.Time, loc *time.Location, days int) time.Time {
+	y, m, d := t.In(loc).Date()
+	return time.Date(y, m, d+days, 0, 0, 0, 0, loc)
+}
