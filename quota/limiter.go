@@ -206,6 +206,7 @@ func (l *Limiter) nonce() string {
 // unreachable store gives ErrStoreUnavailable unless FailOpen lets the charge
 // through unmetered.
 func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
+	ch = allocate(ctx, ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
@@ -241,7 +242,9 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	}
 	if err != nil {
 		if err = l.unavailable(err, maxCost, ch.Method, cred); err == nil {
-			return &Reservation{API: l.api, Credential: fp, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}, nil
+			r := &Reservation{API: l.api, Credential: fp, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}
+			observe(ctx, r, false)
+			return r, nil
 		}
 		return nil, err
 	}
@@ -252,10 +255,12 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if !res.OK {
 		return nil, l.exhausted(res, debits, fp, label)
 	}
-	return &Reservation{
+	r := &Reservation{
 		ID: reservationID(l.api, fp, res.At, req.Nonce), API: l.api, Credential: fp, Label: label,
 		Method: ch.Method, At: res.At, Usage: res.Usage, nonce: req.Nonce,
-	}, nil
+	}
+	observe(ctx, r, false)
+	return r, nil
 }
 
 // unavailable applies the failure policy to a store error: nil means go
@@ -342,6 +347,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if len(got) == 0 {
 		return fmt.Errorf("%w: reservation %s (already refunded, or out of its window)", ErrNotFound, res.ID)
 	}
+	observe(ctx, res, true)
 	return nil
 }
 

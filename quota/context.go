@@ -1,0 +1,64 @@
+package quota
+
+import "context"
+
+// Observer is told of every charge a Limiter grants (refund false) or gives
+// back (refund true) under a context made by ContextWithObserver. The jobs
+// package uses it to count the units each run spends. It must be quick and
+// safe for concurrent use.
+type Observer func(res *Reservation, refund bool)
+
+type observerKey struct{}
+
+type allocation struct {
+	budget, within string
+	next           *allocation
+}
+
+type allocationKey struct{}
+
+// ContextWithObserver returns a copy of ctx under which every Take and
+// Refund of any Limiter also calls fn. Observers nest: an inner one does not
+// hide an outer one.
+func ContextWithObserver(ctx context.Context, fn Observer) context.Context {
+	if outer, ok := ctx.Value(observerKey{}).(Observer); ok {
+		inner := fn
+		fn = func(res *Reservation, refund bool) { inner(res, refund); outer(res, refund) }
+	}
+	return context.WithValue(ctx, observerKey{}, fn)
+}
+
+// ContextWithAllocation returns a copy of ctx under which every charge to
+// the budget within is also charged, with the same units and in the same
+// atomic take, to the budget alloc: a job's own allocation inside a shared
+// budget (backfill may spend at most 2,000 of the 9,500 "units"). Both are
+// budgets of the Limiter; a Take whose Limiter lacks alloc fails with
+// ErrInvalid naming it.
+func ContextWithAllocation(ctx context.Context, alloc, within string) context.Context {
+	next, _ := ctx.Value(allocationKey{}).(*allocation)
+	return context.WithValue(ctx, allocationKey{}, &allocation{budget: alloc, within: within, next: next})
+}
+
+func observe(ctx context.Context, res *Reservation, refund bool) {
+	if fn, ok := ctx.Value(observerKey{}).(Observer); ok {
+		fn(res, refund)
+	}
+}
+
+// allocate adds to ch.Units the allocation budgets ctx asks for, on a copy.
+func allocate(ctx context.Context, ch Charge) Charge {
+	a, _ := ctx.Value(allocationKey{}).(*allocation)
+	if a == nil {
+		return ch
+	}
+	units := make(map[string]int64, len(ch.Units)+1)
+	for k, v := range ch.Units {
+		units[k] = v
+	}
+	for ; a != nil; a = a.next {
+		if n, ok := ch.Units[a.within]; ok {
+			units[a.budget] += n
+		}
+	}
+	return Charge{Method: ch.Method, Units: units}
+}
