@@ -1,0 +1,718 @@
+// Package storetest is the conformance suite every quota.Store passes, in
+// the manner of testing/fstest: a backend's test calls Run with a function
+// that makes a fresh, empty store.
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) quota.Store { return quota.NewMemoryStore() })
+//	}
+//
+// The suite drives each store through quota.Limiter with an injected clock
+// (fixed instants, never sleeping): boundary bursts, weighted costs,
+// multi-budget atomicity, exact RetryAfter, refund, exhaust, adjust, daily
+// reset across DST, expiry, concurrency, bad input, the catalog, and (when
+// the store implements it) quota.StateStore.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Clock is a fake clock for tests: Now returns the set instant; Set and Add
+// move it. It is safe for concurrent use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's instant.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// T0 is the instant the suite starts its clocks at.
+var T0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+type suite struct {
+	newStore func(t *testing.T) quota.Store
+}
+
+// Run runs the conformance suite. newStore must return a fresh store with no
+// data visible to other calls (a new database, or a unique key prefix); the
+// suite closes it at the end of each subtest.
+func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
+	s := suite{newStore: newStore}
+	tests := []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"BoundaryBurst", s.boundaryBurst},
+		{"WeightedCosts", s.weightedCosts},
+		{"MultiBudgetAtomic", s.multiBudgetAtomic},
+		{"RetryAfterExact", s.retryAfterExact},
+		{"SameInstantEntries", s.sameInstant},
+		{"Refund", s.refund},
+		{"Exhaust", s.exhaust},
+		{"Adjust", s.adjust},
+		{"DailyResetDST", s.dailyDST},
+		{"Expiry", s.expiry},
+		{"Isolation", s.isolation},
+		{"Catalog", s.catalog},
+		{"BadInput", s.badInput},
+		{"Concurrency", s.concurrency},
+		{"StateStore", s.stateStore},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.fn)
+	}
+}
+
+func (s suite) store(t *testing.T) quota.Store {
+	t.Helper()
+	st := s.newStore(t)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func (s suite) limiter(t *testing.T, st quota.Store, clock *Clock, budgets ...quota.Budget) *quota.Limiter {
+	t.Helper()
+	l, err := quota.New(st, "api", budgets, quota.WithClock(clock.Now))
+	if err != nil {
+		t.Fatalf("quota.New: %v", err)
+	}
+	return l
+}
+
+var key = quota.Credential{Secret: "AIzaSy-test-secret-0123456789", Label: "key-1"}
+
+func mustTake(t *testing.T, l *quota.Limiter, c quota.Credential, ch quota.Charge) *quota.Reservation {
+	t.Helper()
+	r, err := l.Take(context.Background(), c, ch)
+	if err != nil {
+		t.Fatalf("Take(%v) at %v: %v", ch.Units, r, err)
+	}
+	return r
+}
+
+func mustRefuse(t *testing.T, l *quota.Limiter, c quota.Credential, ch quota.Charge) *quota.ExhaustedError {
+	t.Helper()
+	r, err := l.Take(context.Background(), c, ch)
+	var ee *quota.ExhaustedError
+	if !errors.As(err, &ee) || !errors.Is(err, quota.ErrExhausted) {
+		t.Fatalf("Take(%v) = %v, %v; want *ExhaustedError", ch.Units, r, err)
+	}
+	return ee
+}
+
+func used(t *testing.T, l *quota.Limiter, c quota.Credential, budget string) int64 {
+	t.Helper()
+	us, err := l.Status(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	for _, u := range us {
+		if u.Budget == budget {
+			return u.Used
+		}
+	}
+	t.Fatalf("Status has no budget %q", budget)
+	return 0
+}
+
+// boundaryBurst: a fixed-window counter admits a full burst on each side of
+// a boundary; a sliding log admits the limit in any window, whatever the
+// alignment.
+func (s suite) boundaryBurst(t *testing.T) {
+	clock := NewClock(T0.Add(59 * time.Minute))
+	l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)})
+	for range 10 {
+		mustTake(t, l, key, quota.Units("units", 1))
+	}
+	clock.Set(T0.Add(time.Hour)) // where a fixed window would reset
+	ee := mustRefuse(t, l, key, quota.Units("units", 1))
+	if ee.RetryAfter != 59*time.Minute || !ee.RetryAt.Equal(T0.Add(119*time.Minute)) {
+		t.Fatalf("RetryAfter = %v (at %v), want 59m (at %v)", ee.RetryAfter, ee.RetryAt, T0.Add(119*time.Minute))
+	}
+	if ee.Budget != "units" || ee.Used != 10 || ee.Limit != 10 || ee.Cost != 1 {
+		t.Fatalf("ExhaustedError = %+v", ee)
+	}
+	clock.Set(T0.Add(119*time.Minute - time.Microsecond))
+	mustRefuse(t, l, key, quota.Units("units", 1))
+	clock.Set(T0.Add(119 * time.Minute))
+	for range 10 {
+		mustTake(t, l, key, quota.Units("units", 1))
+	}
+	mustRefuse(t, l, key, quota.Units("units", 1))
+}
+
+func (s suite) weightedCosts(t *testing.T) {
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 250, Window: quota.Sliding(24 * time.Hour)})
+	r := mustTake(t, l, key, quota.Units("units", 100))
+	if got := r.Remaining("units"); got != 150 {
+		t.Fatalf("Remaining after 100 = %d, want 150", got)
+	}
+	clock.Add(time.Second)
+	r = mustTake(t, l, key, quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 1}})
+	if got := r.Remaining("units"); got != 149 || r.Usage[0].Used != 101 || r.Usage[0].Cost != 1 || r.Method != "videos.list" {
+		t.Fatalf("after 100+1: %+v", r.Usage)
+	}
+	clock.Add(time.Second)
+	mustTake(t, l, key, quota.Units("units", 100))
+	ee := mustRefuse(t, l, key, quota.Units("units", 50))
+	if ee.Used != 201 || ee.Cost != 50 {
+		t.Fatalf("refusal = %+v, want used 201 cost 50", ee)
+	}
+	mustTake(t, l, key, quota.Units("units", 49))
+	// One entry per call, the cost inside it.
+	es, err := l.Entries(context.Background(), key, "units")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var costs []int64
+	for _, e := range es {
+		costs = append(costs, e.Cost)
+	}
+	if !slices.Equal(costs, []int64{100, 1, 100, 49}) {
+		t.Fatalf("entries' costs = %v, want [100 1 100 49]", costs)
+	}
+	// A cost over the limit can never succeed, and records nothing.
+	_, err = l.Take(context.Background(), key, quota.Units("units", 251))
+	if !errors.Is(err, quota.ErrCostExceedsLimit) || errors.Is(err, quota.ErrExhausted) {
+		t.Fatalf("cost 251 > limit 250: err = %v, want ErrCostExceedsLimit", err)
+	}
+	if got := used(t, l, key, "units"); got != 250 {
+		t.Fatalf("used = %d, want 250", got)
+	}
+}
+
+func (s suite) multiBudgetAtomic(t *testing.T) {
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock,
+		quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)},
+		quota.Budget{Name: "search", Limit: 2, Window: quota.Sliding(time.Hour)})
+	both := quota.Charge{Method: "search.list", Units: map[string]int64{"units": 10, "search": 1}}
+	r := mustTake(t, l, key, both)
+	if len(r.Usage) != 2 {
+		t.Fatalf("reservation usage = %+v, want 2 budgets", r.Usage)
+	}
+	mustTake(t, l, key, both)
+	ee := mustRefuse(t, l, key, both)
+	if ee.Budget != "search" {
+		t.Fatalf("refusing budget = %q, want search", ee.Budget)
+	}
+	if got := used(t, l, key, "units"); got != 20 {
+		t.Fatalf("units used after a refused multi-budget charge = %d, want 20 (nothing recorded)", got)
+	}
+	// The other order: units refuses, search must not be charged.
+	l2 := s.limiter(t, s.store(t), clock,
+		quota.Budget{Name: "units", Limit: 15, Window: quota.Sliding(time.Hour)},
+		quota.Budget{Name: "search", Limit: 5, Window: quota.Sliding(time.Hour)})
+	mustTake(t, l2, key, both)
+	if ee := mustRefuse(t, l2, key, both); ee.Budget != "units" {
+		t.Fatalf("refusing budget = %q, want units", ee.Budget)
+	}
+	if got := used(t, l2, key, "search"); got != 1 {
+		t.Fatalf("search used = %d, want 1", got)
+	}
+	// When both refuse, the error names the one that frees up last.
+	clock.Add(30 * time.Minute)
+	l3 := s.limiter(t, s.store(t), clock,
+		quota.Budget{Name: "a", Limit: 1, Window: quota.Sliding(time.Hour)},
+		quota.Budget{Name: "b", Limit: 1, Window: quota.Sliding(2 * time.Hour)})
+	mustTake(t, l3, key, quota.Charge{Units: map[string]int64{"a": 1, "b": 1}})
+	ee = mustRefuse(t, l3, key, quota.Charge{Units: map[string]int64{"a": 1, "b": 1}})
+	if ee.Budget != "b" || ee.RetryAfter != 2*time.Hour {
+		t.Fatalf("refusal = %s after %v, want b after 2h", ee.Budget, ee.RetryAfter)
+	}
+}
+
+func (s suite) retryAfterExact(t *testing.T) {
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 60, Window: quota.Sliding(time.Hour)})
+	for i, c := range []int64{10, 20, 30} {
+		clock.Set(T0.Add(time.Duration(i) * time.Minute))
+		mustTake(t, l, key, quota.Units("units", c))
+	}
+	clock.Set(T0.Add(3 * time.Minute))
+	for _, tc := range []struct {
+		cost int64
+		at   time.Time
+	}{
+		{1, T0.Add(time.Hour)},                  // the oldest entry frees 10
+		{10, T0.Add(time.Hour)},                 // exactly covered by the oldest
+		{11, T0.Add(time.Hour + time.Minute)},   // needs the second entry too
+		{30, T0.Add(time.Hour + time.Minute)},   // 10+20 = 30
+		{31, T0.Add(time.Hour + 2*time.Minute)}, // needs all three
+		{60, T0.Add(time.Hour + 2*time.Minute)}, // the whole limit
+	} {
+		ee := mustRefuse(t, l, key, quota.Units("units", tc.cost))
+		if !ee.RetryAt.Equal(tc.at) || ee.RetryAfter != tc.at.Sub(clock.Now()) {
+			t.Errorf("cost %d: RetryAt %v (after %v), want %v (after %v)", tc.cost, ee.RetryAt, ee.RetryAfter, tc.at, tc.at.Sub(clock.Now()))
+		}
+	}
+	// At RetryAt the charge fits, one microsecond before it does not.
+	clock.Set(T0.Add(time.Hour + time.Minute - time.Microsecond))
+	mustRefuse(t, l, key, quota.Units("units", 30))
+	clock.Set(T0.Add(time.Hour + time.Minute))
+	mustTake(t, l, key, quota.Units("units", 30))
+}
+
+func (s suite) sameInstant(t *testing.T) {
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Minute)})
+	var rs []*quota.Reservation
+	for range 5 {
+		rs = append(rs, mustTake(t, l, key, quota.Units("units", 2)))
+	}
+	if got := used(t, l, key, "units"); got != 10 {
+		t.Fatalf("five entries at one instant: used %d, want 10", got)
+	}
+	if err := l.Refund(context.Background(), rs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(t, l, key, "units"); got != 8 {
+		t.Fatalf("refund of one of five same-instant entries: used %d, want 8", got)
+	}
+	es, err := l.Entries(context.Background(), key, "units")
+	if err != nil || len(es) != 4 {
+		t.Fatalf("Entries = %v, %v; want 4", es, err)
+	}
+}
+
+func (s suite) refund(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock,
+		quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)},
+		quota.Budget{Name: "search", Limit: 10, Window: quota.Sliding(time.Hour)})
+	r1 := mustTake(t, l, key, quota.Charge{Units: map[string]int64{"units": 50, "search": 1}})
+	clock.Add(time.Second)
+	r2 := mustTake(t, l, key, quota.Units("units", 30))
+	clock.Add(time.Second)
+	if err := l.Refund(ctx, r1); err != nil {
+		t.Fatalf("Refund: %v", err)
+	}
+	if u, s := used(t, l, key, "units"), used(t, l, key, "search"); u != 30 || s != 0 {
+		t.Fatalf("after refund: units %d search %d, want 30 and 0", u, s)
+	}
+	if err := l.Refund(ctx, r1); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("second Refund = %v, want ErrNotFound", err)
+	}
+	// By ID alone, as `quotactl refund ID` does, from another limiter.
+	p, err := quota.ParseReservationID(r2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refund(ctx, p); err != nil {
+		t.Fatalf("Refund by ID: %v", err)
+	}
+	if u := used(t, l, key, "units"); u != 0 {
+		t.Fatalf("after refund by ID: used %d, want 0", u)
+	}
+	// A refund after the entry left the window finds nothing.
+	r3 := mustTake(t, l, key, quota.Units("units", 5))
+	clock.Add(time.Hour)
+	if err := l.Refund(ctx, r3); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("Refund of expired = %v, want ErrNotFound", err)
+	}
+	if _, err := quota.ParseReservationID("not-an-id"); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("ParseReservationID(bad) = %v, want ErrInvalid", err)
+	}
+}
+
+func (s suite) exhaust(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(24 * time.Hour)})
+	mustTake(t, l, key, quota.Units("units", 10))
+	until := T0.Add(90 * time.Minute)
+	if err := l.Exhaust(ctx, key, "units", until); err != nil {
+		t.Fatal(err)
+	}
+	ee := mustRefuse(t, l, key, quota.Units("units", 1))
+	if ee.RetryAfter != 90*time.Minute || !ee.ExhaustedUntil.Equal(until) || ee.Used != 10 {
+		t.Fatalf("refusal while exhausted = %+v", ee)
+	}
+	us, err := l.Status(ctx, key)
+	if err != nil || us[0].Remaining != 0 || !us[0].ExhaustedUntil.Equal(until) || us[0].Used != 10 {
+		t.Fatalf("Status while exhausted = %+v, %v", us, err)
+	}
+	clock.Set(until.Add(-time.Microsecond))
+	mustRefuse(t, l, key, quota.Units("units", 1))
+	clock.Set(until)
+	mustTake(t, l, key, quota.Units("units", 1))
+	if us, _ := l.Status(ctx, key); !us[0].ExhaustedUntil.IsZero() || us[0].Remaining != 89 {
+		t.Fatalf("Status after the mark ended = %+v", us)
+	}
+	// A zero until clears a mark early.
+	if err := l.Exhaust(ctx, key, "units", until.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	mustRefuse(t, l, key, quota.Units("units", 1))
+	if err := l.Exhaust(ctx, key, "units", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, l, key, quota.Units("units", 1))
+}
+
+func (s suite) adjust(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)})
+	mustTake(t, l, key, quota.Units("units", 10))
+	if err := l.Exhaust(ctx, key, "units", T0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Adjust(ctx, key, "units", 95); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(t, l, key, "units"); got != 95 {
+		t.Fatalf("after Adjust(95): used %d", got)
+	}
+	mustTake(t, l, key, quota.Units("units", 5)) // the exhaustion mark is gone
+	mustRefuse(t, l, key, quota.Units("units", 1))
+	if err := l.Adjust(ctx, key, "units", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(t, l, key, "units"); got != 0 {
+		t.Fatalf("after Adjust(0): used %d", got)
+	}
+	if err := l.Adjust(ctx, key, "units", 101); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("Adjust over the limit = %v, want ErrInvalid", err)
+	}
+}
+
+// dailyDST checks the 23- and 25-hour days of America/Los_Angeles.
+func (s suite) dailyDST(t *testing.T) {
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		day   time.Time
+		hours time.Duration
+	}{
+		{"spring-forward-23h", time.Date(2026, 3, 8, 0, 0, 0, 0, la), 23 * time.Hour},
+		{"fall-back-25h", time.Date(2026, 11, 1, 0, 0, 0, 0, la), 25 * time.Hour},
+		{"ordinary-24h", time.Date(2026, 11, 22, 0, 0, 0, 0, la), 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewClock(tc.day.Add(30 * time.Minute))
+			l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 10, Window: quota.Daily(la)})
+			next := time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day()+1, 0, 0, 0, 0, la)
+			if next.Sub(tc.day) != tc.hours {
+				t.Fatalf("test setup: day is %v long", next.Sub(tc.day))
+			}
+			r := mustTake(t, l, key, quota.Units("units", 4))
+			if !r.Usage[0].Reset.Equal(next) {
+				t.Fatalf("Reset = %v, want %v", r.Usage[0].Reset, next)
+			}
+			clock.Set(tc.day.Add(tc.hours - time.Hour)) // 23:00 local
+			mustTake(t, l, key, quota.Units("units", 6))
+			ee := mustRefuse(t, l, key, quota.Units("units", 1))
+			if !ee.RetryAt.Equal(next) || ee.RetryAfter != time.Hour {
+				t.Fatalf("RetryAt %v after %v, want %v after 1h", ee.RetryAt, ee.RetryAfter, next)
+			}
+			clock.Set(next.Add(-time.Microsecond))
+			mustRefuse(t, l, key, quota.Units("units", 1))
+			clock.Set(next)
+			r = mustTake(t, l, key, quota.Units("units", 10))
+			if r.Usage[0].Used != 10 {
+				t.Fatalf("after reset: used %d, want 10", r.Usage[0].Used)
+			}
+		})
+	}
+}
+
+func (s suite) expiry(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	l := s.limiter(t, st, clock, quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Minute)})
+	mustTake(t, l, key, quota.Units("units", 7))
+	us, err := l.Status(ctx, key)
+	if err != nil || !us[0].Reset.Equal(T0.Add(time.Minute)) {
+		t.Fatalf("Status = %+v, %v; want next free unit at %v", us, err, T0.Add(time.Minute))
+	}
+	clock.Add(time.Minute)
+	us, err = l.Status(ctx, key)
+	if err != nil || us[0].Used != 0 || us[0].Remaining != 10 || !us[0].Reset.IsZero() {
+		t.Fatalf("Status after the window = %+v, %v", us, err)
+	}
+	if es, err := l.Entries(ctx, key, "units"); err != nil || len(es) != 0 {
+		t.Fatalf("Entries after the window = %v, %v", es, err)
+	}
+	// Many decisions over a long time keep only the window's entries.
+	for i := range 300 {
+		clock.Add(time.Second)
+		mustTake(t, l, key, quota.Units("units", 1))
+		if i > 10 {
+			if es, _ := l.Entries(ctx, key, "units"); len(es) != 10 {
+				t.Fatalf("step %d: %d entries in the window, want 10", i, len(es))
+			}
+		}
+		clock.Add(5 * time.Second)
+	}
+}
+
+func (s suite) isolation(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 5, Window: quota.Sliding(time.Hour)}
+	yt, _ := quota.New(st, "youtube", []quota.Budget{b}, quota.WithClock(clock.Now))
+	gh, _ := quota.New(st, "github", []quota.Budget{b}, quota.WithClock(clock.Now))
+	other := quota.Credential{Secret: "another-secret-key"}
+	mustTake(t, yt, key, quota.Units("units", 5))
+	mustRefuse(t, yt, key, quota.Units("units", 1))
+	mustTake(t, gh, key, quota.Units("units", 5))
+	mustTake(t, yt, other, quota.Units("units", 5))
+	if us, err := gh.Status(ctx, other); err != nil || us[0].Used != 0 {
+		t.Fatalf("github/units for another credential = %+v, %v; want unused", us, err)
+	}
+}
+
+func (s suite) catalog(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	la, _ := time.LoadLocation("America/Los_Angeles")
+	budgets := []quota.Budget{
+		{Name: "units", Limit: 10000, Window: quota.Daily(la)},
+		{Name: "search", Limit: 100, Window: quota.Sliding(24 * time.Hour)},
+	}
+	l, err := quota.New(st, "youtube", budgets, quota.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, l, key, quota.Units("units", 3))
+	mustTake(t, l, quota.Credential{Secret: "second-key-xyz"}, quota.Units("units", 1))
+
+	// Another process, with no configuration, sees the budgets and labels.
+	l2, err := quota.Load(ctx, st, "youtube", quota.WithClock(clock.Now))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	got := l2.Budgets()
+	slices.SortFunc(got, func(a, b quota.Budget) int { return cmpStr(a.Name, b.Name) })
+	if len(got) != 2 || got[0].Name != "search" || got[0].Limit != 100 || got[0].Window.String() != "sliding:24h0m0s" ||
+		got[1].Name != "units" || got[1].Window.String() != "daily:America/Los_Angeles" {
+		t.Fatalf("loaded budgets = %v", got)
+	}
+	r := mustTake(t, l2, quota.Credential{Label: "key-1"}, quota.Units("units", 2))
+	if r.Usage[0].Used != 5 {
+		t.Fatalf("label-only take: used %d, want 5 (same credential)", r.Usage[0].Used)
+	}
+	if _, err := l2.Take(ctx, quota.Credential{Label: "nobody"}, quota.Units("units", 1)); !errors.Is(err, quota.ErrUnknownCredential) {
+		t.Fatalf("unknown label: %v, want ErrUnknownCredential", err)
+	}
+	apis, err := st.List(ctx)
+	if err != nil || len(apis) != 1 || apis[0].Name != "youtube" || len(apis[0].Credentials) != 2 {
+		t.Fatalf("List = %+v, %v", apis, err)
+	}
+	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), key.Secret)
+	var labels []string
+	for _, c := range apis[0].Credentials {
+		if c.ID == key.Secret || c.ID == "second-key-xyz" {
+			t.Fatalf("the store lists a raw credential")
+		}
+		if c.ID == fp {
+			labels = append(labels, c.Label)
+		}
+	}
+	if !slices.Equal(labels, []string{"key-1"}) {
+		t.Fatalf("labels of the fingerprint = %v, want [key-1]", labels)
+	}
+	if err := st.DeleteBudget(ctx, "youtube", "search"); err != nil {
+		t.Fatal(err)
+	}
+	if apis, _ := st.List(ctx); len(apis[0].Budgets) != 1 {
+		t.Fatalf("after DeleteBudget: %+v", apis[0].Budgets)
+	}
+	if err := st.DeleteBudget(ctx, "youtube", "search"); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("DeleteBudget of a missing budget = %v, want ErrNotFound", err)
+	}
+	if _, err := quota.Load(ctx, st, "nope"); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("Load of an unknown api = %v, want ErrNotFound", err)
+	}
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s suite) badInput(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	l := s.limiter(t, st, clock, quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)})
+	mustTake(t, l, key, quota.Units("units", 3))
+	for _, tc := range []struct {
+		name string
+		cred quota.Credential
+		ch   quota.Charge
+		want error
+	}{
+		{"zero cost", key, quota.Units("units", 0), quota.ErrInvalid},
+		{"negative cost", key, quota.Units("units", -5), quota.ErrInvalid},
+		{"unknown budget", key, quota.Units("nope", 1), quota.ErrInvalid},
+		{"no budget", key, quota.Charge{Method: "x"}, quota.ErrInvalid},
+		{"empty credential", quota.Credential{}, quota.Units("units", 1), quota.ErrInvalid},
+		{"over the limit", key, quota.Units("units", 11), quota.ErrCostExceedsLimit},
+	} {
+		_, err := l.Take(ctx, tc.cred, tc.ch)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if got := used(t, l, key, "units"); got != 3 {
+		t.Fatalf("bad input changed usage: %d, want 3", got)
+	}
+	for _, tc := range []struct {
+		name    string
+		api     string
+		budgets []quota.Budget
+	}{
+		{"limit 0", "a", []quota.Budget{{Name: "u", Limit: 0, Window: quota.Sliding(time.Hour)}}},
+		{"zero window", "a", []quota.Budget{{Name: "u", Limit: 1}}},
+		{"zero duration", "a", []quota.Budget{{Name: "u", Limit: 1, Window: quota.Sliding(0)}}},
+		{"nil zone", "a", []quota.Budget{{Name: "u", Limit: 1, Window: quota.Daily(nil)}}},
+		{"duplicate", "a", []quota.Budget{{Name: "u", Limit: 1, Window: quota.Sliding(time.Hour)}, {Name: "u", Limit: 2, Window: quota.Sliding(time.Hour)}}},
+		{"bad budget name", "a", []quota.Budget{{Name: "a/b", Limit: 1, Window: quota.Sliding(time.Hour)}}},
+		{"bad api name", "x y", []quota.Budget{{Name: "u", Limit: 1, Window: quota.Sliding(time.Hour)}}},
+		{"no budgets", "a", nil},
+	} {
+		if _, err := quota.New(st, tc.api, tc.budgets); !errors.Is(err, quota.ErrInvalid) {
+			t.Errorf("New with %s: err = %v, want ErrInvalid", tc.name, err)
+		}
+	}
+	if _, err := quota.ParseWindow("daily:Mars/Olympus_Mons"); !errors.Is(err, quota.ErrInvalid) {
+		t.Errorf("unknown zone: %v", err)
+	}
+}
+
+// concurrency: many goroutines with random costs at one instant. Accepted
+// units never pass the limit, and no charge is refused while the budget
+// could pay it (used only grows, so a refusal of cost c is right only if
+// c > limit - final used).
+func (s suite) concurrency(t *testing.T) {
+	clock := NewClock(T0)
+	st := s.store(t)
+	const limit = 5000
+	l := s.limiter(t, st, clock,
+		quota.Budget{Name: "units", Limit: limit, Window: quota.Sliding(time.Hour)},
+		quota.Budget{Name: "calls", Limit: 1000, Window: quota.Sliding(time.Hour)})
+	creds := []quota.Credential{key, {Secret: "k2"}}
+	var accepted [2]atomic.Int64
+	var mu sync.Mutex
+	refused := map[int][]int64{}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 40 {
+				ci := g % 2
+				cost := rng.Int64N(100) + 1
+				_, err := l.Take(context.Background(), creds[ci], quota.Charge{Units: map[string]int64{"units": cost, "calls": 1}})
+				switch {
+				case err == nil:
+					accepted[ci].Add(cost)
+				case errors.Is(err, quota.ErrExhausted):
+					mu.Lock()
+					refused[ci] = append(refused[ci], cost)
+					mu.Unlock()
+				default:
+					t.Errorf("Take: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for ci, c := range creds {
+		u := used(t, l, c, "units")
+		if u != accepted[ci].Load() || u > limit {
+			t.Fatalf("credential %d: store says used %d, callers accepted %d, limit %d", ci, u, accepted[ci].Load(), limit)
+		}
+		if len(refused[ci]) == 0 {
+			t.Fatalf("credential %d: nothing refused; the test did not reach the limit", ci)
+		}
+		for _, cost := range refused[ci] {
+			if cost <= limit-u {
+				t.Fatalf("credential %d: refused cost %d while %d units were free at the end", ci, cost, limit-u)
+			}
+		}
+	}
+}
+
+func (s suite) stateStore(t *testing.T) {
+	st, ok := s.store(t).(quota.StateStore)
+	if !ok {
+		t.Skip("store does not implement quota.StateStore")
+	}
+	ctx := context.Background()
+	if _, err := st.LoadState(ctx, "jobs/x/checkpoint"); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("LoadState of a missing key = %v, want ErrNotFound", err)
+	}
+	for _, v := range []string{`{"region":"US"}`, `{"region":"GB"}`} {
+		if err := st.SaveState(ctx, "jobs/x/checkpoint", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.LoadState(ctx, "jobs/x/checkpoint")
+		if err != nil || string(got) != v {
+			t.Fatalf("LoadState = %q, %v; want %q", got, err, v)
+		}
+	}
+	for i := range 7 {
+		if err := st.AppendRecord(ctx, "jobs/x/runs", []byte(fmt.Sprint(i)), 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.AppendRecord(ctx, "jobs/y/runs", []byte("y"), 5); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := st.Records(ctx, "jobs/x/runs", 0)
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r))
+	}
+	if err != nil || !slices.Equal(got, []string{"6", "5", "4", "3", "2"}) {
+		t.Fatalf("Records = %v, %v; want the newest 5, newest first", got, err)
+	}
+	if recs, _ := st.Records(ctx, "jobs/x/runs", 2); len(recs) != 2 || string(recs[0]) != "6" {
+		t.Fatalf("Records(limit 2) = %q", recs)
+	}
+	if recs, err := st.Records(ctx, "jobs/none/runs", 0); err != nil || len(recs) != 0 {
+		t.Fatalf("Records of a missing stream = %q, %v", recs, err)
+	}
+	names, err := st.Streams(ctx, "jobs/")
+	if err != nil || !slices.Equal(names, []string{"jobs/x/runs", "jobs/y/runs"}) {
+		t.Fatalf("Streams = %v, %v", names, err)
+	}
+}
