@@ -210,7 +210,9 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
-	debits := make([]Debit, 0, len(ch.Units))
+	// One allocation holds the request and, for up to four budgets, its debits.
+	sc := new(takeScratch)
+	debits := sc.debits[:0]
 	var maxCost int64
 	for _, b := range l.budgets {
 		cost, ok := ch.Units[b.Name]
@@ -237,7 +239,8 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	var res *TakeResult
 	var req *TakeRequest
 	if err == nil {
-		req = &TakeRequest{API: l.api, Credential: fp, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
+		req = &sc.req
+		*req = TakeRequest{API: l.api, Credential: fp, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
 		res, err = l.store.Take(ctx, req)
 	}
 	if err != nil {
@@ -261,6 +264,11 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	}
 	observe(ctx, r, false)
 	return r, nil
+}
+
+type takeScratch struct {
+	req    TakeRequest
+	debits [4]Debit
 }
 
 // unavailable applies the failure policy to a store error: nil means go

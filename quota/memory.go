@@ -34,22 +34,54 @@ type memAPI struct {
 	creds   map[string]string // fingerprint -> label
 }
 
+// memEntry holds no pointers, so a window of a million entries costs the
+// garbage collector nothing to scan.
 type memEntry struct {
 	at, cost int64 // µs since the epoch; cost 0 once refunded
-	nonce    string
+	nonce    nonceBuf
 }
 
+// nonceBuf is a nonce inline: its length then its bytes.
+type nonceBuf [32]byte
+
+func makeNonce(s string) (n nonceBuf) {
+	n[0] = byte(copy(n[1:], s))
+	return n
+}
+
+func (n *nonceBuf) String() string { return string(n[1 : 1+n[0]]) }
+
+func (n *nonceBuf) is(s string) bool { return int(n[0]) == len(s) && string(n[1:1+n[0]]) == s }
+
 // memLog is one credential's log for one budget, oldest entry first, with a
-// running sum of the live entries' costs.
+// running sum of the live entries' costs. The entries sit in a ring buffer
+// that doubles when full, so expiring and appending never move entries.
 type memLog struct {
-	entries []memEntry
-	head    int // entries[:head] are expired
-	sum     int64
-	exh     int64 // exhausted until, µs; 0 if not marked
-	window  Window
+	ring   []memEntry // len is a power of two (or 0)
+	head   int        // index of the oldest live entry
+	n      int        // live entries
+	sum    int64
+	exh    int64 // exhausted until, µs; 0 if not marked
+	window Window
 	// the daily window's current day, cached to skip zone arithmetic
 	dayStart, dayEnd int64
 }
+
+func (lg *memLog) at(i int) *memEntry { return &lg.ring[(lg.head+i)&(len(lg.ring)-1)] }
+
+func (lg *memLog) push(e memEntry) {
+	if lg.n == len(lg.ring) {
+		ring := make([]memEntry, max(8, 2*len(lg.ring)))
+		for i := range lg.n {
+			ring[i] = *lg.at(i)
+		}
+		lg.ring, lg.head = ring, 0
+	}
+	*lg.at(lg.n) = e
+	lg.n++
+}
+
+func (lg *memLog) clear() { lg.ring, lg.head, lg.n, lg.sum, lg.exh = nil, 0, 0, 0, 0 }
 
 // sweepEvery is how many decisions pass between sweeps that drop the logs of
 // idle credentials.
@@ -87,27 +119,30 @@ func (lg *memLog) start(now int64) int64 {
 
 func (lg *memLog) prune(now int64) {
 	start := lg.start(now)
-	for lg.head < len(lg.entries) && lg.entries[lg.head].at < start {
-		lg.sum -= lg.entries[lg.head].cost
-		lg.head++
+	for lg.n > 0 {
+		e := lg.at(0)
+		if e.at >= start {
+			break
+		}
+		lg.sum -= e.cost
+		lg.head = (lg.head + 1) & (len(lg.ring) - 1)
+		lg.n--
 	}
-	if lg.head > 64 && lg.head*2 > len(lg.entries) {
-		n := copy(lg.entries, lg.entries[lg.head:])
-		clear(lg.entries[n:])
-		lg.entries = lg.entries[:n]
-		lg.head = 0
+	if lg.n == 0 && len(lg.ring) > 1024 {
+		lg.ring, lg.head = nil, 0 // let a burst's buffer go
 	}
 	if lg.exh != 0 && lg.exh <= now {
 		lg.exh = 0
 	}
 }
 
-func (lg *memLog) idle() bool { return lg.sum == 0 && lg.exh == 0 && lg.head == len(lg.entries) }
+func (lg *memLog) idle() bool { return lg.n == 0 && lg.exh == 0 }
 
 // retryAt returns when deficit units will have expired (µs).
 func (lg *memLog) retryAt(deficit int64) int64 {
 	var freed int64
-	for _, e := range lg.entries[lg.head:] {
+	for i := range lg.n {
+		e := lg.at(i)
 		freed += e.cost
 		if e.cost > 0 && freed >= deficit {
 			return lg.window.Expiry(time.UnixMicro(e.at)).UnixMicro()
@@ -125,8 +160,8 @@ func (lg *memLog) usage(b Budget, now int64) Usage {
 	if b.Window.IsDaily() {
 		u.Reset = time.UnixMicro(lg.dayEnd)
 	} else {
-		for _, e := range lg.entries[lg.head:] {
-			if e.cost > 0 {
+		for i := range lg.n {
+			if e := lg.at(i); e.cost > 0 {
 				u.Reset = time.UnixMicro(e.at + b.Window.Duration().Microseconds())
 				break
 			}
@@ -154,7 +189,8 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 	}
 	now := nowOr(req.Now)
 	nowUS := now.UnixMicro()
-	res := &TakeResult{OK: true, At: now, Usage: make([]Usage, len(req.Debits))}
+	res := newTakeResult(len(req.Debits))
+	res.OK, res.At = true, now
 	var logs [4]*memLog
 	lgs := logs[:0]
 
@@ -190,14 +226,29 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 		}
 		return res, nil
 	}
+	nonce := makeNonce(req.Nonce)
 	for i, d := range req.Debits {
 		lg := lgs[i]
-		lg.entries = append(lg.entries, memEntry{at: nowUS, cost: d.Cost, nonce: req.Nonce})
+		lg.push(memEntry{at: nowUS, cost: d.Cost, nonce: nonce})
 		lg.sum += d.Cost
 		res.Usage[i] = lg.usage(d.Budget, nowUS)
 		res.Usage[i].Cost = d.Cost
 	}
 	return res, nil
+}
+
+// newTakeResult allocates a result and, for up to two budgets, its usage
+// in one piece.
+func newTakeResult(n int) *TakeResult {
+	if n <= 2 {
+		r := new(struct {
+			res TakeResult
+			buf [2]Usage
+		})
+		r.res.Usage = r.buf[:n]
+		return &r.res
+	}
+	return &TakeResult{Usage: make([]Usage, n)}
 }
 
 func (s *MemoryStore) sweep(now int64) {
@@ -222,9 +273,8 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 			continue
 		}
 		lg.prune(now)
-		live := lg.entries[lg.head:]
-		for i := sort.Search(len(live), func(i int) bool { return live[i].at >= at }); i < len(live) && live[i].at == at; i++ {
-			if e := &live[i]; e.nonce == req.Nonce && e.cost > 0 {
+		for i := sort.Search(lg.n, func(i int) bool { return lg.at(i).at >= at }); i < lg.n && lg.at(i).at == at; i++ {
+			if e := lg.at(i); e.nonce.is(req.Nonce) && e.cost > 0 {
 				got[b.Name] = e.cost
 				lg.sum -= e.cost
 				e.cost = 0
@@ -253,9 +303,9 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Credential, req.Budget, now)
-	lg.entries, lg.head, lg.sum, lg.exh = lg.entries[:0], 0, 0, 0
+	lg.clear()
 	if req.Used > 0 {
-		lg.entries = append(lg.entries, memEntry{at: now, cost: req.Used, nonce: req.Nonce})
+		lg.push(memEntry{at: now, cost: req.Used, nonce: makeNonce(req.Nonce)})
 		lg.sum = req.Used
 	}
 	return nil
@@ -291,9 +341,9 @@ func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry
 	lg.window = req.Budget.Window
 	lg.prune(now)
 	var out []Entry
-	for _, e := range lg.entries[lg.head:] {
-		if e.cost > 0 {
-			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce})
+	for i := range lg.n {
+		if e := lg.at(i); e.cost > 0 {
+			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce.String()})
 		}
 	}
 	return out, nil

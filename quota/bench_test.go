@@ -1,0 +1,51 @@
+package quota_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// BenchmarkMemoryTake measures one decision on the memory store, through the
+// Limiter, at cost 1 and cost 100, serial and with 64 goroutines. The window
+// is short (1ms, a few thousand entries) so the benchmark runs in steady
+// state: every decision also expires entries as it appends one.
+func BenchmarkMemoryTake(b *testing.B) {
+	for _, cost := range []int64{1, 100} {
+		for _, par := range []int{1, 64} {
+			b.Run("cost="+strconv.FormatInt(cost, 10)+"/goroutines="+strconv.Itoa(par), func(b *testing.B) {
+				l, err := quota.New(quota.NewMemoryStore(), "bench", []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(time.Millisecond)}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ch := quota.Units("units", cost)
+				cred := quota.Credential{Secret: "bench-key"}
+				ctx := context.Background()
+				b.ReportAllocs()
+				if par == 1 {
+					for b.Loop() {
+						if _, err := l.Take(ctx, cred, ch); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return
+				}
+				b.SetParallelism(max(1, par/runtimeProcs()))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := l.Take(ctx, cred, ch); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
