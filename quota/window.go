@@ -88,7 +88,10 @@ func ParseWindow(s string) (Window, error) {
 			return Window{}, fmt.Errorf("%w: window %q: bad duration: %v", ErrInvalid, s, err)
 		}
 		w := Sliding(d)
-		return w, w.validate()
+		if err := w.validate(); err != nil {
+			return Window{}, invalidf("window %q: %v", s, trimInvalid(err))
+		}
+		return w, nil
 	case "daily":
 		if arg == "" {
 			return Window{}, fmt.Errorf("%w: window %q: daily needs a zone, e.g. daily:America/Los_Angeles", ErrInvalid, s)
