@@ -1,0 +1,3 @@
+package redisstore_test
+const childEnv = "REDISSTORE_TEST_CHILD"
+func childMain() int { return 0 }

@@ -1,0 +1,25 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+	"github.com/quotactl/quotactl/quota/storetest"
+)
+
+// TestConformance runs the storetest suite on the shared Redis (a real
+// server unless none is available; CI requires one).
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) quota.Store {
+		return redisstore.New(redistest.Client(t), redisstore.WithPrefix(redistest.Prefix(t)))
+	})
+}
+
+// TestConformanceMiniredis runs the suite on an in-process miniredis.
+func TestConformanceMiniredis(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) quota.Store {
+		return redisstore.New(redistest.MiniClient(t, redistest.Mini(t)))
+	})
+}

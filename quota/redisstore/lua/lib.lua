@@ -1,0 +1,167 @@
+-- lib.lua: helpers shared by every script of redisstore. The Go side
+-- prepends this file to each script body, so a script stays one EVALSHA.
+--
+-- Units: times are µs since the Unix epoch, costs and limits are units.
+-- Everything stays below 2^53, so Lua's doubles hold it exactly.
+--
+-- Keys of one (api, credential, budget), all with the credential's hash tag:
+--   log  sorted set, one member per call: "NONCE:COST", score = µs recorded
+--   sum  string, the sum of the costs in log (a running sum)
+--   exh  string, µs until which the budget is marked spent (Exhaust)
+--
+-- A window spec is 5 ARGV values: WIN, B1, B2, B3, B4. WIN > 0 is a sliding
+-- window of WIN µs (B1..B4 unused). WIN = 0 is a daily window; B1..B4 are
+-- four consecutive local midnights (µs) that the Go side computed around its
+-- estimate of now: this script knows no time zones, it picks the day that
+-- holds its own now.
+--
+-- Every script replies {STATUS, NOW, ...}. STATUS -1 means the script's now
+-- fell outside B1..B4 (clock skew over a day): nothing was done, and the Go
+-- side retries with boundaries around NOW.
+
+-- int formats an integral number as a Redis argument. tostring would give
+-- "1.78e+15" for a µs timestamp under Redis's Lua 5.1.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- clock returns now in µs: the caller's injected clock when given (a test),
+-- else the server's own clock, which is the truth.
+local function clock(arg)
+  if arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME') -- {seconds, microseconds}
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- span returns, for the window spec at ARGV[i..i+4] and now: start (the
+-- first µs that still counts) and reset (a daily window's next reset, or 0
+-- for a sliding window). It returns nil when now is outside B1..B4.
+local function span(i, now)
+  local win = tonumber(ARGV[i])
+  if win > 0 then
+    -- sliding: an entry recorded at s counts while s > now - win
+    return now - win + 1, 0
+  end
+  for j = i + 1, i + 3 do
+    local lo, hi = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+    if lo <= now and now < hi then
+      return lo, hi -- today began at lo and resets at hi
+    end
+  end
+  return nil
+end
+
+-- ttl returns the key lifetime in ms (rounded up, at least 1) that keeps a
+-- log written at now until its newest entry expires: the window for a
+-- sliding window, until the next reset for a daily one.
+local function ttl(i, now, reset)
+  local win = tonumber(ARGV[i])
+  local us = win
+  if win == 0 then
+    us = reset - now
+  end
+  return math.max(1, math.ceil(us / 1000))
+end
+
+-- expiry returns when an entry recorded at s stops counting: s + win, or
+-- the first of B1..B4 after s (the reset that ends its day).
+local function expiry(i, s)
+  local win = tonumber(ARGV[i])
+  if win > 0 then
+    return s + win
+  end
+  for j = i + 1, i + 4 do
+    local b = tonumber(ARGV[j])
+    if b > s then
+      return b
+    end
+  end
+  return tonumber(ARGV[i + 4])
+end
+
+-- cost returns the units of a log member "NONCE:COST".
+local function cost(member)
+  return tonumber(string.match(member, ':(%d+)$'))
+end
+
+-- recount sums every entry of log: only needed when the sum key was lost
+-- (evicted) while its log was not. It rewrites the sum with the log's TTL.
+local function recount(log, sum)
+  local total = 0
+  for _, m in ipairs(redis.call('ZRANGE', log, 0, -1)) do
+    total = total + cost(m)
+  end
+  local pttl = redis.call('PTTL', log)
+  if pttl > 0 then
+    redis.call('SET', sum, int(total), 'PX', pttl)
+  else
+    redis.call('SET', sum, int(total))
+  end
+  return total
+end
+
+-- load drops the entries of log recorded before start, subtracting their
+-- costs from sum (O(expired)), and returns the units still counted and the
+-- oldest counted entry's score (nil when the log is empty).
+local function load(log, sum, start)
+  local first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    -- empty log: nothing counts (a sum left behind by eviction goes too)
+    redis.call('DEL', sum)
+    return 0, nil
+  end
+  local v = redis.call('GET', sum) -- false when missing
+  local used = v and tonumber(v)
+  local oldest = tonumber(first[2])
+  if oldest >= start then
+    -- the hot path: nothing expired
+    if not used then
+      used = recount(log, sum)
+    end
+    return used, oldest
+  end
+  local cutoff = '(' .. int(start) -- exclusive: scores < start
+  local freed = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
+    freed = freed + cost(m)
+  end
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    -- everything expired: the log key is gone, drop its sum too
+    redis.call('DEL', sum)
+    return 0, nil
+  end
+  if used then
+    used = used - freed
+    redis.call('DECRBY', sum, int(freed)) -- DECRBY keeps the key's TTL
+  else
+    used = recount(log, sum)
+  end
+  return used, tonumber(first[2])
+end
+
+-- exhausted returns the µs until which the budget is marked spent, or 0.
+local function exhausted(exh, now)
+  local v = redis.call('GET', exh)
+  local until_ = v and tonumber(v) or 0
+  if until_ <= now then
+    return 0 -- past marks count for nothing (the key expires on its own)
+  end
+  return until_
+end
+
+-- reset returns when capacity next frees for usage reports: a daily
+-- window's next reset, or when a sliding window's oldest entry expires (0
+-- when the log is empty).
+local function nextreset(i, reset, oldest)
+  if reset > 0 then
+    return reset
+  end
+  if oldest then
+    return oldest + tonumber(ARGV[i])
+  end
+  return 0
+end

@@ -1,0 +1,35 @@
+-- refund.lua: give back one reservation's entries.
+--
+-- KEYS: per budget b: log, sum at 2b-1, 2b.
+-- ARGV[1] now or ''; ARGV[2] AT (µs, the reservation's score); ARGV[3]
+-- nonce; then per budget a window spec (5 values) from 4+5(b-1).
+--
+-- Reply: {1, NOW, then per budget the units given back (0: none found)}.
+
+local now = clock(ARGV[1])
+local at, prefix = ARGV[2], ARGV[3] .. ':'
+local reply = {1, now}
+for b = 1, #KEYS / 2 do
+  local log, sum, a = KEYS[2 * b - 1], KEYS[2 * b], 4 + 5 * (b - 1)
+  local start = span(a, now)
+  if not start then
+    return {-1, now}
+  end
+  -- expired entries go first, so an out-of-window reservation is not found
+  load(log, sum, start)
+  local got = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, at, at)) do
+    if string.sub(m, 1, #prefix) == prefix then
+      got = cost(m)
+      redis.call('ZREM', log, m)
+      if redis.call('EXISTS', log) == 0 then
+        redis.call('DEL', sum)
+      else
+        redis.call('DECRBY', sum, int(got))
+      end
+      break
+    end
+  end
+  reply[#reply + 1] = got
+end
+return reply

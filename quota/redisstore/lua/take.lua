@@ -1,0 +1,91 @@
+-- take.lua: one decision for one credential, atomically over every budget
+-- of the charge: all pay or none does.
+--
+-- KEYS: per debit d (1-based): log, sum, exh at 3d-2, 3d-1, 3d.
+-- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
+-- then per debit 7 values from 3+7(d-1): COST, LIMIT, and a window spec.
+--
+-- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
+-- (0 where none). OK is 1 when every budget paid (USED is after the charge),
+-- 0 when none did (USED is the current state, RETRY_AT set on each refusing
+-- budget), -1 on clock skew (see lib.lua).
+
+local now = clock(ARGV[1])
+local nonce = ARGV[2]
+local n = #KEYS / 3
+local reply = {1, now}
+local used, oldest, reset = {}, {}, {}
+local ok = 1
+
+for d = 1, n do
+  local k, a = 3 * d - 2, 3 + 7 * (d - 1)
+  local c, limit = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local start, r = span(a + 2, now)
+  if not start then
+    return {-1, now}
+  end
+  local u, o = load(KEYS[k], KEYS[k + 1], start)
+  local exh = exhausted(KEYS[k + 2], now)
+  local retry = 0
+  local deficit = u + c - limit
+  if deficit > 0 then
+    -- walk the oldest entries until their costs cover the deficit: the
+    -- charge fits once the entry that covers it has expired
+    local freed, from = 0, 0
+    while retry == 0 do
+      local batch = redis.call('ZRANGE', KEYS[k], from, from + 99, 'WITHSCORES')
+      if #batch == 0 then
+        break
+      end
+      for j = 1, #batch, 2 do
+        freed = freed + cost(batch[j])
+        if freed >= deficit then
+          retry = expiry(a + 2, tonumber(batch[j + 1]))
+          break
+        end
+      end
+      from = from + 100
+    end
+    if retry == 0 then
+      -- the entries cover less than the sum claimed: the sum was stale
+      -- (a lost key); trust the log and decide again
+      u = recount(KEYS[k], KEYS[k + 1])
+      if u + c > limit then
+        retry = expiry(a + 2, o or now) -- cannot happen while cost <= limit
+      end
+    end
+  end
+  if exh > retry then
+    retry = exh
+  end
+  if retry > 0 then
+    ok = 0
+  end
+  used[d], oldest[d], reset[d] = u, o, r
+  local at = #reply
+  reply[at + 1] = u
+  reply[at + 2] = nextreset(a + 2, r, o)
+  reply[at + 3] = exh
+  reply[at + 4] = retry
+end
+
+if ok == 0 then
+  reply[1] = 0
+  return reply
+end
+
+-- every budget can pay: record one entry per budget, whatever the cost
+for d = 1, n do
+  local k, a = 3 * d - 2, 3 + 7 * (d - 1)
+  local log, sum = KEYS[k], KEYS[k + 1]
+  redis.call('ZADD', log, int(now), nonce .. ':' .. ARGV[a])
+  redis.call('INCRBY', sum, ARGV[a])
+  -- keep both keys until the newest entry expires; idle keys vanish
+  local ms = ttl(a + 2, now, reset[d])
+  redis.call('PEXPIRE', log, ms)
+  redis.call('PEXPIRE', sum, ms)
+  local at = 2 + 4 * (d - 1)
+  reply[at + 1] = used[d] + tonumber(ARGV[a])
+  reply[at + 2] = nextreset(a + 2, reset[d], oldest[d] or now)
+end
+return reply

@@ -1,0 +1,216 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// runSpecs runs a script whose ARGV holds window specs built by build from
+// an estimate of now, retrying once with Redis's own now when the script
+// found the estimate more than a day off. It returns the reply after
+// {STATUS, NOW} and NOW.
+func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys []string, now time.Time, daily bool, build func(est time.Time) []any) ([]any, int64, error) {
+	var est time.Time
+	if daily {
+		est = s.estimate(now)
+	}
+	for attempt := 0; ; attempt++ {
+		reply, err := s.run(ctx, sc, keys, build(est))
+		if err != nil {
+			return nil, 0, unavailable(op, err)
+		}
+		status, at, err := head(reply)
+		if err != nil {
+			return nil, 0, unavailable(op, err)
+		}
+		if status >= 0 {
+			return reply[2:], at, nil
+		}
+		if attempt > 0 || !now.IsZero() {
+			return nil, 0, unavailable(op, fmt.Errorf("redis clock (%v) outside the daily boundaries around %v", time.UnixMicro(at), est))
+		}
+		est = s.learn(at)
+	}
+}
+
+// Refund implements quota.Store: it removes the reservation's entry (found
+// by its score At and nonce) from each named budget and returns the units
+// given back per budget.
+func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
+	if err := checkCred(req.API, req.Credential); err != nil {
+		return nil, err
+	}
+	if err := checkNonce(req.Nonce); err != nil {
+		return nil, err
+	}
+	got := map[string]int64{}
+	n := len(req.Budgets)
+	if n == 0 {
+		return got, nil
+	}
+	daily := false
+	for _, b := range req.Budgets {
+		if err := checkBudget(b); err != nil {
+			return nil, err
+		}
+		daily = daily || b.Window.IsDaily()
+	}
+	all := s.keys(req.API, req.Credential, n, func(i int) string { return req.Budgets[i].Name })
+	keys := make([]string, 0, 2*n)
+	for i := range n {
+		keys = append(keys, all[3*i], all[3*i+1])
+	}
+	rest, _, err := s.runSpecs(ctx, "refund", refundScript, keys, req.Now, daily, func(est time.Time) []any {
+		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
+		for _, b := range req.Budgets {
+			args = s.appendSpec(args, b.Window, est)
+		}
+		return args
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, err := ints(rest)
+	if err != nil || len(v) != n {
+		return nil, unavailable("refund", fmt.Errorf("bad script reply %v: %v", rest, err))
+	}
+	for i, b := range req.Budgets {
+		if v[i] > 0 {
+			got[b.Name] = v[i]
+		}
+	}
+	return got, nil
+}
+
+// Exhaust implements quota.Store: it marks the budget spent until
+// req.Until (the key expires then), or clears the mark.
+func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
+	if err := checkCred(req.API, req.Credential); err != nil {
+		return err
+	}
+	if err := checkBudget(req.Budget); err != nil {
+		return err
+	}
+	keys := s.keys(req.API, req.Credential, 1, func(int) string { return req.Budget.Name })
+	var until int64
+	if !req.Until.IsZero() {
+		until = req.Until.UnixMicro()
+	}
+	reply, err := s.run(ctx, exhaustScript, keys[2:3], []any{nowArg(req.Now), until})
+	if err != nil {
+		return unavailable("exhaust", err)
+	}
+	if _, _, err := head(reply); err != nil {
+		return unavailable("exhaust", err)
+	}
+	return nil
+}
+
+// Adjust implements quota.Store: it replaces the budget's log with one
+// entry of req.Used units recorded now (none if 0) and clears any
+// exhaustion mark.
+func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
+	if err := checkCred(req.API, req.Credential); err != nil {
+		return err
+	}
+	if err := checkBudget(req.Budget); err != nil {
+		return err
+	}
+	if req.Used < 0 || req.Used > req.Budget.Limit {
+		return invalid("used %d for budget %q: must be between 0 and the limit %d", req.Used, req.Budget.Name, req.Budget.Limit)
+	}
+	if err := checkNonce(req.Nonce); err != nil {
+		return err
+	}
+	keys := s.keys(req.API, req.Credential, 1, func(int) string { return req.Budget.Name })
+	_, _, err := s.runSpecs(ctx, "adjust", adjustScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+		return s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est)
+	})
+	return err
+}
+
+// Usage implements quota.Store: the usage of each budget for one
+// credential now, after dropping expired entries.
+func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
+	if err := checkCred(req.API, req.Credential); err != nil {
+		return nil, err
+	}
+	n := len(req.Budgets)
+	if n == 0 {
+		return []quota.Usage{}, nil
+	}
+	daily := false
+	for _, b := range req.Budgets {
+		if err := checkBudget(b); err != nil {
+			return nil, err
+		}
+		daily = daily || b.Window.IsDaily()
+	}
+	keys := s.keys(req.API, req.Credential, n, func(i int) string { return req.Budgets[i].Name })
+	rest, _, err := s.runSpecs(ctx, "usage", usageScript, keys, req.Now, daily, func(est time.Time) []any {
+		args := make([]any, 0, 1+5*n)
+		args = append(args, nowArg(req.Now))
+		for _, b := range req.Budgets {
+			args = s.appendSpec(args, b.Window, est)
+		}
+		return args
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, err := ints(rest)
+	if err != nil || len(v) != 3*n {
+		return nil, unavailable("usage", fmt.Errorf("bad script reply %v: %v", rest, err))
+	}
+	out := make([]quota.Usage, n)
+	for i, b := range req.Budgets {
+		out[i] = quota.Usage{
+			Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: v[3*i],
+			Reset: usTime(v[3*i+1]), ExhaustedUntil: usTime(v[3*i+2]),
+		}
+	}
+	return out, nil
+}
+
+// Entries implements quota.Store: the entries the budget counts now,
+// oldest first.
+func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota.Entry, error) {
+	if err := checkCred(req.API, req.Credential); err != nil {
+		return nil, err
+	}
+	if err := checkBudget(req.Budget); err != nil {
+		return nil, err
+	}
+	keys := s.keys(req.API, req.Credential, 1, func(int) string { return req.Budget.Name })
+	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys[:2], req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+		return s.appendSpec([]any{nowArg(req.Now)}, req.Budget.Window, est)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rest)%2 != 0 {
+		return nil, unavailable("entries", fmt.Errorf("odd script reply of %d values", len(rest)))
+	}
+	var out []quota.Entry
+	for j := 0; j < len(rest); j += 2 {
+		m, ok := rest[j].(string)
+		at, err := num(rest[j+1])
+		i := strings.LastIndexByte(m, ':')
+		if !ok || err != nil || i < 0 {
+			return nil, unavailable("entries", fmt.Errorf("bad log entry %v at %v", rest[j], rest[j+1]))
+		}
+		cost, err := strconv.ParseInt(m[i+1:], 10, 64)
+		if err != nil {
+			return nil, unavailable("entries", fmt.Errorf("bad log entry %q: %v", m, err))
+		}
+		out = append(out, quota.Entry{At: time.UnixMicro(at), Cost: cost, Nonce: m[:i]})
+	}
+	return out, nil
+}

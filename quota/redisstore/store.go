@@ -1,0 +1,238 @@
+// Package redisstore is a quota.Store on Redis, for budgets shared by many
+// processes on many hosts. It works with a standalone server, Sentinel (a
+// failover client) and Cluster, through redis.UniversalClient.
+//
+// Each decision is one Lua script run (EVALSHA, falling back to EVAL when the
+// server has lost the script), so it is atomic across every budget a charge
+// names. The log of one (api, credential, budget) is a sorted set with one
+// member per call whatever its cost ("NONCE:COST", scored by the µs it was
+// recorded), next to a running sum and an exhausted-until key. All keys of
+// one credential share the hash tag "{API/FINGERPRINT}", so a multi-budget
+// charge touches one Cluster slot. Keys expire when idle: a log lives until
+// its newest entry leaves the window.
+//
+// The store's clock is Redis TIME, unless a request carries a Now (a test's
+// injected clock). Redis knows no time zones: for a daily window the Go side
+// passes the local midnights around its estimate of now, and the script picks
+// the day that holds its own now.
+//
+// Credentials reach the store as fingerprints only; no secret is ever
+// written to Redis.
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Store is a quota.Store and quota.StateStore on Redis. It is safe for
+// concurrent use. Make one with New; the zero value is not usable.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	// guard runs each command in its own goroutine so that a context
+	// deadline is honoured even when the client ignores contexts (go-redis
+	// does unless ContextTimeoutEnabled is set).
+	guard bool
+	// skew is the Redis clock minus the host clock (ns), learned only when
+	// they were found more than a day apart; it corrects the estimate of
+	// Redis's now used to pick a daily window's boundaries.
+	skew atomic.Int64
+	days sync.Map // *time.Location -> *dayBounds
+}
+
+var (
+	_ quota.Store      = (*Store)(nil)
+	_ quota.StateStore = (*Store)(nil)
+)
+
+// Option configures a Store in New.
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key the store writes. Default:
+// "quota:". Give each application sharing a Redis its own prefix. The prefix
+// must not hold '{' or '}', which would make it the Cluster hash tag of every
+// key.
+func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
+
+// New returns a Store on client, with the key prefix "quota:" unless
+// WithPrefix says otherwise. The client may be a *redis.Client (standalone,
+// or Sentinel through redis.NewFailoverClient), a *redis.ClusterClient, or
+// any redis.UniversalClient. The store does not own the client: Close leaves
+// it open.
+//
+// Every call honours its context's deadline. A client built with
+// ContextTimeoutEnabled does that itself; for any other client the store
+// waits for the reply in a separate goroutine and gives up at the deadline
+// with an error wrapping quota.ErrStoreUnavailable.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{rdb: client, prefix: "quota:"}
+	for _, o := range opts {
+		o(s)
+	}
+	s.guard = !honoursContext(client)
+	return s
+}
+
+// honoursContext reports whether client applies context deadlines to its
+// network I/O itself.
+func honoursContext(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// Close implements quota.Store. The store owns nothing: the client stays
+// open for its owner to close.
+func (s *Store) Close() error { return nil }
+
+// Prefix returns the store's key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// keys returns the log, sum and exhausted-until keys of each budget of one
+// credential, built in one allocation: prefix{api/fp}:log:budget, ...
+func (s *Store) keys(api, fp string, budgets int, name func(int) string) []string {
+	tagLen := len(s.prefix) + len(api) + len(fp) + 3
+	size := 0
+	for i := range budgets {
+		size += 3 * (tagLen + 5 + len(name(i)))
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for i := range budgets {
+		for _, kind := range [3]string{":log:", ":sum:", ":exh:"} {
+			b.WriteString(s.prefix)
+			b.WriteByte('{')
+			b.WriteString(api)
+			b.WriteByte('/')
+			b.WriteString(fp)
+			b.WriteByte('}')
+			b.WriteString(kind)
+			b.WriteString(name(i))
+		}
+	}
+	all := b.String()
+	out := make([]string, 0, 3*budgets)
+	off := 0
+	for i := range budgets {
+		n := tagLen + 5 + len(name(i))
+		for range 3 {
+			out = append(out, all[off:off+n])
+			off += n
+		}
+	}
+	return out
+}
+
+// CredentialTag returns the hash tag shared by every key of one credential
+// of api: "{API/FINGERPRINT}".
+func CredentialTag(api, fingerprint string) string { return "{" + api + "/" + fingerprint + "}" }
+
+func (s *Store) catalogKey(parts ...string) string { return s.prefix + strings.Join(parts, "") }
+
+// unavailable wraps a Redis or network error for op.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redisstore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("redisstore: %w: "+format, append([]any{quota.ErrInvalid}, args...)...)
+}
+
+// run runs script through s's client: EVALSHA, or EVAL when the server
+// does not have the script. When the client ignores contexts, it waits for
+// the reply in another goroutine so that ctx's deadline still holds.
+func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args []any) ([]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !s.guard || ctx.Done() == nil {
+		return replySlice(sc.Run(ctx, s.rdb, keys, args...))
+	}
+	type result struct {
+		v   []any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := replySlice(sc.Run(ctx, s.rdb, keys, args...))
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func replySlice(cmd *redis.Cmd) ([]any, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) < 2 {
+		return nil, fmt.Errorf("unexpected script reply %T %v", v, v)
+	}
+	return a, nil
+}
+
+// do runs f (a few plain commands) honouring ctx's deadline like run.
+func (s *Store) do(ctx context.Context, f func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !s.guard || ctx.Done() == nil {
+		return f(ctx)
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- f(ctx) }()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func num(v any) (int64, error) {
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	}
+	return 0, fmt.Errorf("unexpected script reply element %T %v", v, v)
+}
+
+func ints(a []any) ([]int64, error) {
+	out := make([]int64, len(a))
+	for i, v := range a {
+		n, err := num(v)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func usTime(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
+}

@@ -1,0 +1,101 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Take implements quota.Store: one run of take.lua decides for every budget
+// of the charge, atomically. Redis or network errors, and ctx's deadline,
+// give an error wrapping quota.ErrStoreUnavailable; bad requests one
+// wrapping quota.ErrInvalid.
+func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+	if err := checkCred(req.API, req.Credential); err != nil {
+		return nil, err
+	}
+	if err := checkNonce(req.Nonce); err != nil {
+		return nil, err
+	}
+	n := len(req.Debits)
+	if n == 0 {
+		return nil, invalid("take names no budget")
+	}
+	daily := false
+	for _, d := range req.Debits {
+		if err := checkBudget(d.Budget); err != nil {
+			return nil, err
+		}
+		if d.Cost <= 0 || d.Cost > d.Limit {
+			return nil, invalid("cost %d for budget %q: must be between 1 and the limit %d", d.Cost, d.Name, d.Limit)
+		}
+		daily = daily || d.Window.IsDaily()
+	}
+	keys := s.keys(req.API, req.Credential, n, func(i int) string { return req.Debits[i].Name })
+	var est time.Time
+	if daily {
+		est = s.estimate(req.Now)
+	}
+	args := make([]any, 0, 2+7*n)
+	for attempt := 0; ; attempt++ {
+		args = append(args[:0], nowArg(req.Now), req.Nonce)
+		for _, d := range req.Debits {
+			args = append(args, d.Cost, d.Limit)
+			args = s.appendSpec(args, d.Window, est)
+		}
+		reply, err := s.run(ctx, takeScript, keys, args)
+		if err != nil {
+			return nil, unavailable("take", err)
+		}
+		status, now, err := head(reply)
+		if err != nil {
+			return nil, unavailable("take", err)
+		}
+		if status < 0 {
+			if attempt > 0 || !req.Now.IsZero() {
+				return nil, unavailable("take", fmt.Errorf("redis clock (%v) outside the daily boundaries around %v", time.UnixMicro(now), est))
+			}
+			est = s.learn(now)
+			continue
+		}
+		return takeResult(req, status == 1, now, reply[2:])
+	}
+}
+
+// head reads the {STATUS, NOW} every script reply starts with.
+func head(reply []any) (status, now int64, err error) {
+	if status, err = num(reply[0]); err != nil {
+		return
+	}
+	now, err = num(reply[1])
+	return
+}
+
+func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*quota.TakeResult, error) {
+	n := len(req.Debits)
+	if len(rest) != 4*n {
+		return nil, unavailable("take", fmt.Errorf("script replied %d values for %d budgets", len(rest), n))
+	}
+	res := &quota.TakeResult{OK: ok, At: time.UnixMicro(now), Usage: make([]quota.Usage, n)}
+	for i, d := range req.Debits {
+		var v [4]int64
+		for j := range v {
+			x, err := num(rest[4*i+j])
+			if err != nil {
+				return nil, unavailable("take", err)
+			}
+			v[j] = x
+		}
+		u := &res.Usage[i]
+		*u = quota.Usage{
+			Budget: d.Name, Window: d.Window, Limit: d.Limit, Used: v[0],
+			Reset: usTime(v[1]), ExhaustedUntil: usTime(v[2]), RetryAt: usTime(v[3]),
+		}
+		if ok {
+			u.Cost = d.Cost
+		}
+	}
+	return res, nil
+}

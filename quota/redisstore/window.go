@@ -1,0 +1,128 @@
+package redisstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// maxExact is the largest count a Lua number (a float64) holds exactly:
+// limits, costs and µs timestamps must stay below it.
+const maxExact = 1<<53 - 1
+
+// noNow is the now argument that tells a script to use Redis TIME.
+const noNow = ""
+
+var zero any = int64(0)
+
+// dayBounds caches the four local midnights Window.Boundaries gives for
+// any instant of one day, boxed for the script's arguments.
+type dayBounds struct {
+	lo, hi int64 // µs: the day the boundaries were computed for, [lo, hi)
+	box    [4]any
+}
+
+// estimate returns the Go side's estimate of the script's now: the request's
+// injected now, else the host clock corrected by any skew learned from
+// Redis.
+func (s *Store) estimate(now time.Time) time.Time {
+	if !now.IsZero() {
+		return now
+	}
+	return time.Now().Add(time.Duration(s.skew.Load()))
+}
+
+// learn records that Redis's clock reads serverUS (µs) now, after a script
+// found the host's estimate more than a day off, and returns it as a time.
+func (s *Store) learn(serverUS int64) time.Time {
+	server := time.UnixMicro(serverUS)
+	s.skew.Store(int64(server.Sub(time.Now())))
+	return server
+}
+
+// bounds returns the local midnights of loc around est, cached per zone.
+func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
+	us := est.UnixMicro()
+	if v, ok := s.days.Load(loc); ok {
+		if d := v.(*dayBounds); d.lo <= us && us < d.hi {
+			return d
+		}
+	}
+	b := quota.Daily(loc).Boundaries(est)
+	d := &dayBounds{lo: b[1].UnixMicro(), hi: b[2].UnixMicro()}
+	for i, t := range b {
+		d.box[i] = t.UnixMicro()
+	}
+	s.days.Store(loc, d)
+	return d
+}
+
+// appendSpec appends the 5-value window spec a script reads (see lib.lua):
+// WIN, B1..B4.
+func (s *Store) appendSpec(args []any, w quota.Window, est time.Time) []any {
+	if !w.IsDaily() {
+		return append(args, w.Duration().Microseconds(), zero, zero, zero, zero)
+	}
+	d := s.bounds(w.Location(), est)
+	return append(args, zero, d.box[0], d.box[1], d.box[2], d.box[3])
+}
+
+// checkBudget validates what the scripts rely on.
+func checkBudget(b quota.Budget) error {
+	if err := quota.CheckName("budget", b.Name); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	if b.Limit <= 0 || b.Limit > maxExact {
+		return invalid("budget %q: limit %d must be between 1 and 2^53-1", b.Name, b.Limit)
+	}
+	switch {
+	case b.Window.IsZero():
+		return invalid("budget %q: zero window", b.Name)
+	case b.Window.IsDaily():
+		if b.Window.Location() == nil {
+			return invalid("budget %q: daily window without a time zone", b.Name)
+		}
+	case b.Window.Duration() < time.Microsecond:
+		return invalid("budget %q: sliding window of %v: must be at least 1µs", b.Name, b.Window.Duration())
+	}
+	return nil
+}
+
+// checkCred validates an API name and credential fingerprint that go into a
+// hash tag.
+func checkCred(api, cred string) error {
+	if err := quota.CheckName("api", api); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	if cred == "" {
+		return invalid("empty credential fingerprint")
+	}
+	for i := 0; i < len(cred); i++ {
+		if c := cred[i]; c == '{' || c == '}' {
+			return invalid("credential fingerprint %q holds a brace", cred)
+		}
+	}
+	return nil
+}
+
+func checkNonce(nonce string) error {
+	if nonce == "" {
+		return invalid("empty nonce")
+	}
+	for i := 0; i < len(nonce); i++ {
+		if nonce[i] == ':' {
+			return invalid("nonce %q holds ':'", nonce)
+		}
+	}
+	return nil
+}
+
+// nowArg returns the now argument of a script: the injected now in µs, or
+// noNow for Redis TIME.
+func nowArg(now time.Time) any {
+	if now.IsZero() {
+		return noNow
+	}
+	return now.UnixMicro()
+}
