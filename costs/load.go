@@ -1,0 +1,617 @@
+package costs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Load reads a cost table from a JSON or YAML file (see the package
+// documentation for the schema). A file that cannot be read wraps the
+// os error; a bad file is a *SpecError naming the file, line and field.
+func Load(path string) (*Table, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("costs: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a cost table from data. name is the file name used in errors;
+// its extension picks the format (".json", or ".yaml"/".yml"); for another
+// name, data starting with '{' is read as JSON, anything else as YAML. A
+// bad table is a *SpecError naming the line and field.
+func Parse(name string, data []byte) (*Table, error) {
+	spec, lines, err := parseSpec(name, data)
+	if err != nil {
+		return nil, err
+	}
+	t, err := New(spec)
+	if err != nil {
+		var se *SpecError
+		if errors.As(err, &se) {
+			se.File = name
+			se.Line = lines.find(se.Field)
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+// ParseSpec reads a table's Spec from data, as Parse does, without building
+// the Table (New does).
+func ParseSpec(name string, data []byte) (Spec, error) {
+	spec, _, err := parseSpec(name, data)
+	return spec, err
+}
+
+func parseSpec(name string, data []byte) (Spec, lineMap, error) {
+	var root *node
+	var err error
+	if isJSON(name, data) {
+		root, err = parseJSON(data)
+	} else {
+		root, err = parseYAML(data)
+	}
+	if err != nil {
+		var se *SpecError
+		if errors.As(err, &se) {
+			se.File = name
+		}
+		return Spec{}, nil, err
+	}
+	d := &specDecoder{lines: lineMap{}}
+	spec, err := d.spec(root)
+	if err != nil {
+		var se *SpecError
+		if errors.As(err, &se) {
+			se.File = name
+		}
+		return Spec{}, nil, err
+	}
+	return spec, d.lines, nil
+}
+
+func isJSON(name string, data []byte) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".json":
+		return true
+	case ".yaml", ".yml":
+		return false
+	}
+	return bytes.HasPrefix(bytes.TrimSpace(data), []byte("{"))
+}
+
+// node is one value of a parsed file, with the line it starts on.
+type node struct {
+	kind  nodeKind
+	line  int
+	text  string  // scalar
+	str   bool    // scalar written as a string (quoted JSON, YAML !!str)
+	keys  []*node // mapping keys (scalars), parallel to items
+	items []*node // sequence items or mapping values
+}
+
+type nodeKind uint8
+
+const (
+	scalarNode nodeKind = iota + 1
+	listNode
+	mapNode
+	nullNode
+)
+
+func (n *node) describe() string {
+	switch n.kind {
+	case listNode:
+		return "a list"
+	case mapNode:
+		return "a mapping"
+	case nullNode:
+		return "null"
+	}
+	if n.str {
+		return strconv.Quote(n.text)
+	}
+	return n.text
+}
+
+// --- YAML ---
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+func parseYAML(data []byte) (*node, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return nil, &SpecError{Line: 1, Msg: "empty file"}
+		}
+		line := 0
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		return nil, &SpecError{Line: line, Msg: "bad YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		line := extra.Line
+		if err != nil {
+			line = 0
+		}
+		return nil, &SpecError{Line: line, Msg: "more than one YAML document: a file holds one table"}
+	}
+	return fromYAML(&doc, 0)
+}
+
+func fromYAML(y *yaml.Node, depth int) (*node, error) {
+	if depth > 64 {
+		return nil, &SpecError{Line: y.Line, Msg: "nested too deeply"}
+	}
+	switch y.Kind {
+	case yaml.DocumentNode:
+		if len(y.Content) == 0 {
+			return nil, &SpecError{Line: y.Line, Msg: "empty file"}
+		}
+		return fromYAML(y.Content[0], depth+1)
+	case yaml.AliasNode:
+		return nil, &SpecError{Line: y.Line, Msg: "YAML aliases are not supported in cost tables"}
+	case yaml.ScalarNode:
+		if y.Tag == "!!null" {
+			return &node{kind: nullNode, line: y.Line}, nil
+		}
+		return &node{kind: scalarNode, line: y.Line, text: y.Value, str: y.Tag == "!!str"}, nil
+	case yaml.SequenceNode:
+		n := &node{kind: listNode, line: y.Line}
+		for _, c := range y.Content {
+			cn, err := fromYAML(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			n.items = append(n.items, cn)
+		}
+		return n, nil
+	case yaml.MappingNode:
+		n := &node{kind: mapNode, line: y.Line}
+		for i := 0; i+1 < len(y.Content); i += 2 {
+			k, v := y.Content[i], y.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				return nil, &SpecError{Line: k.Line, Msg: "mapping keys must be plain strings"}
+			}
+			if k.Value == "<<" {
+				return nil, &SpecError{Line: k.Line, Msg: "YAML merge keys are not supported in cost tables"}
+			}
+			kn := &node{kind: scalarNode, line: k.Line, text: k.Value, str: true}
+			vn, err := fromYAML(v, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			n.keys = append(n.keys, kn)
+			n.items = append(n.items, vn)
+		}
+		return n, nil
+	}
+	return nil, &SpecError{Line: y.Line, Msg: "unsupported YAML node"}
+}
+
+// --- JSON ---
+
+// jsonParser builds nodes from a json.Decoder's tokens, finding each
+// token's line from the decoder's offset.
+type jsonParser struct {
+	data  []byte
+	dec   *json.Decoder
+	nl    []int // offsets of '\n'
+	depth int
+}
+
+func parseJSON(data []byte) (*node, error) {
+	p := &jsonParser{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
+	p.dec.UseNumber()
+	for i, c := range data {
+		if c == '\n' {
+			p.nl = append(p.nl, i)
+		}
+	}
+	n, err := p.value()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.dec.Token(); err != io.EOF {
+		return nil, &SpecError{Line: p.line(int(p.dec.InputOffset())), Msg: "bad JSON: data after the table's closing brace"}
+	}
+	return n, nil
+}
+
+// line returns the 1-based line of a byte offset.
+func (p *jsonParser) line(off int) int {
+	return sort.SearchInts(p.nl, off) + 1
+}
+
+// start returns the offset where the next token starts.
+func (p *jsonParser) start() int {
+	off := int(p.dec.InputOffset())
+	for off < len(p.data) {
+		switch p.data[off] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			off++
+			continue
+		}
+		break
+	}
+	return off
+}
+
+func (p *jsonParser) token() (json.Token, int, error) {
+	at := p.start()
+	tok, err := p.dec.Token()
+	if err != nil {
+		var se *json.SyntaxError
+		line := p.line(at)
+		if errors.As(err, &se) {
+			line = p.line(int(se.Offset))
+		}
+		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, 0, &SpecError{Line: p.line(len(p.data)), Msg: "bad JSON: unexpected end of file"}
+		}
+		return nil, 0, &SpecError{Line: line, Msg: "bad JSON: " + err.Error()}
+	}
+	return tok, p.line(at), nil
+}
+
+func (p *jsonParser) value() (*node, error) {
+	tok, line, err := p.token()
+	if err != nil {
+		return nil, err
+	}
+	return p.fromToken(tok, line)
+}
+
+func (p *jsonParser) fromToken(tok json.Token, line int) (*node, error) {
+	switch v := tok.(type) {
+	case json.Delim:
+		p.depth++
+		defer func() { p.depth-- }()
+		if p.depth > 64 {
+			return nil, &SpecError{Line: line, Msg: "nested too deeply"}
+		}
+		switch v {
+		case '{':
+			n := &node{kind: mapNode, line: line}
+			for p.dec.More() {
+				ktok, kline, err := p.token()
+				if err != nil {
+					return nil, err
+				}
+				key, _ := ktok.(string)
+				vn, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, &node{kind: scalarNode, line: kline, text: key, str: true})
+				n.items = append(n.items, vn)
+			}
+			if _, _, err := p.token(); err != nil { // '}'
+				return nil, err
+			}
+			return n, nil
+		case '[':
+			n := &node{kind: listNode, line: line}
+			for p.dec.More() {
+				vn, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, vn)
+			}
+			if _, _, err := p.token(); err != nil { // ']'
+				return nil, err
+			}
+			return n, nil
+		}
+		return nil, &SpecError{Line: line, Msg: "bad JSON: unexpected " + v.String()}
+	case string:
+		return &node{kind: scalarNode, line: line, text: v, str: true}, nil
+	case json.Number:
+		return &node{kind: scalarNode, line: line, text: v.String()}, nil
+	case bool:
+		return &node{kind: scalarNode, line: line, text: strconv.FormatBool(v)}, nil
+	case nil:
+		return &node{kind: nullNode, line: line}, nil
+	}
+	return nil, &SpecError{Line: line, Msg: fmt.Sprintf("bad JSON: unexpected token %v", tok)}
+}
+
+// --- decoding nodes into a Spec ---
+
+// lineMap records the line of every field path, to place New's errors.
+type lineMap map[string]int
+
+// find returns the line of field, or of its nearest recorded parent.
+func (m lineMap) find(field string) int {
+	for f := field; f != ""; {
+		if l, ok := m[f]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		// Keep "methods[a.b]" whole: a '.' inside brackets is part of a name.
+		if open := strings.LastIndexByte(f[:i+1], '['); open >= 0 && f[i] == '.' && !strings.Contains(f[open:i], "]") {
+			i = open
+		}
+		f = f[:i]
+	}
+	return 0
+}
+
+type specDecoder struct {
+	lines lineMap
+}
+
+func (d *specDecoder) errf(n *node, field, format string, args ...any) error {
+	return &SpecError{Line: n.line, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// fields walks a mapping, calling fn for each known key and failing on
+// unknown or duplicate keys.
+func (d *specDecoder) fields(n *node, field string, known []string, fn func(key string, v *node, field string) error) error {
+	if n.kind != mapNode {
+		return d.errf(n, field, "want a mapping, got %s", n.describe())
+	}
+	seen := map[string]int{}
+	for i, k := range n.keys {
+		f := k.text
+		if field != "" {
+			f = field + "." + k.text
+		}
+		if prev, dup := seen[k.text]; dup {
+			return d.errf(k, f, "duplicate field (first on line %d)", prev)
+		}
+		seen[k.text] = k.line
+		ok := false
+		for _, kn := range known {
+			ok = ok || kn == k.text
+		}
+		if !ok {
+			return d.errf(k, f, "unknown field %q (want one of: %s)", k.text, strings.Join(known, ", "))
+		}
+		d.lines[f] = k.line
+		if err := fn(k.text, n.items[i], f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *specDecoder) spec(root *node) (Spec, error) {
+	var s Spec
+	err := d.fields(root, "", []string{"api", "source", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
+		var err error
+		switch key {
+		case "api":
+			s.API, err = d.str(v, f)
+		case "source":
+			s.Source, err = d.str(v, f)
+		case "budgets":
+			s.Budgets, err = d.budgets(v, f)
+		case "default":
+			s.Default, err = d.cost(v, f)
+		case "methods":
+			s.Methods, err = d.methods(v, f)
+		case "responses":
+			s.Responses, err = d.rules(v, f)
+		}
+		return err
+	})
+	if err != nil {
+		return Spec{}, err
+	}
+	if s.API == "" {
+		return Spec{}, d.errf(root, "api", "missing: name the API, e.g. api: youtube")
+	}
+	return s, nil
+}
+
+func (d *specDecoder) str(n *node, field string) (string, error) {
+	if n.kind != scalarNode {
+		return "", d.errf(n, field, "want a string, got %s", n.describe())
+	}
+	return n.text, nil
+}
+
+func (d *specDecoder) int(n *node, field string) (int64, error) {
+	if n.kind != scalarNode || n.str {
+		return 0, d.errf(n, field, "want an integer, got %s", n.describe())
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.text, "_", ""), 10, 64)
+	if err != nil {
+		return 0, d.errf(n, field, "want an integer, got %s", n.describe())
+	}
+	return v, nil
+}
+
+func (d *specDecoder) bool(n *node, field string) (bool, error) {
+	if n.kind == scalarNode && !n.str {
+		switch n.text {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+	}
+	return false, d.errf(n, field, "want true or false, got %s", n.describe())
+}
+
+// strs reads a list of strings, or a single string as a list of one.
+func (d *specDecoder) strs(n *node, field string) ([]string, error) {
+	if n.kind == scalarNode {
+		d.lines[field+"[0]"] = n.line
+		return []string{n.text}, nil
+	}
+	if n.kind != listNode {
+		return nil, d.errf(n, field, "want a list of strings, got %s", n.describe())
+	}
+	out := make([]string, 0, len(n.items))
+	for i, it := range n.items {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		d.lines[f] = it.line
+		s, err := d.str(it, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (d *specDecoder) budgets(n *node, field string) ([]quota.Budget, error) {
+	if n.kind != listNode {
+		return nil, d.errf(n, field, "want a list of budgets, got %s", n.describe())
+	}
+	var out []quota.Budget
+	for i, it := range n.items {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		d.lines[f] = it.line
+		var b quota.Budget
+		var hasWindow, hasLimit bool
+		err := d.fields(it, f, []string{"name", "limit", "window"}, func(key string, v *node, f string) error {
+			var err error
+			switch key {
+			case "name":
+				b.Name, err = d.str(v, f)
+			case "limit":
+				hasLimit = true
+				b.Limit, err = d.int(v, f)
+			case "window":
+				hasWindow = true
+				var s string
+				if s, err = d.str(v, f); err == nil {
+					if b.Window, err = quota.ParseWindow(s); err != nil {
+						err = d.errf(v, f, "%s", trimInvalid(err))
+					}
+				}
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case b.Name == "":
+			return nil, d.errf(it, f+".name", "missing budget name")
+		case !hasLimit:
+			return nil, d.errf(it, f+".limit", "missing limit for budget %q", b.Name)
+		case !hasWindow:
+			return nil, d.errf(it, f+".window", "missing window for budget %q, e.g. daily:America/Los_Angeles or sliding:24h", b.Name)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func (d *specDecoder) cost(n *node, field string) (map[string]int64, error) {
+	if n.kind != mapNode {
+		return nil, d.errf(n, field, "want units per budget, e.g. {units: 1}, got %s", n.describe())
+	}
+	out := make(map[string]int64, len(n.keys))
+	for i, k := range n.keys {
+		f := field + "." + k.text
+		if _, dup := out[k.text]; dup {
+			return nil, d.errf(k, f, "duplicate budget")
+		}
+		d.lines[f] = k.line
+		v, err := d.int(n.items[i], f)
+		if err != nil {
+			return nil, err
+		}
+		out[k.text] = v
+	}
+	return out, nil
+}
+
+func (d *specDecoder) methods(n *node, field string) ([]Method, error) {
+	if n.kind != mapNode {
+		return nil, d.errf(n, field, "want a mapping of method names to {routes, cost}, got %s", n.describe())
+	}
+	var out []Method
+	seen := map[string]int{}
+	for i, k := range n.keys {
+		f := field + "[" + k.text + "]"
+		if prev, dup := seen[k.text]; dup {
+			return nil, d.errf(k, f, "duplicate method (first on line %d)", prev)
+		}
+		seen[k.text] = k.line
+		d.lines[f] = k.line
+		d.lines[fmt.Sprintf("%s[%d].name", field, len(out))] = k.line
+		m := Method{Name: k.text}
+		err := d.fields(n.items[i], f, []string{"routes", "cost", "free", "note"}, func(key string, v *node, f string) error {
+			var err error
+			switch key {
+			case "routes":
+				m.Routes, err = d.strs(v, f)
+			case "cost":
+				m.Cost, err = d.cost(v, f)
+			case "free":
+				m.Free, err = d.bool(v, f)
+			case "note":
+				m.Note, err = d.str(v, f)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (d *specDecoder) rules(n *node, field string) ([]Rule, error) {
+	if n.kind != listNode {
+		return nil, d.errf(n, field, "want a list of rules, got %s", n.describe())
+	}
+	var out []Rule
+	for i, it := range n.items {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		d.lines[f] = it.line
+		var r Rule
+		err := d.fields(it, f, []string{"status", "reasons", "exhaust", "retry"}, func(key string, v *node, f string) error {
+			var err error
+			switch key {
+			case "status":
+				var s int64
+				s, err = d.int(v, f)
+				r.Status = int(s)
+				if s != int64(r.Status) {
+					err = d.errf(v, f, "status %d out of range", s)
+				}
+			case "reasons":
+				r.Reasons, err = d.strs(v, f)
+			case "exhaust":
+				r.Exhaust, err = d.strs(v, f)
+			case "retry":
+				r.Retry, err = d.bool(v, f)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

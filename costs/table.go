@@ -1,0 +1,367 @@
+package costs
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Spec is the definition of a cost table, as written in a JSON or YAML file
+// (see the package documentation for the file schema) or built in Go. New
+// checks it and builds a Table.
+type Spec struct {
+	// API names the upstream API the budgets belong to, e.g. "youtube".
+	API string `json:"api"`
+	// Source says where the costs come from: a URL and the date it was read.
+	Source string `json:"source,omitempty"`
+	// Budgets are the upstream's pools, e.g. 10,000 units a day.
+	Budgets []quota.Budget `json:"budgets"`
+	// Default, when not empty, is the cost of a request that matches no
+	// method. Without it such a request is an error (ErrUnknownMethod).
+	Default map[string]int64 `json:"default,omitempty"`
+	// Methods price the API's methods.
+	Methods []Method `json:"methods"`
+	// Responses classify upstream error responses (see Rule).
+	Responses []Rule `json:"responses,omitempty"`
+}
+
+// Method is one API method: its name, the routes that call it and what one
+// call costs.
+type Method struct {
+	// Name is the method's name, e.g. "videos.list".
+	Name string `json:"name"`
+	// Routes are the route patterns that call the method, e.g.
+	// "GET /youtube/v3/videos" (see the package documentation).
+	Routes []string `json:"routes"`
+	// Cost is the units one call takes from each budget, e.g. {"units": 1}.
+	// It is empty only when Free is set.
+	Cost map[string]int64 `json:"cost,omitempty"`
+	// Free marks a method that costs nothing, such as the later requests of
+	// a resumable upload whose first request was charged. A Transport sends
+	// it without taking anything.
+	Free bool `json:"free,omitempty"`
+	// Note says where the cost comes from when it is not the upstream's
+	// published table.
+	Note string `json:"note,omitempty"`
+}
+
+// Charge returns the method's cost as a quota.Charge (no units when Free).
+func (m Method) Charge() quota.Charge {
+	return quota.Charge{Method: m.Name, Units: maps.Clone(m.Cost)}
+}
+
+// Rule classifies upstream error responses: a response with Status and one
+// of Reasons (any reason when Reasons is empty) either means budgets are
+// spent until their next reset (Exhaust) or is transient and worth a retry
+// (Retry). The first matching rule wins.
+type Rule struct {
+	Status int `json:"status"`
+	// Reasons are the upstream's error reasons, e.g. "quotaExceeded" (for
+	// Google APIs, error.errors[].reason or error.details[].reason).
+	Reasons []string `json:"reasons,omitempty"`
+	// Exhaust names the budgets the response says are spent, among those the
+	// request's method charges; "*" means every budget the method charges.
+	// A budget the method does not charge is left alone.
+	Exhaust []string `json:"exhaust,omitempty"`
+	// Retry marks the response as transient.
+	Retry bool `json:"retry,omitempty"`
+}
+
+// Table prices HTTP requests to one API: it resolves a request's method
+// name from its HTTP method and path and returns the quota.Charge. It
+// implements quota.Pricer and quota.Classifier, so it plugs straight into
+// quota.NewTransport, and carries the API's name and budgets, so
+//
+//	lim, err := quota.New(store, table.API, table.Budgets)
+//
+// builds the matching Limiter. A Table is immutable and safe for concurrent
+// use; treat API and Budgets as read-only.
+type Table struct {
+	// API is the API's name, e.g. "youtube".
+	API string
+	// Budgets are the API's budgets, in the order the table declares them.
+	Budgets []quota.Budget
+	// Source says where the costs come from.
+	Source string
+
+	spec    Spec
+	methods map[string]*Method
+	charges map[*Method]quota.Charge
+	router  *router
+	def     quota.Charge
+	budgets map[string]quota.Budget
+}
+
+var (
+	_ quota.Pricer     = (*Table)(nil)
+	_ quota.Classifier = (*Table)(nil)
+)
+
+// New checks spec and builds its Table. A problem is a *SpecError naming the
+// field: an invalid API or budget, a method without routes or cost, a cost
+// naming an unknown budget or larger than the budget's limit (it could never
+// be paid), a bad or duplicate route, a bad response rule.
+func New(spec Spec) (*Table, error) {
+	if err := quota.CheckName("api", spec.API); err != nil {
+		return nil, specErrorf("api", "%s", trimInvalid(err))
+	}
+	t := &Table{
+		API:     spec.API,
+		Source:  spec.Source,
+		methods: make(map[string]*Method, len(spec.Methods)),
+		charges: make(map[*Method]quota.Charge, len(spec.Methods)),
+		budgets: make(map[string]quota.Budget, len(spec.Budgets)),
+	}
+	if len(spec.Budgets) == 0 {
+		return nil, specErrorf("budgets", "no budgets: declare at least one, e.g. {name: units, limit: 10000, window: daily:America/Los_Angeles}")
+	}
+	for i, b := range spec.Budgets {
+		field := fmt.Sprintf("budgets[%d]", i)
+		if err := quota.ValidateBudgets([]quota.Budget{b}); err != nil {
+			return nil, specErrorf(field, "%s", trimInvalid(err))
+		}
+		if _, dup := t.budgets[b.Name]; dup {
+			return nil, specErrorf(field+".name", "duplicate budget %q", b.Name)
+		}
+		t.budgets[b.Name] = b
+	}
+	t.Budgets = slices.Clone(spec.Budgets)
+	if len(spec.Default) > 0 {
+		if err := t.checkCost("default", spec.Default); err != nil {
+			return nil, err
+		}
+		t.def = quota.Charge{Units: maps.Clone(spec.Default)}
+	}
+	if len(spec.Methods) == 0 {
+		return nil, specErrorf("methods", "no methods")
+	}
+	var routes []*route
+	shapes := map[string]string{} // route shape -> method that declared it
+	ms := make([]Method, 0, len(spec.Methods))
+	for i, m := range spec.Methods {
+		field := "methods[" + m.Name + "]"
+		if err := checkMethodName(m.Name); err != "" {
+			return nil, specErrorf(fmt.Sprintf("methods[%d].name", i), "%s", err)
+		}
+		if _, dup := t.methods[m.Name]; dup {
+			return nil, specErrorf(field, "duplicate method %q", m.Name)
+		}
+		switch {
+		case m.Free && len(m.Cost) > 0:
+			return nil, specErrorf(field+".cost", "a free method has no cost: drop cost or free")
+		case !m.Free && len(m.Cost) == 0:
+			return nil, specErrorf(field+".cost", "no cost: give the units per budget, e.g. {units: 1}, or mark the method free")
+		case !m.Free:
+			if err := t.checkCost(field+".cost", m.Cost); err != nil {
+				return nil, err
+			}
+		}
+		if len(m.Routes) == 0 {
+			return nil, specErrorf(field+".routes", "no routes: give at least one, e.g. \"GET /youtube/v3/videos\"")
+		}
+		mp := &Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note}
+		for j, s := range m.Routes {
+			rfield := fmt.Sprintf("%s.routes[%d]", field, j)
+			r, msg := parseRoute(s)
+			if msg != "" {
+				return nil, specErrorf(rfield, "route %q: %s", s, msg)
+			}
+			if other, dup := shapes[r.shape]; dup {
+				return nil, specErrorf(rfield, "route %q is also a route of %s", s, other)
+			}
+			shapes[r.shape] = m.Name
+			mp.Routes[j] = strings.TrimSpace(s)
+			r.m = mp
+			routes = append(routes, r)
+		}
+		t.methods[m.Name] = mp
+		t.charges[mp] = quota.Charge{Method: m.Name, Units: maps.Clone(m.Cost)}
+		ms = append(ms, *mp)
+	}
+	for i, r := range spec.Responses {
+		field := fmt.Sprintf("responses[%d]", i)
+		if r.Status < 100 || r.Status > 599 {
+			return nil, specErrorf(field+".status", "status %d: want an HTTP status, 100 to 599", r.Status)
+		}
+		if r.Retry == (len(r.Exhaust) > 0) {
+			return nil, specErrorf(field, "give exactly one of exhaust (budgets) and retry: true")
+		}
+		for j, name := range r.Exhaust {
+			if _, ok := t.budgets[name]; !ok && name != "*" {
+				return nil, specErrorf(fmt.Sprintf("%s.exhaust[%d]", field, j), "unknown budget %q (budgets: %s)", name, t.budgetNames())
+			}
+		}
+		for j, reason := range r.Reasons {
+			if reason == "" {
+				return nil, specErrorf(fmt.Sprintf("%s.reasons[%d]", field, j), "empty reason")
+			}
+		}
+	}
+	t.router = newRouter(routes)
+	t.spec = Spec{
+		API: spec.API, Source: spec.Source, Budgets: slices.Clone(spec.Budgets),
+		Default: maps.Clone(spec.Default), Methods: ms, Responses: cloneRules(spec.Responses),
+	}
+	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })
+	return t, nil
+}
+
+func cloneRules(rs []Rule) []Rule {
+	out := make([]Rule, len(rs))
+	for i, r := range rs {
+		out[i] = Rule{Status: r.Status, Reasons: slices.Clone(r.Reasons), Exhaust: slices.Clone(r.Exhaust), Retry: r.Retry}
+	}
+	return out
+}
+
+func (t *Table) checkCost(field string, cost map[string]int64) error {
+	for _, name := range slices.Sorted(maps.Keys(cost)) {
+		n := cost[name]
+		b, ok := t.budgets[name]
+		if !ok {
+			return specErrorf(field+"."+name, "unknown budget %q (budgets: %s)", name, t.budgetNames())
+		}
+		if n <= 0 {
+			return specErrorf(field+"."+name, "cost %d: must be > 0", n)
+		}
+		if n > b.Limit {
+			return specErrorf(field+"."+name, "cost %d is more than the budget's limit %d: it could never be paid", n, b.Limit)
+		}
+	}
+	return nil
+}
+
+func (t *Table) budgetNames() string {
+	names := make([]string, len(t.Budgets))
+	for i, b := range t.Budgets {
+		names[i] = b.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func checkMethodName(s string) string {
+	if s == "" {
+		return "empty method name"
+	}
+	if len(s) > 128 {
+		return fmt.Sprintf("method name %.20q...: longer than 128 bytes", s)
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return fmt.Sprintf("method name %q: no spaces or control characters", s)
+		}
+	}
+	return ""
+}
+
+func trimInvalid(err error) string {
+	return strings.TrimPrefix(err.Error(), quota.ErrInvalid.Error()+": ")
+}
+
+// Spec returns a copy of the table's definition, methods sorted by name:
+// what `quotactl costs show` prints, and what a JSON file of the table would
+// hold.
+func (t *Table) Spec() Spec {
+	s := t.spec
+	s.Budgets = slices.Clone(s.Budgets)
+	s.Default = maps.Clone(s.Default)
+	s.Methods = t.Methods()
+	s.Responses = cloneRules(s.Responses)
+	return s
+}
+
+// Methods returns a copy of the table's methods, sorted by name.
+func (t *Table) Methods() []Method {
+	out := make([]Method, len(t.spec.Methods))
+	for i, m := range t.spec.Methods {
+		out[i] = Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note}
+	}
+	return out
+}
+
+// Method returns the named method and whether the table has it.
+func (t *Table) Method(name string) (Method, bool) {
+	m, ok := t.methods[name]
+	if !ok {
+		return Method{}, false
+	}
+	return Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note}, true
+}
+
+// Default returns the table's default charge for requests that match no
+// method, and whether it declares one.
+func (t *Table) Default() (quota.Charge, bool) {
+	if len(t.def.Units) == 0 {
+		return quota.Charge{}, false
+	}
+	return quota.Charge{Units: maps.Clone(t.def.Units)}, true
+}
+
+// Charge returns what one call of the named method costs. A name the table
+// does not know gets the default charge if the table declares one, else an
+// error wrapping ErrUnknownMethod.
+func (t *Table) Charge(method string) (quota.Charge, error) {
+	if m, ok := t.methods[method]; ok {
+		return m.Charge(), nil
+	}
+	if len(t.def.Units) > 0 {
+		return quota.Charge{Method: method, Units: maps.Clone(t.def.Units)}, nil
+	}
+	return quota.Charge{}, fmt.Errorf("%w %q in table %s", ErrUnknownMethod, method, t.API)
+}
+
+// Estimate returns the units per budget that counts calls of each method
+// would take: the cost of a planned run. Counts must be >= 0; a method the
+// table does not know is priced as Charge prices it.
+func (t *Table) Estimate(counts map[string]int64) (map[string]int64, error) {
+	out := make(map[string]int64, len(t.Budgets))
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		n := counts[name]
+		if n < 0 {
+			return nil, fmt.Errorf("%w: costs: %s: count %d for method %q: must be >= 0", quota.ErrInvalid, t.API, n, name)
+		}
+		ch, err := t.Charge(name)
+		if err != nil {
+			return nil, err
+		}
+		for b, units := range ch.Units {
+			out[b] += units * n
+		}
+	}
+	return out, nil
+}
+
+// Resolve returns the name of the method that httpMethod and target (a
+// request path with an optional "?query") call, and whether one matches.
+// The default charge plays no part here.
+func (t *Table) Resolve(httpMethod, target string) (string, bool) {
+	path, query, _ := strings.Cut(target, "?")
+	r := t.router.match(httpMethod, path, query)
+	if r == nil {
+		return "", false
+	}
+	return r.m.Name, true
+}
+
+// Price implements quota.Pricer: the charge of the method req calls, found
+// from req.Method, req.URL.Path and req.URL.RawQuery. A request that matches
+// no method gets the default charge (its Method is "VERB /path") if the
+// table declares one, else an error wrapping ErrUnknownMethod. A free
+// method's charge has no units. The returned Units map is shared: do not
+// modify it.
+func (t *Table) Price(req *http.Request) (quota.Charge, error) {
+	if r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery); r != nil {
+		return t.charges[r.m], nil
+	}
+	if len(t.def.Units) > 0 {
+		return quota.Charge{Method: req.Method + " " + req.URL.Path, Units: t.def.Units}, nil
+	}
+	return quota.Charge{}, fmt.Errorf("%w: table %s has no route for %s %s and no default cost; add the method to the table or declare a default",
+		ErrUnknownMethod, t.API, req.Method, req.URL.Path)
+}
