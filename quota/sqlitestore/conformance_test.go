@@ -1,0 +1,30 @@
+package sqlitestore_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
+	"github.com/quotactl/quotactl/quota/storetest"
+)
+
+// openTemp opens a fresh store on a real file in t.TempDir and closes it at
+// the end of the test.
+func openTemp(t *testing.T, opts ...sqlitestore.Option) (*sqlitestore.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "quota.db")
+	st, err := sqlitestore.Open(path, opts...)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st, path
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) quota.Store {
+		st, _ := openTemp(t)
+		return st
+	})
+}

@@ -1,0 +1,344 @@
+// Package sqlitestore is the quota.Store for one host: one SQLite database
+// file that every process on the host opens, with no server to run. It uses
+// modernc.org/sqlite (pure Go, no cgo).
+//
+// Many processes may open the same file at once. The database runs in WAL
+// mode; every decision (Take, Refund, Exhaust, Adjust) is one BEGIN
+// IMMEDIATE transaction, so decisions from all processes are serialised by
+// SQLite's write lock, and a process waiting for that lock waits up to the
+// busy timeout (WithBusyTimeout) before the call fails with an error
+// wrapping quota.ErrStoreUnavailable. Within one process, decisions queue for
+// the store's single write connection instead of spinning on the lock;
+// reads (Usage, Entries, List, LoadState, Records, Streams) use a separate
+// pool of read-only connections and never wait for writers.
+//
+// synchronous=NORMAL is used: in WAL mode a committed decision survives the
+// process being killed (SIGKILL, a crash) and the file is never corrupted;
+// only a power loss or kernel crash can lose the last few decisions.
+//
+// The clock is the host's unless a request carries a Now (an injected test
+// clock, quota.WithClock). Times are stored in microseconds.
+//
+// The schema is versioned with PRAGMA user_version. Open creates the file
+// and schema on first use, and refuses, without writing to it, a file that
+// is not an SQLite database, one with another program's tables, or one with
+// a newer schema.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// schemaVersion is the PRAGMA user_version of the schema this package writes.
+const schemaVersion = 1
+
+//go:embed schema.sql
+var schemaSQL string
+
+// ErrNotDatabase is returned by Open for a file that is not an SQLite
+// database. errors.Is(err, quota.ErrInvalid) also holds for it.
+var ErrNotDatabase error = &sentinel{"file is not an SQLite database"}
+
+type sentinel struct{ msg string }
+
+func (e *sentinel) Error() string        { return e.msg }
+func (e *sentinel) Is(target error) bool { return target == quota.ErrInvalid }
+
+// Store is a quota.Store and quota.StateStore kept in an SQLite file. It is
+// safe for concurrent use by many goroutines, and many processes may open
+// the same file. Open makes one; Close releases it.
+type Store struct {
+	path       string
+	w          *sql.DB // one connection; every write is BEGIN IMMEDIATE
+	r          *sql.DB // read-only connections, deferred transactions
+	st         stmts
+	sweepEvery uint64
+	sweepMax   int
+	ops        atomic.Uint64
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+var (
+	_ quota.Store      = (*Store)(nil)
+	_ quota.StateStore = (*Store)(nil)
+)
+
+// Option configures a Store in Open.
+type Option func(*config)
+
+type config struct {
+	busy       time.Duration
+	sweepEvery int
+	readConns  int
+}
+
+// WithBusyTimeout sets how long a write waits for another process holding
+// the database's write lock before failing with an error wrapping
+// quota.ErrStoreUnavailable. Default: 5s. d is rounded down to the
+// millisecond; d <= 0 means fail at once.
+func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busy = d } }
+
+// WithSweepEvery sets how many decisions a Store makes between sweeps that
+// delete the logs of idle credentials (every entry expired, no exhaustion
+// mark), so credentials no longer used do not keep growing the file.
+// Default: 1024. n <= 0 turns the sweep off; a decision still drops the
+// expired entries of the credential it is about.
+func WithSweepEvery(n int) Option { return func(c *config) { c.sweepEvery = n } }
+
+// WithReadConns sets how many read-only connections the Store may open for
+// Usage, Entries, List and the StateStore reads. Default: 4.
+func WithReadConns(n int) Option { return func(c *config) { c.readConns = max(n, 1) } }
+
+// Open opens the SQLite database at path, creating the file and its schema
+// if it does not exist (the directory must). Defaults: a busy timeout of 5s,
+// a sweep of idle credentials every 1024 decisions, 4 read connections.
+//
+// A file that is not an SQLite database gives an error wrapping
+// ErrNotDatabase (and quota.ErrInvalid) that names the path; so does, with
+// quota.ErrInvalid, a database with a newer schema version or with tables
+// of another program. In those cases nothing in the file is modified. A
+// file that cannot be read or locked in time gives an error wrapping
+// quota.ErrStoreUnavailable.
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := config{busy: 5 * time.Second, sweepEvery: 1024, readConns: 4}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if path == "" {
+		return nil, fmt.Errorf("sqlitestore: open: %w: empty path", quota.ErrInvalid)
+	}
+	if err := checkHeader(path); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
+	}
+	base := "file:" + (&url.URL{Path: abs}).EscapedPath() +
+		"?_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")" +
+		"&_pragma=synchronous(NORMAL)"
+	s := &Store{path: path, sweepMax: 256}
+	if cfg.sweepEvery > 0 {
+		s.sweepEvery = uint64(cfg.sweepEvery)
+	}
+	if s.w, err = sql.Open("sqlite", base+"&_txlock=immediate"); err != nil {
+		return nil, s.openErr(err)
+	}
+	// One write connection: a process's decisions queue here rather than on
+	// SQLite's lock, and it can never wait on itself.
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.init(); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if s.r, err = sql.Open("sqlite", base+"&_pragma=query_only(1)"); err != nil {
+		s.w.Close()
+		return nil, s.openErr(err)
+	}
+	s.r.SetMaxOpenConns(cfg.readConns)
+	s.r.SetMaxIdleConns(cfg.readConns)
+	if err := s.st.prepare(s.w); err != nil {
+		s.Close()
+		return nil, s.openErr(err)
+	}
+	return s, nil
+}
+
+// checkHeader refuses an existing, non-empty file that does not start with
+// the SQLite header, before SQLite opens (and might write to) it.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return fmt.Errorf("sqlitestore: open %s: %w: is a directory", path, quota.ErrInvalid)
+	}
+	var hdr [16]byte
+	n, err := io.ReadFull(f, hdr[:])
+	switch {
+	case n == 0 && (err == io.EOF):
+		return nil // an empty file is an empty database
+	case err != nil && err != io.ErrUnexpectedEOF:
+		return fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
+	case string(hdr[:n]) != "SQLite format 3\x00":
+		return fmt.Errorf("sqlitestore: open %s: %w", path, ErrNotDatabase)
+	}
+	return nil
+}
+
+// openErr wraps an error met while opening.
+func (s *Store) openErr(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == 26 { // SQLITE_NOTADB
+		return fmt.Errorf("sqlitestore: open %s: %w", s.path, ErrNotDatabase)
+	}
+	return fmt.Errorf("sqlitestore: open %s: %w: %w", s.path, quota.ErrStoreUnavailable, err)
+}
+
+// init checks the file's schema version, then switches it to WAL and
+// creates the schema if it is new. Nothing is written before the checks.
+func (s *Store) init() error {
+	ctx := context.Background()
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return s.openErr(err)
+	}
+	defer conn.Close()
+	v, err := userVersion(ctx, conn)
+	if err != nil {
+		return s.openErr(err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("sqlitestore: open %s: %w: database schema version %d is newer than this build supports (%d); upgrade quotactl",
+			s.path, quota.ErrInvalid, v, schemaVersion)
+	}
+	if v == 0 {
+		var name string
+		err := conn.QueryRowContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' LIMIT 1`).Scan(&name)
+		if err == nil {
+			return fmt.Errorf("sqlitestore: open %s: %w: an SQLite database of another program (it has table %q and no sqlitestore schema)",
+				s.path, quota.ErrInvalid, name)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return s.openErr(err)
+		}
+	}
+	// WAL is a property of the file: once one process set it, every
+	// connection uses it.
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return s.openErr(err)
+	}
+	if mode != "wal" {
+		if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+			return s.openErr(err)
+		}
+		if mode != "wal" {
+			return fmt.Errorf("sqlitestore: open %s: %w: cannot switch to WAL journal mode (still %q)", s.path, quota.ErrStoreUnavailable, mode)
+		}
+	}
+	if v == schemaVersion {
+		return nil
+	}
+	// Another process may be creating the schema too: decide under the
+	// write lock.
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return s.openErr(err)
+	}
+	defer tx.Rollback()
+	var cur int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&cur); err != nil {
+		return s.openErr(err)
+	}
+	if cur == 0 {
+		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+			return s.openErr(err)
+		}
+		if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(schemaVersion)); err != nil {
+			return s.openErr(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.openErr(err)
+	}
+	return nil
+}
+
+func userVersion(ctx context.Context, conn *sql.Conn) (int, error) {
+	var v int
+	err := conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
+	return v, err
+}
+
+// Path returns the path the Store was opened with.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. It is safe to call more than once; calls after
+// the first return the first's result. Operations after Close fail with an
+// error wrapping quota.ErrStoreUnavailable.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.r != nil {
+			errs = append(errs, s.r.Close())
+		}
+		errs = append(errs, s.st.close(), s.w.Close())
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}
+
+// fail wraps an error of operation op: argument errors pass as they are,
+// everything else (I/O, a lock not obtained within the busy timeout, a done
+// context, a closed store) wraps quota.ErrStoreUnavailable.
+func fail(op string, err error) error {
+	if errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrNotFound) || errors.Is(err, quota.ErrCostExceedsLimit) {
+		return err
+	}
+	return fmt.Errorf("sqlitestore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction on the write connection.
+func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return fail(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(op, err)
+	}
+	return nil
+}
+
+// read runs fn in one read-only (deferred) transaction: a consistent
+// snapshot that never waits for writers.
+func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fail(op, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return fail(op, err)
+	}
+	return nil
+}
+
+func nowOr(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now().Truncate(time.Microsecond)
+	}
+	return t.Truncate(time.Microsecond)
+}

@@ -1,0 +1,593 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// logRow is one log, the (api, credential, budget) triple, as the sums
+// table holds it, while a transaction works on it.
+type logRow struct {
+	id     int64
+	budget string
+	window string
+	used   int64 // running sum of the costs of the log's entries
+	exh    int64 // exhausted until, µs; 0 if not marked
+	idle   int64 // every entry expired and the mark ended by then, µs
+	dirty  bool  // the sums row needs writing back
+	seen   bool  // debited by the decision at hand
+}
+
+// wtx is a write transaction with the prepared statements.
+type wtx struct {
+	ctx context.Context
+	tx  *sql.Tx
+	st  *stmts
+}
+
+func (w *wtx) stmt(s *sql.Stmt) *sql.Stmt { return w.tx.StmtContext(w.ctx, s) }
+
+func scanLog(sc interface{ Scan(...any) error }) (*logRow, error) {
+	lg := &logRow{}
+	return lg, sc.Scan(&lg.id, &lg.budget, &lg.window, &lg.used, &lg.exh, &lg.idle)
+}
+
+// credLogs returns every log of one credential.
+func (w *wtx) credLogs(api, cred string) ([]*logRow, error) {
+	rows, err := w.stmt(w.st.credLogs).QueryContext(w.ctx, api, cred)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*logRow
+	for rows.Next() {
+		lg, err := scanLog(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, lg)
+	}
+	return out, rows.Err()
+}
+
+// log returns the log of budget b, creating it if create is set; nil if it
+// does not exist and create is not set.
+func (w *wtx) log(api, cred string, b quota.Budget, create bool) (*logRow, error) {
+	lg, err := scanLog(w.stmt(w.st.logByName).QueryRowContext(w.ctx, api, cred, b.Name))
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && create:
+		return w.create(api, cred, b)
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return lg, w.setWindow(lg, b.Window)
+}
+
+func (w *wtx) create(api, cred string, b quota.Budget) (*logRow, error) {
+	lg := &logRow{budget: b.Name, window: b.Window.String(), seen: true}
+	return lg, w.stmt(w.st.newLog).QueryRowContext(w.ctx, api, cred, b.Name, lg.window).Scan(&lg.id)
+}
+
+// setWindow records the window a log is used with. When it changed (the
+// budget was redefined), idle_after is recomputed under the new window so
+// the sweep never drops an entry that still counts.
+func (w *wtx) setWindow(lg *logRow, win quota.Window) error {
+	ws := win.String()
+	if lg.window == ws {
+		return nil
+	}
+	lg.window, lg.dirty = ws, true
+	var newest sql.NullInt64
+	if err := w.stmt(w.st.newest).QueryRowContext(w.ctx, lg.id).Scan(&newest); err != nil {
+		return err
+	}
+	lg.idle = lg.exh
+	if newest.Valid {
+		lg.idle = max(lg.idle, win.Expiry(time.UnixMicro(newest.Int64)).UnixMicro())
+	}
+	return nil
+}
+
+// prune deletes the log's entries recorded before start (µs), subtracting
+// their costs from the running sum: O(expired entries). It also drops an
+// exhaustion mark that has ended by now.
+func (w *wtx) prune(lg *logRow, start, now int64) error {
+	rows, err := w.stmt(w.st.prune).QueryContext(w.ctx, lg.id, start)
+	if err != nil {
+		return err
+	}
+	var freed int64
+	for rows.Next() {
+		var c int64
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return err
+		}
+		freed += c
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	if freed != 0 {
+		lg.used -= freed
+		lg.dirty = true
+	}
+	if lg.exh != 0 && lg.exh <= now {
+		lg.exh = 0
+		lg.dirty = true
+	}
+	return nil
+}
+
+// retryAt walks the log oldest first until deficit units are covered and
+// returns when the entry that covers them expires (µs): exactly when a
+// charge short of deficit units fits. Entries at one instant expire
+// together, so their order among themselves does not matter.
+func (w *wtx) retryAt(lg *logRow, win quota.Window, deficit int64) (int64, error) {
+	rows, err := w.stmt(w.st.walk).QueryContext(w.ctx, lg.id)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var freed int64
+	for rows.Next() {
+		var at, cost int64
+		if err := rows.Scan(&at, &cost); err != nil {
+			return 0, err
+		}
+		if freed += cost; freed >= deficit {
+			return win.Expiry(time.UnixMicro(at)).UnixMicro(), nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	// Unreachable while cost <= limit: the log holds at least used units.
+	return 0, fmt.Errorf("log of budget %q holds fewer units than its running sum %d", lg.budget, lg.used)
+}
+
+// usage describes the log at now.
+func (w *wtx) usage(lg *logRow, b quota.Budget, now time.Time) (quota.Usage, error) {
+	u := quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.used}
+	if lg.exh > now.UnixMicro() {
+		u.ExhaustedUntil = time.UnixMicro(lg.exh)
+	}
+	if b.Window.IsDaily() {
+		u.Reset = time.UnixMicro(b.Window.NextReset(now).UnixMicro())
+		return u, nil
+	}
+	var oldest sql.NullInt64
+	if err := w.stmt(w.st.oldest).QueryRowContext(w.ctx, lg.id).Scan(&oldest); err != nil {
+		return u, err
+	}
+	if oldest.Valid {
+		u.Reset = time.UnixMicro(oldest.Int64 + b.Window.Duration().Microseconds())
+	}
+	return u, nil
+}
+
+func (w *wtx) save(lg *logRow) error {
+	if !lg.dirty {
+		return nil
+	}
+	_, err := w.stmt(w.st.updateLog).ExecContext(w.ctx, lg.window, lg.used, lg.exh, lg.idle, lg.id)
+	lg.dirty = false
+	return err
+}
+
+// drop deletes a log and its entries.
+func (w *wtx) drop(id int64) error {
+	if _, err := w.stmt(w.st.clearLog).ExecContext(w.ctx, id); err != nil {
+		return err
+	}
+	_, err := w.stmt(w.st.dropLog).ExecContext(w.ctx, id)
+	return err
+}
+
+// Take implements quota.Store: one BEGIN IMMEDIATE transaction that prunes
+// each debited log, checks every budget (and exhaustion mark), and records
+// one entry per budget or nothing. Logs of the same credential that are
+// wholly expired are dropped on the way.
+func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+	if err := checkTake(req); err != nil {
+		return nil, err
+	}
+	now := nowOr(req.Now)
+	n := now.UnixMicro()
+	var res *quota.TakeResult
+	err := s.write(ctx, "take", func(tx *sql.Tx) error {
+		res = &quota.TakeResult{OK: true, At: now, Usage: make([]quota.Usage, len(req.Debits))}
+		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+		logs, err := w.credLogs(req.API, req.Credential)
+		if err != nil {
+			return err
+		}
+		lgs := make([]*logRow, len(req.Debits))
+		for i, d := range req.Debits {
+			for _, lg := range logs {
+				if lg.budget == d.Name {
+					lg.seen, lgs[i] = true, lg
+					if err := w.setWindow(lg, d.Window); err != nil {
+						return err
+					}
+					break
+				}
+			}
+			if lgs[i] == nil {
+				if lgs[i], err = w.create(req.API, req.Credential, d.Budget); err != nil {
+					return err
+				}
+			}
+			if err := w.prune(lgs[i], d.Window.Start(now).UnixMicro(), n); err != nil {
+				return err
+			}
+		}
+		for _, lg := range logs {
+			if !lg.seen && lg.idle <= n {
+				if err := w.drop(lg.id); err != nil {
+					return err
+				}
+			}
+		}
+		for i, d := range req.Debits {
+			lg := lgs[i]
+			var retry int64
+			if deficit := lg.used + d.Cost - d.Limit; deficit > 0 {
+				if retry, err = w.retryAt(lg, d.Window, deficit); err != nil {
+					return err
+				}
+			}
+			if lg.exh > n {
+				retry = max(retry, lg.exh)
+			}
+			if retry != 0 {
+				res.OK = false
+				if res.Usage[i], err = w.usage(lg, d.Budget, now); err != nil {
+					return err
+				}
+				res.Usage[i].RetryAt = time.UnixMicro(retry)
+			}
+		}
+		if !res.OK {
+			for i, d := range req.Debits {
+				if res.Usage[i].Budget == "" {
+					if res.Usage[i], err = w.usage(lgs[i], d.Budget, now); err != nil {
+						return err
+					}
+				}
+				if err := w.save(lgs[i]); err != nil { // what pruning changed
+					return err
+				}
+			}
+			return nil
+		}
+		for i, d := range req.Debits {
+			lg := lgs[i]
+			if _, err := w.stmt(w.st.insert).ExecContext(ctx, lg.id, n, d.Cost, req.Nonce); err != nil {
+				return err
+			}
+			lg.used += d.Cost
+			lg.idle = max(lg.idle, d.Window.Expiry(now).UnixMicro())
+			lg.dirty = true
+			if err := w.save(lg); err != nil {
+				return err
+			}
+			if res.Usage[i], err = w.usage(lg, d.Budget, now); err != nil {
+				return err
+			}
+			res.Usage[i].Cost = d.Cost
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.sweepEvery != 0 && s.ops.Add(1)%s.sweepEvery == 0 {
+		// Best effort: the decision is made; a failed sweep is retried
+		// by a later one.
+		_, _ = s.sweep(ctx, n)
+	}
+	return res, nil
+}
+
+// sweep drops up to sweepMax logs that are idle at now (µs): every entry
+// expired and no exhaustion mark, so credentials no longer used do not keep
+// their rows. It returns how many logs it dropped.
+func (s *Store) sweep(ctx context.Context, now int64) (int, error) {
+	var dropped int
+	err := s.write(ctx, "sweep", func(tx *sql.Tx) error {
+		dropped = 0
+		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+		rows, err := w.stmt(s.st.idleLogs).QueryContext(ctx, now, s.sweepMax)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := w.drop(id); err != nil {
+				return err
+			}
+		}
+		dropped = len(ids)
+		return nil
+	})
+	return dropped, err
+}
+
+// Refund implements quota.Store.
+func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
+	if req == nil || req.Credential == "" {
+		return nil, fmt.Errorf("sqlitestore: refund: %w: empty credential", quota.ErrInvalid)
+	}
+	for _, b := range req.Budgets {
+		if err := checkBudget("refund", b); err != nil {
+			return nil, err
+		}
+	}
+	now := nowOr(req.Now)
+	at := req.At.UnixMicro()
+	var got map[string]int64
+	err := s.write(ctx, "refund", func(tx *sql.Tx) error {
+		got = map[string]int64{}
+		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+		for _, b := range req.Budgets {
+			lg, err := w.log(req.API, req.Credential, b, false)
+			if err != nil {
+				return err
+			}
+			if lg == nil {
+				continue
+			}
+			if err := w.prune(lg, b.Window.Start(now).UnixMicro(), now.UnixMicro()); err != nil {
+				return err
+			}
+			rows, err := w.stmt(w.st.refund).QueryContext(ctx, lg.id, at, req.Nonce)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var c int64
+				if err := rows.Scan(&c); err != nil {
+					rows.Close()
+					return err
+				}
+				got[b.Name] += c
+				lg.used -= c
+				lg.dirty = true
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return err
+			}
+			if err := w.save(lg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// Exhaust implements quota.Store.
+func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
+	if req == nil || req.Credential == "" {
+		return fmt.Errorf("sqlitestore: exhaust: %w: empty credential", quota.ErrInvalid)
+	}
+	if err := checkBudget("exhaust", req.Budget); err != nil {
+		return err
+	}
+	now := nowOr(req.Now)
+	n := now.UnixMicro()
+	return s.write(ctx, "exhaust", func(tx *sql.Tx) error {
+		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+		lg, err := w.log(req.API, req.Credential, req.Budget, true)
+		if err != nil {
+			return err
+		}
+		if err := w.prune(lg, req.Budget.Window.Start(now).UnixMicro(), n); err != nil {
+			return err
+		}
+		lg.exh = 0
+		if u := req.Until.UnixMicro(); !req.Until.IsZero() && u > n {
+			lg.exh = u
+			lg.idle = max(lg.idle, u)
+		}
+		lg.dirty = true
+		return w.save(lg)
+	})
+}
+
+// Adjust implements quota.Store.
+func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
+	if req == nil || req.Credential == "" {
+		return fmt.Errorf("sqlitestore: adjust: %w: empty credential", quota.ErrInvalid)
+	}
+	if err := checkBudget("adjust", req.Budget); err != nil {
+		return err
+	}
+	if req.Used < 0 {
+		return fmt.Errorf("sqlitestore: adjust: %w: used %d for budget %q: must be >= 0", quota.ErrInvalid, req.Used, req.Budget.Name)
+	}
+	now := nowOr(req.Now)
+	n := now.UnixMicro()
+	return s.write(ctx, "adjust", func(tx *sql.Tx) error {
+		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+		lg, err := w.log(req.API, req.Credential, req.Budget, true)
+		if err != nil {
+			return err
+		}
+		if _, err := w.stmt(w.st.clearLog).ExecContext(ctx, lg.id); err != nil {
+			return err
+		}
+		lg.used, lg.exh, lg.idle, lg.dirty = 0, 0, 0, true
+		if req.Used > 0 {
+			if _, err := w.stmt(w.st.insert).ExecContext(ctx, lg.id, n, req.Used, req.Nonce); err != nil {
+				return err
+			}
+			lg.used = req.Used
+			lg.idle = req.Budget.Window.Expiry(now).UnixMicro()
+		}
+		return w.save(lg)
+	})
+}
+
+// Usage implements quota.Store. It reads a snapshot and writes nothing:
+// expired entries are subtracted, not deleted.
+func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
+	if req == nil || req.Credential == "" {
+		return nil, fmt.Errorf("sqlitestore: usage: %w: empty credential", quota.ErrInvalid)
+	}
+	for _, b := range req.Budgets {
+		if err := checkBudget("usage", b); err != nil {
+			return nil, err
+		}
+	}
+	now := nowOr(req.Now)
+	n := now.UnixMicro()
+	var out []quota.Usage
+	err := s.read(ctx, "usage", func(tx *sql.Tx) error {
+		out = make([]quota.Usage, len(req.Budgets))
+		for i, b := range req.Budgets {
+			u := quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit}
+			if b.Window.IsDaily() {
+				u.Reset = time.UnixMicro(b.Window.NextReset(now).UnixMicro())
+			}
+			var id, used, exh int64
+			err := tx.QueryRowContext(ctx, `SELECT id, used, exhausted_until FROM sums WHERE api = ? AND cred = ? AND budget = ?`,
+				req.API, req.Credential, b.Name).Scan(&id, &used, &exh)
+			if errors.Is(err, sql.ErrNoRows) {
+				out[i] = u
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			start := b.Window.Start(now).UnixMicro()
+			var expired int64
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = ? AND at < ?`, id, start).Scan(&expired); err != nil {
+				return err
+			}
+			u.Used = used - expired
+			if exh > n {
+				u.ExhaustedUntil = time.UnixMicro(exh)
+			}
+			if !b.Window.IsDaily() {
+				var oldest sql.NullInt64
+				if err := tx.QueryRowContext(ctx, `SELECT min(at) FROM entries WHERE log = ? AND at >= ?`, id, start).Scan(&oldest); err != nil {
+					return err
+				}
+				if oldest.Valid {
+					u.Reset = time.UnixMicro(oldest.Int64 + b.Window.Duration().Microseconds())
+				}
+			}
+			out[i] = u
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Entries implements quota.Store: the entries counted in the window now,
+// oldest first (ties in the order they were recorded).
+func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota.Entry, error) {
+	if req == nil || req.Credential == "" {
+		return nil, fmt.Errorf("sqlitestore: entries: %w: empty credential", quota.ErrInvalid)
+	}
+	if err := checkBudget("entries", req.Budget); err != nil {
+		return nil, err
+	}
+	start := req.Budget.Window.Start(nowOr(req.Now)).UnixMicro()
+	var out []quota.Entry
+	err := s.read(ctx, "entries", func(tx *sql.Tx) error {
+		out = nil
+		rows, err := tx.QueryContext(ctx, `SELECT e.at, e.cost, e.nonce FROM entries e JOIN sums s ON e.log = s.id
+			WHERE s.api = ? AND s.cred = ? AND s.budget = ? AND e.at >= ? ORDER BY e.at, e.rowid`,
+			req.API, req.Credential, req.Budget.Name, start)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var at int64
+			var e quota.Entry
+			if err := rows.Scan(&at, &e.Cost, &e.Nonce); err != nil {
+				return err
+			}
+			e.At = time.UnixMicro(at)
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func checkTake(req *quota.TakeRequest) error {
+	if req == nil {
+		return fmt.Errorf("sqlitestore: take: %w: nil request", quota.ErrInvalid)
+	}
+	if req.Credential == "" {
+		return fmt.Errorf("sqlitestore: take: %w: empty credential", quota.ErrInvalid)
+	}
+	if len(req.Debits) == 0 {
+		return fmt.Errorf("sqlitestore: take: %w: charge names no budget", quota.ErrInvalid)
+	}
+	for i, d := range req.Debits {
+		if err := checkBudget("take", d.Budget); err != nil {
+			return err
+		}
+		if d.Cost <= 0 {
+			return fmt.Errorf("sqlitestore: take: %w: cost %d for budget %q: must be > 0", quota.ErrInvalid, d.Cost, d.Name)
+		}
+		if d.Cost > d.Limit {
+			return fmt.Errorf("sqlitestore: take: %w: budget %q: cost %d > limit %d", quota.ErrCostExceedsLimit, d.Name, d.Cost, d.Limit)
+		}
+		for _, e := range req.Debits[:i] {
+			if e.Name == d.Name {
+				return fmt.Errorf("sqlitestore: take: %w: budget %q debited twice", quota.ErrInvalid, d.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBudget checks what the store relies on: a name, a limit and a
+// usable window.
+func checkBudget(op string, b quota.Budget) error {
+	switch {
+	case b.Name == "":
+		return fmt.Errorf("sqlitestore: %s: %w: empty budget name", op, quota.ErrInvalid)
+	case b.Limit <= 0:
+		return fmt.Errorf("sqlitestore: %s: %w: budget %q: limit %d, must be > 0", op, quota.ErrInvalid, b.Name, b.Limit)
+	case b.Window.IsZero(),
+		b.Window.IsDaily() && b.Window.Location() == nil,
+		!b.Window.IsDaily() && b.Window.Duration() < time.Microsecond:
+		return fmt.Errorf("sqlitestore: %s: %w: budget %q: window %s", op, quota.ErrInvalid, b.Name, b.Window)
+	}
+	return nil
+}
