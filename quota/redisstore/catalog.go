@@ -46,7 +46,7 @@ func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []quota.B
 			return nil
 		})
 		if err != nil {
-			return unavailable("define budgets", err)
+			return failed(ctx, "define budgets", err)
 		}
 		return nil
 	})
@@ -62,7 +62,7 @@ func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 		return err
 	})
 	if err != nil {
-		return unavailable("delete budget", err)
+		return failed(ctx, "delete budget", err)
 	}
 	if n == 0 {
 		return fmt.Errorf("redisstore: %w: budget %s/%s", quota.ErrNotFound, api, budget)
@@ -88,7 +88,7 @@ func (s *Store) RememberCredential(ctx context.Context, api string, cred quota.C
 			return nil
 		})
 		if err != nil {
-			return unavailable("remember credential", err)
+			return failed(ctx, "remember credential", err)
 		}
 		return nil
 	})
@@ -119,7 +119,7 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 		return err
 	})
 	if err != nil {
-		return nil, unavailable("list", err)
+		return nil, failed(ctx, "list", err)
 	}
 	out := make([]quota.APIInfo, 0, len(names))
 	for i, api := range names {

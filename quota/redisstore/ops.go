@@ -24,11 +24,11 @@ func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys 
 	for attempt := 0; ; attempt++ {
 		reply, err := s.run(ctx, sc, keys, build(est))
 		if err != nil {
-			return nil, 0, unavailable(op, err)
+			return nil, 0, failed(ctx, op, err)
 		}
 		status, at, err := head(reply)
 		if err != nil {
-			return nil, 0, unavailable(op, err)
+			return nil, 0, failed(ctx, op, err)
 		}
 		if status >= 0 {
 			return reply[2:], at, nil
@@ -105,10 +105,10 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	}
 	reply, err := s.run(ctx, exhaustScript, keys[2:3], []any{nowArg(req.Now), until})
 	if err != nil {
-		return unavailable("exhaust", err)
+		return failed(ctx, "exhaust", err)
 	}
 	if _, _, err := head(reply); err != nil {
-		return unavailable("exhaust", err)
+		return failed(ctx, "exhaust", err)
 	}
 	return nil
 }

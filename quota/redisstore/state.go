@@ -24,7 +24,7 @@ func (s *Store) SaveState(ctx context.Context, key string, value []byte) error {
 		return s.rdb.Set(ctx, s.catalogKey("state:", key), value, 0).Err()
 	})
 	if err != nil {
-		return unavailable("save state", err)
+		return failed(ctx, "save state", err)
 	}
 	return nil
 }
@@ -41,7 +41,7 @@ func (s *Store) LoadState(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("redisstore: %w: state %q", quota.ErrNotFound, key)
 	}
 	if err != nil {
-		return nil, unavailable("load state", err)
+		return nil, failed(ctx, "load state", err)
 	}
 	return v, nil
 }
@@ -62,7 +62,7 @@ func (s *Store) AppendRecord(ctx context.Context, stream string, rec []byte, kee
 		return err
 	})
 	if err != nil {
-		return unavailable("append record", err)
+		return failed(ctx, "append record", err)
 	}
 	return nil
 }
@@ -80,7 +80,7 @@ func (s *Store) Records(ctx context.Context, stream string, limit int) ([][]byte
 		return err
 	})
 	if err != nil {
-		return nil, unavailable("records", err)
+		return nil, failed(ctx, "records", err)
 	}
 	out := make([][]byte, len(vals))
 	for i, v := range vals {
@@ -98,7 +98,7 @@ func (s *Store) Streams(ctx context.Context, prefix string) ([]string, error) {
 		return err
 	})
 	if err != nil {
-		return nil, unavailable("streams", err)
+		return nil, failed(ctx, "streams", err)
 	}
 	out := names[:0]
 	for _, n := range names {

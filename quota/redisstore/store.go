@@ -22,6 +22,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -147,6 +148,20 @@ func (s *Store) catalogKey(parts ...string) string { return s.prefix + strings.J
 // unavailable wraps a Redis or network error for op.
 func unavailable(op string, err error) error {
 	return fmt.Errorf("redisstore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)
+}
+
+// failed is unavailable for an error met under ctx: when ctx has ended
+// (a client that honours contexts reports only "i/o timeout"), the error
+// also wraps ctx.Err(), so errors.Is(err, context.DeadlineExceeded) holds.
+func failed(ctx context.Context, op string, err error) error {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded // the socket deadline fired first
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("redisstore: %s: %w: %w (%w)", op, quota.ErrStoreUnavailable, err, cerr)
+	}
+	return unavailable(op, err)
 }
 
 func invalid(format string, args ...any) error {

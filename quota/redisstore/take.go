@@ -47,11 +47,11 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		}
 		reply, err := s.run(ctx, takeScript, keys, args)
 		if err != nil {
-			return nil, unavailable("take", err)
+			return nil, failed(ctx, "take", err)
 		}
 		status, now, err := head(reply)
 		if err != nil {
-			return nil, unavailable("take", err)
+			return nil, failed(ctx, "take", err)
 		}
 		if status < 0 {
 			if attempt > 0 || !req.Now.IsZero() {
