@@ -1,0 +1,659 @@
+package quota
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Transport is an http.RoundTripper that meters every outbound request
+// against a Limiter before sending it. For each request it
+//
+//  1. prices it with the Pricer (a request that cannot be priced is not sent);
+//  2. identifies the credential it is billed to: a fixed one (WithCredential),
+//     else the "key" query parameter, else the X-Goog-Api-Key header, else an
+//     "Authorization: Bearer" token;
+//  3. takes the charge from the Limiter, and only then sends the request
+//     through the base RoundTripper. A refused charge returns an error
+//     wrapping *ExhaustedError and the request is never sent;
+//  4. refunds the charge when the request never reached the upstream (a dial
+//     error, a context cancelled before sending);
+//  5. reads error responses with the Classifier: when the upstream says a
+//     budget is spent (YouTube's 403 quotaExceeded), it marks the budget
+//     spent until its next reset (Limiter.Exhaust), so every process sharing
+//     the store stops, refunds the refused attempt, and returns an error
+//     wrapping *ExhaustedError (errors.Is(err, ErrExhausted)) instead of the
+//     response;
+//  6. retries transient failures — 500, 502, 503, 504, 429 (honouring a
+//     Retry-After up to WithMaxRetryAfter), connection resets, responses the
+//     Classifier calls transient — with exponential backoff, bounded in
+//     attempts and elapsed time, honouring the request's context. Each
+//     attempt is charged, as the upstream charges it. A request whose body
+//     cannot be replayed (Body set, GetBody nil) is not retried.
+//
+// Wrap an existing client by setting its transport:
+//
+//	client.Transport = quota.NewTransport(lim, table, quota.WithBase(client.Transport))
+//
+// Credentials are never logged or returned in errors; the limiter sees only
+// their fingerprints. (http.Client itself puts the request URL, query
+// included, in the *url.Error it returns: send API keys in the
+// X-Goog-Api-Key header rather than the "key" parameter to keep them out of
+// such errors.) A Transport is safe for concurrent use.
+type Transport struct {
+	limiter    *Limiter
+	pricer     Pricer
+	classifier Classifier
+	base       http.RoundTripper
+	traced     bool // base is an *http.Transport: httptrace tells what reached the wire
+
+	cred    *Credential
+	label   string
+	labelFn func(*http.Request) string
+
+	maxAttempts   int
+	maxElapsed    time.Duration
+	maxRetryAfter time.Duration
+	newBackOff    func() backoff.BackOff
+	clock         backoff.Clock
+	newTimer      func() backoff.Timer
+	log           *slog.Logger
+
+	budgets map[string]Budget
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// TransportOption configures a Transport in NewTransport.
+type TransportOption func(*Transport)
+
+// Transport defaults, used by NewTransport.
+const (
+	DefaultMaxAttempts   = 4                // the first attempt and up to 3 retries
+	DefaultMaxElapsed    = 30 * time.Second // time spent waiting between attempts, at most
+	DefaultMaxRetryAfter = 10 * time.Second // a longer Retry-After is not waited for
+	maxErrorBody         = 64 << 10         // bytes of an error response given to the Classifier
+)
+
+// WithBase sets the RoundTripper that sends requests. Default:
+// http.DefaultTransport.
+func WithBase(rt http.RoundTripper) TransportOption {
+	return func(t *Transport) {
+		if rt != nil {
+			t.base = rt
+		}
+	}
+}
+
+// WithCredential bills every request to c, whatever key or token it carries.
+// Use it for OAuth tokens, which rotate (each token would otherwise be a
+// credential of its own), or to bill several keys of one project to one
+// budget. Default: the credential is read from each request.
+func WithCredential(c Credential) TransportOption {
+	return func(t *Transport) { t.cred = &c }
+}
+
+// WithLabel gives the credentials this Transport reads from requests a
+// human label, such as "yt-key-1", stored with their fingerprint and shown
+// by quotactl. Default: no label.
+func WithLabel(label string) TransportOption {
+	return func(t *Transport) { t.label = label }
+}
+
+// WithLabelFunc labels each request's credential with fn(req) (for example
+// from a header naming the tenant). fn must not return the secret. It takes
+// precedence over WithLabel when it returns a non-empty label.
+func WithLabelFunc(fn func(req *http.Request) string) TransportOption {
+	return func(t *Transport) { t.labelFn = fn }
+}
+
+// WithClassifier sets how upstream error responses are read. Default: the
+// Pricer, if it implements Classifier (costs.Table does), else none (5xx and
+// 429 are retried, other errors returned). A nil c disables classification.
+func WithClassifier(c Classifier) TransportOption {
+	return func(t *Transport) {
+		t.classifier = c
+		if c == nil {
+			t.classifier = noClassifier{}
+		}
+	}
+}
+
+// WithRetries bounds retries: at most maxAttempts attempts per request (1
+// disables retries), and at most maxElapsed spent waiting between them.
+// Defaults: DefaultMaxAttempts, DefaultMaxElapsed.
+func WithRetries(maxAttempts int, maxElapsed time.Duration) TransportOption {
+	return func(t *Transport) {
+		t.maxAttempts = max(maxAttempts, 1)
+		t.maxElapsed = max(maxElapsed, 0)
+	}
+}
+
+// WithMaxRetryAfter sets the longest Retry-After a 429 or 503 response may
+// ask for and still be retried; a longer one is returned to the caller (or,
+// when the Classifier says a budget is spent, exhausts it). Default:
+// DefaultMaxRetryAfter.
+func WithMaxRetryAfter(d time.Duration) TransportOption {
+	return func(t *Transport) { t.maxRetryAfter = d }
+}
+
+// WithBackOff sets the backoff policy between attempts; fn is called once
+// per request that needs a retry. A Retry-After longer than the policy's
+// wait is honoured instead. Default: exponential from 250ms, doubling, at
+// most 5s, randomised by ±50% (backoff.ExponentialBackOff).
+func WithBackOff(fn func() backoff.BackOff) TransportOption {
+	return func(t *Transport) {
+		if fn != nil {
+			t.newBackOff = fn
+		}
+	}
+}
+
+// WithRetryClock sets the clock that measures the time spent retrying and
+// the timers that wait between attempts, so tests retry without sleeping.
+// Defaults: the system clock and real timers.
+func WithRetryClock(clock backoff.Clock, newTimer func() backoff.Timer) TransportOption {
+	return func(t *Transport) {
+		if clock != nil {
+			t.clock = clock
+		}
+		if newTimer != nil {
+			t.newTimer = newTimer
+		}
+	}
+}
+
+// WithTransportLogger sets where the Transport logs retries (Debug),
+// upstream exhaustion and attempts it could not meter (Warn). Default:
+// slog.Default() at the time NewTransport is called.
+func WithTransportLogger(log *slog.Logger) TransportOption {
+	return func(t *Transport) { t.log = log }
+}
+
+// NewTransport returns a Transport that meters requests with limiter and
+// prices them with pricer; see Transport. It panics if either is nil.
+//
+// Defaults: http.DefaultTransport as base; credential from each request;
+// the Pricer as Classifier when it is one; DefaultMaxAttempts attempts
+// within DefaultMaxElapsed; Retry-After honoured up to DefaultMaxRetryAfter;
+// exponential backoff from 250ms to 5s; the system clock; slog.Default().
+func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Transport {
+	if limiter == nil || pricer == nil {
+		panic("quota: NewTransport: nil limiter or pricer")
+	}
+	t := &Transport{
+		limiter:       limiter,
+		pricer:        pricer,
+		base:          http.DefaultTransport,
+		maxAttempts:   DefaultMaxAttempts,
+		maxElapsed:    DefaultMaxElapsed,
+		maxRetryAfter: DefaultMaxRetryAfter,
+		newBackOff:    defaultBackOff,
+		clock:         backoff.SystemClock,
+		newTimer:      func() backoff.Timer { return &realTimer{} },
+		budgets:       make(map[string]Budget, len(limiter.budgets)),
+	}
+	if c, ok := pricer.(Classifier); ok {
+		t.classifier = c
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	if _, ok := t.classifier.(noClassifier); ok {
+		t.classifier = nil
+	}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	_, t.traced = t.base.(*http.Transport)
+	for _, b := range limiter.budgets {
+		t.budgets[b.Name] = b
+	}
+	return t
+}
+
+type noClassifier struct{}
+
+func (noClassifier) Classify(*http.Request, *http.Response, []byte) Verdict { return Verdict{} }
+
+func defaultBackOff() backoff.BackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(250*time.Millisecond),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0.5),
+		backoff.WithMaxInterval(5*time.Second),
+		backoff.WithMaxElapsedTime(0), // the Transport bounds elapsed time itself
+	)
+}
+
+// realTimer is backoff's default timer (not exported by backoff v4).
+type realTimer struct{ t *time.Timer }
+
+func (r *realTimer) Start(d time.Duration) {
+	if r.t == nil {
+		r.t = time.NewTimer(d)
+	} else {
+		r.t.Reset(d)
+	}
+}
+func (r *realTimer) Stop() {
+	if r.t != nil {
+		r.t.Stop()
+	}
+}
+func (r *realTimer) C() <-chan time.Time { return r.t.C }
+
+// RoundTrip meters and sends one request; see Transport.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ch, err := t.pricer.Price(req)
+	if err != nil {
+		closeBody(req)
+		return nil, fmt.Errorf("quota: transport: price %s %s: %w", req.Method, req.URL.Path, err)
+	}
+	if len(ch.Units) == 0 {
+		return t.base.RoundTrip(req) // free: nothing to take
+	}
+	cred, err := t.credential(req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	return t.roundTrip(req, cred, ch)
+}
+
+// credential finds the credential req is billed to.
+func (t *Transport) credential(req *http.Request) (Credential, error) {
+	if t.cred != nil {
+		return *t.cred, nil
+	}
+	label := t.label
+	if t.labelFn != nil {
+		if l := t.labelFn(req); l != "" {
+			label = l
+		}
+	}
+	if v, ok := queryParam(req.URL.RawQuery, "key"); ok && v != "" {
+		return Credential{Secret: v, Label: label}, nil
+	}
+	if v := req.Header.Get("X-Goog-Api-Key"); v != "" {
+		return Credential{Secret: v, Label: label}, nil
+	}
+	if v := req.Header.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		if tok := strings.TrimSpace(v[7:]); tok != "" {
+			return Credential{Secret: tok, Label: label}, nil
+		}
+	}
+	return Credential{}, fmt.Errorf("%w: quota: transport: %s %s carries no credential (a key parameter, an X-Goog-Api-Key header or a Bearer token); give one with WithCredential",
+		ErrInvalid, req.Method, req.URL.Path)
+}
+
+// queryParam returns the first value of name in a raw query, without
+// parsing the whole query.
+func queryParam(raw, name string) (string, bool) {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k != name {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			if u, err := url.QueryUnescape(v); err == nil {
+				v = u
+			}
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// attempt is the state of one request across its attempts.
+type attempt struct {
+	t      *Transport
+	req    *http.Request
+	ctx    context.Context
+	cred   Credential
+	charge Charge
+}
+
+func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*http.Response, error) {
+	a := &attempt{t: t, req: req, ctx: req.Context(), cred: cred, charge: ch}
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	var (
+		bo    backoff.BackOff
+		start time.Time
+	)
+	for n := 1; ; n++ {
+		areq := req
+		if n > 1 {
+			areq = req.Clone(a.ctx)
+			if req.GetBody != nil {
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, a.errorf("replay body: %w", err)
+				}
+				areq.Body = body
+			}
+		}
+		res, err := t.limiter.Take(a.ctx, cred, ch)
+		if err != nil {
+			closeBody(areq)
+			return nil, a.errorf("%w", err)
+		}
+		if err := a.ctx.Err(); err != nil {
+			a.refund(res)
+			closeBody(areq)
+			return nil, a.errorf("not sent: %w", err)
+		}
+		resp, sent, err := a.send(areq, res)
+		var wait time.Duration
+		if err != nil {
+			if !sent {
+				a.refund(res)
+			}
+			if !transientError(err) || !replayable || a.ctx.Err() != nil {
+				return nil, a.errorf("%w", err)
+			}
+		} else {
+			retry, ra, err := a.judge(resp, res)
+			if err != nil {
+				return nil, err
+			}
+			if !retry || !replayable {
+				return resp, nil
+			}
+			wait = ra
+		}
+		// A retry is in order: bounded by attempts and elapsed time.
+		if n >= t.maxAttempts {
+			return a.giveUp(resp, err)
+		}
+		if bo == nil {
+			bo, start = t.newBackOff(), t.clock.Now()
+		}
+		next := bo.NextBackOff()
+		if next == backoff.Stop {
+			return a.giveUp(resp, err)
+		}
+		wait = max(wait, next)
+		if t.clock.Now().Sub(start)+wait > t.maxElapsed {
+			return a.giveUp(resp, err)
+		}
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+			drain(resp)
+		}
+		t.log.LogAttrs(a.ctx, slog.LevelDebug, "quota: transport: retrying",
+			slog.String("api", t.limiter.api), slog.String("method", ch.Method), slog.Any("credential", cred),
+			slog.Int("attempt", n), slog.Int("status", status), slog.Duration("wait", wait), slog.String("error", a.scrub(errString(err))))
+		if err := a.sleep(wait); err != nil {
+			return nil, a.errorf("retry: %w", err)
+		}
+	}
+}
+
+// giveUp returns the last attempt's outcome once retries run out.
+func (a *attempt) giveUp(resp *http.Response, err error) (*http.Response, error) {
+	if err != nil {
+		return nil, a.errorf("%w", err)
+	}
+	return resp, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// send sends one attempt and reports whether it reached the upstream. With
+// an *http.Transport base, httptrace says whether request headers were
+// written; http.Transport retries some failed requests on its own, and each
+// extra write is charged too, as the upstream may have billed it.
+func (a *attempt) send(req *http.Request, res *Reservation) (*http.Response, bool, error) {
+	if !a.t.traced {
+		resp, err := a.t.base.RoundTrip(req)
+		return resp, err == nil || !unreached(err), err
+	}
+	var writes atomic.Int32
+	trace := &httptrace.ClientTrace{WroteHeaders: func() { writes.Add(1) }}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	resp, err := a.t.base.RoundTrip(req)
+	n := int(writes.Load())
+	for i := 1; i < n; i++ {
+		if _, terr := a.t.limiter.Take(context.WithoutCancel(a.ctx), a.cred, a.charge); terr != nil {
+			a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: the base transport resent a request that could not be metered",
+				slog.String("api", a.t.limiter.api), slog.String("method", a.charge.Method), slog.Any("credential", a.cred),
+				slog.String("error", a.scrub(terr.Error())))
+		}
+	}
+	return resp, n > 0 || err == nil, err
+}
+
+// judge reads a response: whether to retry it (and the Retry-After to
+// honour), or an error replacing it when the upstream says a budget is spent.
+func (a *attempt) judge(resp *http.Response, res *Reservation) (retry bool, wait time.Duration, err error) {
+	if resp.StatusCode < 400 {
+		return false, 0, nil
+	}
+	var v Verdict
+	if a.t.classifier != nil {
+		body := peekBody(resp)
+		v = a.t.classifier.Classify(a.req, resp, body)
+	}
+	ra, hasRA := retryAfter(resp, a.t.clock.Now())
+	short := hasRA && ra <= a.t.maxRetryAfter
+	code := resp.StatusCode
+	switch {
+	case code == http.StatusTooManyRequests && short:
+		return true, ra, nil
+	case len(v.Exhausted) > 0:
+		drain(resp)
+		return false, 0, a.exhausted(res, v, code)
+	case hasRA && !short:
+		return false, 0, nil // the upstream asks for a longer wait than we make
+	case code == http.StatusTooManyRequests || code == 500 || code == 502 || code == 503 || code == 504 || v.Transient:
+		return true, ra, nil
+	}
+	return false, 0, nil
+}
+
+// exhausted marks the budgets the upstream says are spent until their next
+// reset, refunds the refused attempt and returns the error for the caller.
+func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 10*time.Second)
+	defer cancel()
+	var first *ExhaustedError
+	for _, name := range v.Exhausted {
+		b, ok := a.t.budgets[name]
+		if !ok {
+			a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: classifier named an unknown budget",
+				slog.String("api", a.t.limiter.api), slog.String("budget", name))
+			continue
+		}
+		now := res.At
+		if now.IsZero() {
+			now = time.Now()
+		}
+		until := b.Window.NextReset(now)
+		if until.IsZero() {
+			until = now.Add(b.Window.Duration())
+		}
+		if err := a.t.limiter.Exhaust(ctx, a.cred, name, until); err != nil {
+			a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
+				slog.String("api", a.t.limiter.api), slog.String("budget", name), slog.Any("credential", a.cred),
+				slog.String("error", a.scrub(err.Error())))
+		}
+		e := &ExhaustedError{
+			API: a.t.limiter.api, Budget: name, Credential: res.Label, Limit: b.Limit,
+			RetryAfter: until.Sub(now), RetryAt: until, ExhaustedUntil: until,
+		}
+		if e.Credential == "" {
+			e.Credential = res.Credential
+		}
+		for _, u := range res.Usage {
+			if u.Budget == name {
+				e.Used, e.Cost = u.Used-u.Cost, u.Cost
+			}
+		}
+		if first == nil {
+			first = e
+		}
+		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: upstream says the budget is spent",
+			slog.String("api", a.t.limiter.api), slog.String("budget", name), slog.Any("credential", a.cred),
+			slog.String("method", a.charge.Method), slog.Int("status", status), slog.String("reason", v.Reason),
+			slog.Time("until", until))
+	}
+	a.refund(res) // the upstream refused the call: it did not bill it
+	if first == nil {
+		return a.errorf("upstream answered %d %s naming no known budget", status, v.Reason)
+	}
+	return a.errorf("upstream answered %d %s: %w", status, v.Reason, first)
+}
+
+// refund gives back an attempt's charge, even when the request's context is
+// done.
+func (a *attempt) refund(res *Reservation) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 10*time.Second)
+	defer cancel()
+	if err := a.t.limiter.Refund(ctx, res); err != nil {
+		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: refund failed",
+			slog.String("api", a.t.limiter.api), slog.String("method", a.charge.Method), slog.Any("credential", a.cred),
+			slog.String("error", a.scrub(err.Error())))
+	}
+}
+
+// sleep waits d on the Transport's timer, or until the context is done.
+func (a *attempt) sleep(d time.Duration) error {
+	timer := a.t.newTimer()
+	timer.Start(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+		return nil
+	case <-a.ctx.Done():
+		return a.ctx.Err()
+	}
+}
+
+// errorf returns a Transport error naming the method, with the credential's
+// secret scrubbed from its text (errors.Is and errors.As still see the
+// wrapped errors).
+func (a *attempt) errorf(format string, args ...any) error {
+	err := fmt.Errorf("quota: transport: "+a.charge.Method+": "+format, args...)
+	if a.cred.Secret != "" && strings.Contains(err.Error(), a.cred.Secret) {
+		return &scrubbedError{msg: a.scrub(err.Error()), err: err}
+	}
+	return err
+}
+
+func (a *attempt) scrub(s string) string {
+	if a.cred.Secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, a.cred.Secret, "<redacted>")
+}
+
+// scrubbedError is an error whose text had a secret removed.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// unreached reports whether err says the request never left: a failed dial
+// or name lookup.
+func unreached(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// transientError reports whether a failed attempt is worth retrying: the
+// connection broke (reset, closed mid-exchange) or timed out on its own.
+func transientError(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// peekBody reads up to maxErrorBody bytes of an error response and puts
+// them back in front of the rest of the body.
+func peekBody(resp *http.Response) []byte {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	rest := io.Reader(resp.Body)
+	if err != nil {
+		rest = errReader{err}
+	}
+	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), rest), Closer: resp.Body}
+	return buf
+}
+
+type peekedBody struct {
+	io.Reader
+	io.Closer
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// drain reads a little of a response body and closes it, so the
+// connection can be reused.
+func drain(resp *http.Response) {
+	if resp.Body != nil {
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+		_ = resp.Body.Close()
+	}
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
