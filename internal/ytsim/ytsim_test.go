@@ -1,0 +1,293 @@
+package ytsim_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/internal/ytsim"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+func la(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+func get(t *testing.T, s *ytsim.Server, method, target string, header ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL()+target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+func TestMostPopularPaging(t *testing.T) {
+	s := ytsim.New(ytsim.WithPopular(23))
+	defer s.Close()
+	var ids []string
+	token := ""
+	pages := 0
+	for {
+		code, _, b := get(t, s, "GET", "/youtube/v3/videos?part=snippet&chart=mostPopular&regionCode=de&maxResults=10&key=k&pageToken="+token)
+		if code != 200 {
+			t.Fatalf("status %d: %s", code, b)
+		}
+		var page ytsim.VideoListResponse
+		if err := json.Unmarshal(b, &page); err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, v := range page.Items {
+			ids = append(ids, v.ID)
+			if len(v.ID) != 11 || !strings.HasPrefix(v.Snippet.Title, "Trending in DE #") {
+				t.Fatalf("item %+v", v)
+			}
+		}
+		if page.PageInfo.TotalResults != 23 {
+			t.Fatalf("pageInfo %+v", page.PageInfo)
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if pages != 3 || len(ids) != 23 {
+		t.Fatalf("%d pages, %d items; want 3, 23", pages, len(ids))
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("duplicate id %s", id)
+		}
+		seen[id] = true
+	}
+	// Deterministic: the same page again, from another server.
+	s2 := ytsim.New(ytsim.WithPopular(23))
+	defer s2.Close()
+	_, _, b := get(t, s2, "GET", "/youtube/v3/videos?chart=mostPopular&regionCode=DE&maxResults=10&key=other")
+	var page ytsim.VideoListResponse
+	_ = json.Unmarshal(b, &page)
+	if page.Items[0].ID != ids[0] || page.Items[9].ID != ids[9] {
+		t.Fatal("pages differ between servers")
+	}
+	if got := s.Used("k", "units"); got != 3 {
+		t.Fatalf("used = %d, want 3", got)
+	}
+	// A token from another list is rejected (and billed, as Google does).
+	code, _, b := get(t, s, "GET", "/youtube/v3/videos?chart=mostPopular&regionCode=US&key=k&pageToken="+page.NextPageToken)
+	if code != 400 || !strings.Contains(string(b), "invalidPageToken") {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	if got := s.Used("k", "units"); got != 4 {
+		t.Fatalf("used = %d, want 4", got)
+	}
+}
+
+func TestSearchAndOtherRoutes(t *testing.T) {
+	s := ytsim.New()
+	defer s.Close()
+	code, _, b := get(t, s, "GET", "/youtube/v3/search?part=snippet&q=cats&maxResults=3", "X-Goog-Api-Key", "k")
+	var sr ytsim.SearchListResponse
+	if code != 200 || json.Unmarshal(b, &sr) != nil || len(sr.Items) != 3 || sr.Items[0].ID.VideoID == "" || sr.NextPageToken == "" {
+		t.Fatalf("search: %d %s", code, b)
+	}
+	for _, c := range []struct {
+		method, path string
+		code         int
+		budget       string
+		units        int64
+	}{
+		{"POST", "/youtube/v3/videos/rate?id=v&rating=like", 200, "units", 50},
+		{"DELETE", "/youtube/v3/playlists?id=p", 204, "units", 50},
+		{"GET", "/youtube/v3/captions/abc", 200, "units", 200},
+		{"GET", "/youtube/v3/liveChat/messages?liveChatId=c", 200, "units", 5},
+		{"POST", "/upload/youtube/v3/videos?uploadType=resumable", 200, "uploads", 1},
+		{"PUT", "/upload/youtube/v3/videos?uploadType=resumable&upload_id=u", 200, "", 0},
+		{"GET", "/youtube/v3/videos:batchGetStats?id=a", 200, "stats", 1},
+	} {
+		before := int64(0)
+		if c.budget != "" {
+			before = s.Used("k", c.budget)
+		}
+		code, _, b := get(t, s, c.method, c.path, "Authorization", "Bearer k")
+		if code != c.code {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, code, b)
+		}
+		if c.budget != "" && s.Used("k", c.budget)-before != c.units {
+			t.Fatalf("%s %s: charged %d, want %d", c.method, c.path, s.Used("k", c.budget)-before, c.units)
+		}
+	}
+	if code, _, b := get(t, s, "GET", "/youtube/v3/nothing?key=k"); code != 404 || !strings.Contains(string(b), "notFound") {
+		t.Fatalf("unknown route: %d %s", code, b)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	s := ytsim.New(ytsim.WithKeys("good"))
+	defer s.Close()
+	for _, target := range []string{"/youtube/v3/videos?id=v", "/youtube/v3/videos?id=v&key=bad"} {
+		code, _, b := get(t, s, "GET", target)
+		var e struct {
+			Error struct {
+				Code   int
+				Errors []struct{ Reason, Domain string }
+			}
+		}
+		if code != 400 || json.Unmarshal(b, &e) != nil || e.Error.Code != 400 || e.Error.Errors[0].Reason != "keyInvalid" {
+			t.Fatalf("%s: %d %s", target, code, b)
+		}
+	}
+	if code, _, _ := get(t, s, "GET", "/youtube/v3/videos?id=v&key=good"); code != 200 {
+		t.Fatalf("good key: %d", code)
+	}
+}
+
+func TestQuotaEnforcedPerKeyAndResetAtMidnightPacific(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 7, 4, 23, 59, 0, 0, la(t))}
+	s := ytsim.New(ytsim.WithClock(clk.Now), ytsim.WithLimit("units", 100))
+	defer s.Close()
+	rate := "/youtube/v3/videos/rate?id=v&rating=like&key=" // 50 units
+	for range 2 {
+		if code, _, b := get(t, s, "POST", rate+"a"); code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+	}
+	code, _, b := get(t, s, "POST", rate+"a")
+	want := `{"error":{"code":403,"message":"The request cannot be completed because you have exceeded your <a href=\"/youtube/v3/getting-started#quota\">quota</a>.","errors":[{"message":"The request cannot be completed because you have exceeded your <a href=\"/youtube/v3/getting-started#quota\">quota</a>.","domain":"youtube.quota","reason":"quotaExceeded"}]}}`
+	if code != 403 || strings.TrimSpace(string(b)) != want {
+		t.Fatalf("got %d %s\nwant 403 %s", code, b, want)
+	}
+	// Refused requests are received, not billed; other keys are separate.
+	if s.Used("a", "units") != 100 || s.Received("a", "units") != 3 || s.Charged("a", "units") != 100 {
+		t.Fatalf("used %d received %d charged %d", s.Used("a", "units"), s.Received("a", "units"), s.Charged("a", "units"))
+	}
+	if code, _, _ := get(t, s, "POST", rate+"b"); code != 200 {
+		t.Fatal("key b refused")
+	}
+	// search.list has its own bucket.
+	if code, _, _ := get(t, s, "GET", "/youtube/v3/search?q=x&key=a"); code != 200 {
+		t.Fatal("search refused")
+	}
+	// Midnight Pacific: a new day.
+	clk.Set(time.Date(2026, 7, 5, 0, 0, 0, 0, la(t)))
+	if s.Used("a", "units") != 0 {
+		t.Fatalf("used after midnight = %d", s.Used("a", "units"))
+	}
+	if code, _, _ := get(t, s, "POST", rate+"a"); code != 200 {
+		t.Fatal("refused after midnight")
+	}
+	if s.Used("a", "units") != 50 || s.Charged("a", "units") != 150 {
+		t.Fatalf("used %d charged %d", s.Used("a", "units"), s.Charged("a", "units"))
+	}
+}
+
+func TestFaults(t *testing.T) {
+	s := ytsim.New()
+	defer s.Close()
+	s.Inject(
+		ytsim.Fault{Status: 503},
+		ytsim.Fault{Status: 429, RetryAfter: 1500 * time.Millisecond},
+		ytsim.Fault{Status: 429, Path: "/youtube/v3/search"},
+		ytsim.Fault{Status: 403},
+	)
+	target := "/youtube/v3/videos?id=v&key=k"
+	code, _, b := get(t, s, "GET", target)
+	if code != 503 || !strings.Contains(string(b), "backendError") {
+		t.Fatalf("%d %s", code, b)
+	}
+	code, h, b := get(t, s, "GET", target)
+	if code != 429 || h.Get("Retry-After") != "2" || !strings.Contains(string(b), "rateLimitExceeded") {
+		t.Fatalf("%d %v %s", code, h, b)
+	}
+	// The search fault waits for a search; the 403 comes next.
+	code, _, b = get(t, s, "GET", target)
+	if code != 403 || !strings.Contains(string(b), "quotaExceeded") {
+		t.Fatalf("%d %s", code, b)
+	}
+	code, _, b = get(t, s, "GET", "/youtube/v3/search?q=x&key=k")
+	if code != 429 {
+		t.Fatalf("%d %s", code, b)
+	}
+	// Billing: the 503 and the 429 with Retry-After reached the upstream
+	// and are billed; the quota refusals (403 quotaExceeded, 429 on search's
+	// own bucket) are not.
+	if s.Used("k", "units") != 2 || s.Used("k", "search") != 0 || s.Received("k", "units") != 3 {
+		t.Fatalf("units used %d, search used %d, received %d", s.Used("k", "units"), s.Used("k", "search"), s.Received("k", "units"))
+	}
+	// A dropped connection: no response at all, but billed.
+	s.Inject(ytsim.Fault{Drop: true})
+	req, _ := http.NewRequest("GET", s.URL()+target, nil)
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("want a connection error")
+	}
+	var ue interface{ Timeout() bool }
+	if errors.As(err, &ue) && ue.Timeout() {
+		t.Fatalf("err = %v, want a broken connection", err)
+	}
+	if s.Used("k", "units") != 3 {
+		t.Fatalf("used %d after the drop, want 3", s.Used("k", "units"))
+	}
+	if s.Requests() != 5 {
+		t.Fatalf("requests = %d, want 5", s.Requests())
+	}
+}
+
+func TestHandler(t *testing.T) {
+	h := ytsim.NewHandler()
+	if h.URL() != "" {
+		t.Fatal("an unstarted server has no URL")
+	}
+	h.Close() // no-op
+	req, _ := http.NewRequest("GET", "/youtube/v3/videos?chart=mostPopular&key=k", nil)
+	rec := &recorder{h: http.Header{}}
+	h.ServeHTTP(rec, req)
+	if rec.code != 200 || h.Used("k", "units") != 1 {
+		t.Fatalf("code %d used %d", rec.code, h.Used("k", "units"))
+	}
+}
+
+type recorder struct {
+	h    http.Header
+	code int
+	body strings.Builder
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+func (r *recorder) WriteHeader(c int)   { r.code = c }
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.code == 0 {
+		r.code = 200
+	}
+	return r.body.Write(p)
+}
