@@ -191,12 +191,14 @@ func MiniClient(t testing.TB, m *miniredis.Miniredis) *redis.Client {
 // with no persistence. Kill and Restart it to test faults. It is stopped
 // when the test ends.
 type Instance struct {
-	mu   sync.Mutex
-	port int
-	dir  string
-	args []string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd exits
+	mu    sync.Mutex
+	port  int
+	dir   string
+	args  []string // extra arguments, after the defaults
+	conf  string   // a config file to start with (Sentinel), or ""
+	ready string   // the log line that says the server is ready
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd exits
 }
 
 // Server starts a redis-server of the test's own on a free loopback port.
@@ -256,7 +258,7 @@ func startIn(port int, dir string, extra []string) (*Instance, error) {
 		}
 		port = p
 	}
-	s := &Instance{port: port, dir: dir, args: extra}
+	s := &Instance{port: port, dir: dir, args: extra, ready: "Ready to accept connections"}
 	if err := s.launch(); err != nil {
 		return nil, err
 	}
@@ -266,10 +268,14 @@ func startIn(port int, dir string, extra []string) (*Instance, error) {
 // launch starts redis-server on s.port and waits until it logs that it is
 // ready (no polling, no sleeping).
 func (s *Instance) launch() error {
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "",
-	}, s.args...)
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
+	args = append(args, s.args...)
 	cmd := exec.Command("redis-server", args...)
 	setDeathSignal(cmd)
 	out, err := cmd.StdoutPipe()
@@ -290,7 +296,7 @@ func (s *Instance) launch() error {
 			line := sc.Text()
 			if !signalled {
 				tail = append(tail, line)
-				if strings.Contains(line, "Ready to accept connections") {
+				if strings.Contains(line, s.ready) {
 					signalled = true
 					ready <- nil
 				}
