@@ -44,7 +44,10 @@
 //
 // The same in JSON uses the same field names ({"api": "youtube", "budgets":
 // [...], "methods": {"videos.list": {"routes": [...], "cost": {...}}}}).
-// Unknown fields, duplicate keys and wrong types are errors.
+// methods may also be a list of {name, routes, cost, free, note}: the form a
+// Spec marshals to, so a table printed as JSON loads back. A single route may
+// be written as a string. Unknown fields, duplicate keys and wrong types are
+// errors; YAML anchors and merge keys are not supported.
 //
 // A route is "VERB /path" with an optional "?cond&cond": VERB is an HTTP
 // method (or * for any); a path segment {name} matches one segment, a last

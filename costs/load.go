@@ -544,6 +544,9 @@ func (d *specDecoder) cost(n *node, field string) (map[string]int64, error) {
 }
 
 func (d *specDecoder) methods(n *node, field string) ([]Method, error) {
+	if n.kind == listNode {
+		return d.methodList(n, field)
+	}
 	if n.kind != mapNode {
 		return nil, d.errf(n, field, "want a mapping of method names to {routes, cost}, got %s", n.describe())
 	}
@@ -557,27 +560,70 @@ func (d *specDecoder) methods(n *node, field string) ([]Method, error) {
 		seen[k.text] = k.line
 		d.lines[f] = k.line
 		d.lines[fmt.Sprintf("%s[%d].name", field, len(out))] = k.line
-		m := Method{Name: k.text}
-		err := d.fields(n.items[i], f, []string{"routes", "cost", "free", "note"}, func(key string, v *node, f string) error {
-			var err error
-			switch key {
-			case "routes":
-				m.Routes, err = d.strs(v, f)
-			case "cost":
-				m.Cost, err = d.cost(v, f)
-			case "free":
-				m.Free, err = d.bool(v, f)
-			case "note":
-				m.Note, err = d.str(v, f)
-			}
-			return err
-		})
+		m, err := d.method(n.items[i], f, k.text, false)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// methodList reads methods written as a list of {name, routes, cost}, the
+// form Spec marshals to.
+func (d *specDecoder) methodList(n *node, field string) ([]Method, error) {
+	var out []Method
+	seen := map[string]int{}
+	for i, it := range n.items {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		d.lines[f] = it.line
+		d.lines[f+".name"] = it.line
+		m, err := d.method(it, f, "", true)
+		if err != nil {
+			return nil, err
+		}
+		if m.Name == "" {
+			return nil, d.errf(it, f+".name", "missing method name")
+		}
+		named := field + "[" + m.Name + "]"
+		if prev, dup := seen[m.Name]; dup {
+			return nil, d.errf(it, named, "duplicate method (first on line %d)", prev)
+		}
+		seen[m.Name] = it.line
+		// Copy the item's lines under the name New uses in its errors.
+		for k, l := range d.lines {
+			if rest, ok := strings.CutPrefix(k, f); ok && (rest == "" || rest[0] == '.') {
+				d.lines[named+rest] = l
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (d *specDecoder) method(n *node, field, name string, withName bool) (Method, error) {
+	m := Method{Name: name}
+	known := []string{"routes", "cost", "free", "note"}
+	if withName {
+		known = append([]string{"name"}, known...)
+	}
+	err := d.fields(n, field, known, func(key string, v *node, f string) error {
+		var err error
+		switch key {
+		case "name":
+			m.Name, err = d.str(v, f)
+		case "routes":
+			m.Routes, err = d.strs(v, f)
+		case "cost":
+			m.Cost, err = d.cost(v, f)
+		case "free":
+			m.Free, err = d.bool(v, f)
+		case "note":
+			m.Note, err = d.str(v, f)
+		}
+		return err
+	})
+	return m, err
 }
 
 func (d *specDecoder) rules(n *node, field string) ([]Rule, error) {

@@ -61,7 +61,10 @@ func parseRoute(s string) (*route, string) {
 			}
 		}
 	}
-	path, query, _ := strings.Cut(target, "?")
+	path, query, hasQuery := strings.Cut(target, "?")
+	if hasQuery && query == "" {
+		return nil, "empty query condition after '?'"
+	}
 	if !strings.HasPrefix(path, "/") {
 		return nil, "path " + quote(path) + " must start with /"
 	}
