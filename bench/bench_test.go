@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestPerUnitLog checks the baseline recipe is an exact sliding log with one
+// member per unit, on miniredis, whose clock is what the script's TIME
+// returns.
+func TestPerUnitLog(t *testing.T) {
+	m := miniredis.RunT(t)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	m.SetTime(t0)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	p := newPerUnitLog(rdb, "log", time.Minute, 10)
+
+	steps := []struct {
+		at   time.Duration
+		cost int64
+		ok   bool
+		used int64
+	}{
+		{0, 4, true, 4},
+		{10 * time.Second, 4, true, 8},
+		{20 * time.Second, 4, false, 8}, // 12 > 10: refused, nothing recorded
+		{30 * time.Second, 2, true, 10},
+		{59 * time.Second, 1, false, 10},
+		{time.Minute, 4, true, 10}, // the first 4 left the window at t0+1m
+		{time.Minute + 10*time.Second, 1, true, 7},
+	}
+	for i, s := range steps {
+		m.SetTime(t0.Add(s.at))
+		ok, used, err := p.take(ctx, s.cost)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if ok != s.ok || used != s.used {
+			t.Errorf("step %d (t0+%v, cost %d): admitted %v used %d, want %v %d", i, s.at, s.cost, ok, used, s.ok, s.used)
+		}
+	}
+	if n := rdb.ZCard(ctx, "log").Val(); n != 7 {
+		t.Errorf("ZCARD = %d, want 7: one member per unit in the window", n)
+	}
+}
+
+// realRedis returns a client of $REDIS_URL or of a redis-server started
+// for the test. A Redis is required: MEMORY USAGE and the other limiters'
+// scripts need a real server, so there is no miniredis fallback and no skip.
+func realRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	srv, err := connect(os.Getenv("REDIS_URL"))
+	if err != nil {
+		t.Fatalf("this test needs a real Redis: %v", err)
+	}
+	t.Cleanup(srv.close)
+	rdb := srv.client(8)
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("ping %s: %v", srv.addr, err)
+	}
+	return rdb
+}
+
+// TestBench runs every measurement, briefly, against a real Redis and
+// checks what the report says: every row measured, no refusal where none is
+// due, the full window refusing every decision, the saturated day's exact
+// counts and the per-unit log's memory, and the run's keys deleted.
+func TestBench(t *testing.T) {
+	rdb := realRedis(t)
+	ctx := t.Context()
+	cfg := config{
+		dur: 30 * time.Millisecond, warmup: 5 * time.Millisecond, rounds: 2,
+		goroutines: []int{1, 4}, window: time.Second, fills: []int{10, 300}, count: 40,
+	}
+	var progress bytes.Buffer
+	rep, err := bench(ctx, cfg, rdb, &progress)
+	if err != nil {
+		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
+	}
+
+	// 2 goroutine counts × (ceiling + 4 limiters × 2 costs); 2 × 2 stores × 2 costs
+	if len(rep.decisions) != 18 || len(rep.local) != 8 {
+		t.Fatalf("%d Redis rows and %d local rows, want 18 and 8", len(rep.decisions), len(rep.local))
+	}
+	for _, r := range append(append([]row{}, rep.decisions...), rep.local...) {
+		if r.s.ops == 0 || r.s.perSecond() <= 0 || len(r.s.rates) != 2 {
+			t.Errorf("%s cost %d g %d: %d ops, %v/s, %d rounds", r.name, r.cost, r.s.goroutines, r.s.ops, r.s.perSecond(), len(r.s.rates))
+		}
+		if r.s.refused != 0 {
+			t.Errorf("%s cost %d g %d: %d refused under a limit no run reaches", r.name, r.cost, r.s.goroutines, r.s.refused)
+		}
+		if r.ceiling == nil || r.ceiling.goroutines != r.s.goroutines {
+			t.Errorf("%s g %d: ceiling %+v, want the one at the same goroutine count", r.name, r.s.goroutines, r.ceiling)
+		}
+		if r.s.percentile(50) > r.s.percentile(99) {
+			t.Errorf("%s: p50 %v > p99 %v", r.name, r.s.percentile(50), r.s.percentile(99))
+		}
+	}
+
+	if len(rep.window) != 4 {
+		t.Fatalf("%d window rows, want 4", len(rep.window))
+	}
+	for i, r := range rep.window {
+		wantRefused := int64(0)
+		if i%2 == 1 {
+			wantRefused = 40
+		}
+		if r.s.ops != 40 || r.s.refused != wantRefused {
+			t.Errorf("%s (%s): %d ops, %d refused; want 40, %d", r.name, r.algo, r.s.ops, r.s.refused, wantRefused)
+		}
+	}
+
+	byName := map[string]memRow{}
+	for _, m := range rep.memory {
+		byName[m.name] = m
+	}
+	q, pu := byName["quota redisstore"], byName["per-unit sorted-set log (recipe)"]
+	if q.entries != dayCalls || q.admitted != dayCalls || q.bytes <= 0 {
+		t.Errorf("quota day: %+v, want %d entries and calls admitted", q, dayCalls)
+	}
+	if pu.entries != dayLimit || pu.admitted != dayCalls {
+		t.Errorf("per-unit day: %+v, want %d members, %d calls admitted", pu, dayLimit, dayCalls)
+	}
+	if pu.bytes < 10*q.bytes {
+		t.Errorf("per-unit log %d B, quota %d B: want the per-unit log at least 10× larger", pu.bytes, q.bytes)
+	}
+	for _, name := range []string{"go-redis/redis_rate", "ulule/limiter", "quota redisstore, catalog (once per store)"} {
+		if m, ok := byName[name]; !ok || m.bytes <= 0 || m.keys == 0 {
+			t.Errorf("%s: %+v, want keys measured", name, m)
+		}
+	}
+
+	for _, pattern := range []string{rep.prefix + "*", "rate:" + rep.prefix + "*"} {
+		left, err := scanKeys(context.Background(), rdb, pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) > 0 {
+			t.Errorf("%d keys matching %q left behind, e.g. %q", len(left), pattern, left[0])
+		}
+	}
+
+	var md bytes.Buffer
+	if err := rep.markdown(&md, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| Limiter | Algorithm | Cost | Goroutines | Decisions/s | vs ceiling |",
+		"| ceiling: no-op EVALSHA |", "| quota redisstore Take |", "| per-unit sorted-set log (recipe) |",
+		"| go-redis/redis_rate AllowN |", "| ulule/limiter Increment |", "fixed window",
+		"| quota MemoryStore Take |", "| quota sqlitestore Take |",
+		"| 300 entries in window |", "| per-unit sorted-set log (recipe) | sliding log: one member per unit | 1 | 9,500 |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
