@@ -48,6 +48,9 @@ type Store struct {
 	// Redis's now used to pick a daily window's boundaries.
 	skew atomic.Int64
 	days sync.Map // *time.Location -> *dayBounds
+
+	boxMu sync.RWMutex
+	boxes map[quota.Budget]boxed
 }
 
 var (
@@ -75,7 +78,7 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // waits for the reply in a separate goroutine and gives up at the deadline
 // with an error wrapping quota.ErrStoreUnavailable.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{rdb: client, prefix: "quota:"}
+	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed)}
 	for _, o := range opts {
 		o(s)
 	}

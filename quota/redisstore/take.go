@@ -42,8 +42,13 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	for attempt := 0; ; attempt++ {
 		args = append(args[:0], nowArg(req.Now), req.Nonce)
 		for _, d := range req.Debits {
-			args = append(args, d.Cost, d.Limit)
-			args = s.appendSpec(args, d.Window, est)
+			if d.Window.IsDaily() {
+				args = append(args, d.Cost, s.box(d.Budget).limit)
+				args = s.appendSpec(args, d.Window, est)
+			} else {
+				bx := s.box(d.Budget)
+				args = append(args, d.Cost, bx.limit, bx.win, zero, zero, zero, zero)
+			}
 		}
 		reply, err := s.run(ctx, takeScript, keys, args)
 		if err != nil {
@@ -78,7 +83,18 @@ func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*quota.
 	if len(rest) != 4*n {
 		return nil, unavailable("take", fmt.Errorf("script replied %d values for %d budgets", len(rest), n))
 	}
-	res := &quota.TakeResult{OK: ok, At: time.UnixMicro(now), Usage: make([]quota.Usage, n)}
+	var res *quota.TakeResult
+	if n <= 4 { // one allocation for the result and its usage
+		r := new(struct {
+			res   quota.TakeResult
+			usage [4]quota.Usage
+		})
+		res = &r.res
+		res.Usage = r.usage[:n:n]
+	} else {
+		res = &quota.TakeResult{Usage: make([]quota.Usage, n)}
+	}
+	res.OK, res.At = ok, time.UnixMicro(now)
 	for i, d := range req.Debits {
 		var v [4]int64
 		for j := range v {

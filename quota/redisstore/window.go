@@ -68,6 +68,31 @@ func (s *Store) appendSpec(args []any, w quota.Window, est time.Time) []any {
 	return append(args, zero, d.box[0], d.box[1], d.box[2], d.box[3])
 }
 
+// boxed holds a budget's limit and sliding window length already converted
+// to script arguments, so the hot path does not allocate them per call.
+type boxed struct{ limit, win any }
+
+// maxBoxed bounds the cache of boxed budgets; past it the cache restarts.
+const maxBoxed = 1024
+
+// box returns b's limit and window length as script arguments, cached.
+func (s *Store) box(b quota.Budget) boxed {
+	s.boxMu.RLock()
+	v, ok := s.boxes[b]
+	s.boxMu.RUnlock()
+	if ok {
+		return v
+	}
+	v = boxed{limit: b.Limit, win: b.Window.Duration().Microseconds()}
+	s.boxMu.Lock()
+	if len(s.boxes) >= maxBoxed {
+		clear(s.boxes)
+	}
+	s.boxes[b] = v
+	s.boxMu.Unlock()
+	return v
+}
+
 // checkBudget validates what the scripts rely on.
 func checkBudget(b quota.Budget) error {
 	if err := quota.CheckName("budget", b.Name); err != nil {

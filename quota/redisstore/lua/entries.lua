@@ -9,7 +9,7 @@ local start = span(2, now)
 if not start then
   return {-1, now}
 end
-load(KEYS[1], KEYS[2], start)
+load(KEYS[1], KEYS[2], start, redis.call('GET', KEYS[2]))
 local reply = {1, now}
 local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for j = 1, #all, 2 do

@@ -104,16 +104,18 @@ end
 
 -- load drops the entries of log recorded before start, subtracting their
 -- costs from sum (O(expired)), and returns the units still counted and the
--- oldest counted entry's score (nil when the log is empty).
-local function load(log, sum, start)
+-- oldest counted entry's score (nil when the log is empty). v is sum's
+-- value as read by the caller (false when the key is missing).
+local function load(log, sum, start, v)
+  local used = v and tonumber(v)
   local first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
   if #first == 0 then
     -- empty log: nothing counts (a sum left behind by eviction goes too)
-    redis.call('DEL', sum)
+    if used then
+      redis.call('DEL', sum)
+    end
     return 0, nil
   end
-  local v = redis.call('GET', sum) -- false when missing
-  local used = v and tonumber(v)
   local oldest = tonumber(first[2])
   if oldest >= start then
     -- the hot path: nothing expired
@@ -143,9 +145,9 @@ local function load(log, sum, start)
   return used, tonumber(first[2])
 end
 
--- exhausted returns the µs until which the budget is marked spent, or 0.
-local function exhausted(exh, now)
-  local v = redis.call('GET', exh)
+-- exhausted returns the µs until which the budget is marked spent, given
+-- the exh key's value v (false when missing), or 0.
+local function exhausted(v, now)
   local until_ = v and tonumber(v) or 0
   if until_ <= now then
     return 0 -- past marks count for nothing (the key expires on its own)

@@ -16,7 +16,7 @@ for b = 1, #KEYS / 2 do
     return {-1, now}
   end
   -- expired entries go first, so an out-of-window reservation is not found
-  load(log, sum, start)
+  load(log, sum, start, redis.call('GET', sum))
   local got = 0
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, at, at)) do
     if string.sub(m, 1, #prefix) == prefix then

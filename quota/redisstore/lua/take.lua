@@ -24,8 +24,10 @@ for d = 1, n do
   if not start then
     return {-1, now}
   end
-  local u, o = load(KEYS[k], KEYS[k + 1], start)
-  local exh = exhausted(KEYS[k + 2], now)
+  -- one read for the running sum and the exhausted-until mark
+  local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2])
+  local u, o = load(KEYS[k], KEYS[k + 1], start, v[1])
+  local exh = exhausted(v[2], now)
   local retry = 0
   local deficit = u + c - limit
   if deficit > 0 then
@@ -77,15 +79,15 @@ end
 -- every budget can pay: record one entry per budget, whatever the cost
 for d = 1, n do
   local k, a = 3 * d - 2, 3 + 7 * (d - 1)
-  local log, sum = KEYS[k], KEYS[k + 1]
-  redis.call('ZADD', log, int(now), nonce .. ':' .. ARGV[a])
-  redis.call('INCRBY', sum, ARGV[a])
-  -- keep both keys until the newest entry expires; idle keys vanish
+  local total = used[d] + tonumber(ARGV[a])
+  redis.call('ZADD', KEYS[k], int(now), nonce .. ':' .. ARGV[a])
+  -- keep both keys until the newest entry expires; idle keys vanish. SET
+  -- with PX writes the new sum and its lifetime in one call.
   local ms = ttl(a + 2, now, reset[d])
-  redis.call('PEXPIRE', log, ms)
-  redis.call('PEXPIRE', sum, ms)
+  redis.call('PEXPIRE', KEYS[k], ms)
+  redis.call('SET', KEYS[k + 1], int(total), 'PX', ms)
   local at = 2 + 4 * (d - 1)
-  reply[at + 1] = used[d] + tonumber(ARGV[a])
+  reply[at + 1] = total
   reply[at + 2] = nextreset(a + 2, reset[d], oldest[d] or now)
 end
 return reply

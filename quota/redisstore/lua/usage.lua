@@ -14,9 +14,10 @@ for b = 1, #KEYS / 3 do
   if not start then
     return {-1, now}
   end
-  local u, o = load(KEYS[k], KEYS[k + 1], start)
+  local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2])
+  local u, o = load(KEYS[k], KEYS[k + 1], start, v[1])
   reply[#reply + 1] = u
   reply[#reply + 1] = nextreset(a, r, o)
-  reply[#reply + 1] = exhausted(KEYS[k + 2], now)
+  reply[#reply + 1] = exhausted(v[2], now)
 end
 return reply
