@@ -11,7 +11,7 @@ import (
 
 // openTemp opens a fresh store on a real file in t.TempDir and closes it at
 // the end of the test.
-func openTemp(t *testing.T, opts ...sqlitestore.Option) (*sqlitestore.Store, string) {
+func openTemp(t testing.TB, opts ...sqlitestore.Option) (*sqlitestore.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "quota.db")
 	st, err := sqlitestore.Open(path, opts...)

@@ -1,0 +1,55 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// benchLimiter returns a limiter over a fresh file with a budget the
+// benchmark never exhausts, on the host clock (the store's own).
+func benchLimiter(b *testing.B) *quota.Limiter {
+	b.Helper()
+	st, _ := openTemp(b)
+	l, err := quota.New(st, "bench", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(24 * time.Hour)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// BenchmarkTake is one process making decisions one after another.
+func BenchmarkTake(b *testing.B) {
+	l := benchLimiter(b)
+	ctx := context.Background()
+	key := quota.Credential{Secret: "bench-key"}
+	ch := quota.Units("units", 7)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := l.Take(ctx, key, ch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// BenchmarkTakeParallel is one process making decisions from GOMAXPROCS
+// goroutines (-cpu to vary), for a few credentials.
+func BenchmarkTakeParallel(b *testing.B) {
+	l := benchLimiter(b)
+	ctx := context.Background()
+	ch := quota.Units("units", 7)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := quota.Credential{Secret: "bench-key-" + time.Now().String()}
+		for pb.Next() {
+			if _, err := l.Take(ctx, key, ch); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
