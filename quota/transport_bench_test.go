@@ -1,0 +1,125 @@
+package quota_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/quota"
+)
+
+// benchTable is a one-method table whose budget never runs out in a
+// benchmark: the YouTube route and pricing work, without the daily limit.
+func benchTable(tb testing.TB) *costs.Table {
+	tb.Helper()
+	t, err := costs.New(costs.Spec{
+		API:     "youtube",
+		Budgets: []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Minute)}},
+		Methods: []costs.Method{{Name: "videos.list", Routes: []string{"GET /youtube/v3/videos"}, Cost: map[string]int64{"units": 1}}},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+// benchUpstream is a loopback server answering every request with a small
+// JSON body.
+func benchUpstream(tb testing.TB) *httptest.Server {
+	tb.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"youtube#videoListResponse","items":[]}`)
+	}))
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// benchGet runs b.N GETs through client, reading each body.
+func benchGet(b *testing.B, client *http.Client, url string) {
+	b.Helper()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatal(resp.Status)
+		}
+	}
+}
+
+// BenchmarkTransport measures the metered transport's added latency: the
+// same GET over loopback through a bare http.Client and through
+// quota.NewTransport on a MemoryStore. The difference is the meter's cost
+// (pricing, credential, one Take, tracing); the Redis variant is
+// costs.BenchmarkTransportRedis.
+func BenchmarkTransport(b *testing.B) {
+	srv := benchUpstream(b)
+	url := srv.URL + "/youtube/v3/videos?part=snippet&chart=mostPopular&key=bench-key"
+	b.Run("bare", func(b *testing.B) {
+		client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		defer client.CloseIdleConnections()
+		benchGet(b, client, url)
+	})
+	b.Run("metered/memory", func(b *testing.B) {
+		table := benchTable(b)
+		lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		client := &http.Client{Transport: quota.NewTransport(lim, table, quota.WithBase(base))}
+		defer base.CloseIdleConnections()
+		benchGet(b, client, url)
+	})
+}
+
+// BenchmarkTransportPrice measures pricing alone: route resolution and
+// credential lookup inputs, no I/O.
+func BenchmarkTransportPrice(b *testing.B) {
+	table, err := costs.Builtin("youtube")
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "https://youtube.googleapis.com/youtube/v3/videos?part=snippet&chart=mostPopular&key=k", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := table.Price(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// stubTransport answers every request at once, without I/O.
+type stubTransport struct{}
+
+func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// BenchmarkTransportOverhead measures the meter alone: RoundTrip through a
+// base that answers at once, so no network time hides the meter's cost.
+func BenchmarkTransportOverhead(b *testing.B) {
+	table := benchTable(b)
+	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := quota.NewTransport(lim, table, quota.WithBase(stubTransport{}))
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/youtube/v3/videos?part=snippet&chart=mostPopular&key=bench-key", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}
