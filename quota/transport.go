@@ -359,7 +359,7 @@ func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*h
 			closeBody(areq)
 			return nil, a.errorf("not sent: %w", err)
 		}
-		resp, sent, err := a.send(areq, res)
+		resp, sent, err := a.send(areq)
 		var wait time.Duration
 		if err != nil {
 			if !sent {
@@ -426,7 +426,7 @@ func errString(err error) string {
 // an *http.Transport base, httptrace says whether request headers were
 // written; http.Transport retries some failed requests on its own, and each
 // extra write is charged too, as the upstream may have billed it.
-func (a *attempt) send(req *http.Request, res *Reservation) (*http.Response, bool, error) {
+func (a *attempt) send(req *http.Request) (*http.Response, bool, error) {
 	if !a.t.traced {
 		resp, err := a.t.base.RoundTrip(req)
 		return resp, err == nil || !unreached(err), err
