@@ -74,9 +74,14 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // it open.
 //
 // Every call honours its context's deadline. A client built with
-// ContextTimeoutEnabled does that itself; for any other client the store
-// waits for the reply in a separate goroutine and gives up at the deadline
-// with an error wrapping quota.ErrStoreUnavailable.
+// ContextTimeoutEnabled does that itself, and is the cheaper choice; for any
+// other client the store waits for the reply in a separate goroutine and
+// gives up at the deadline with an error wrapping quota.ErrStoreUnavailable
+// (and the context's error). Either way a decision abandoned at its deadline
+// may still be recorded by the server: the failure errs towards counting.
+//
+// The server must be Redis 5 or later (scripts replicate their effects), or
+// a compatible one.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed)}
 	for _, o := range opts {
