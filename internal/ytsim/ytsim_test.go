@@ -291,3 +291,36 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	return r.body.Write(p)
 }
+
+// Every route of the cost table is served, and charged its cost.
+func TestEveryRouteServedAndCharged(t *testing.T) {
+	s := ytsim.New()
+	defer s.Close()
+	for _, m := range s.Table().Methods() {
+		for _, r := range m.Routes {
+			verb, target, _ := strings.Cut(r, " ")
+			target = strings.NewReplacer("{resource...}", "videos", "{id}", "abc", "?upload_id", "?upload_id=u").Replace(target)
+			sep := "?"
+			if strings.Contains(target, "?") {
+				sep = "&"
+			}
+			if m.Name == "videos.list" {
+				target += sep + "chart=mostPopular"
+				sep = "&"
+			}
+			key := "k-" + m.Name + "-" + verb + target
+			code, _, b := get(t, s, verb, target+sep+"key="+strings.ReplaceAll(key, "&", "%26"))
+			if code/100 != 2 {
+				t.Fatalf("%s (%s): %d %s", r, m.Name, code, b)
+			}
+			for budget, units := range m.Cost {
+				if got := s.Used(key, budget); got != units {
+					t.Fatalf("%s: charged %d %s, want %d", r, got, budget, units)
+				}
+			}
+			if m.Free && (s.Used(key, "units") != 0 || s.Requests() == 0) {
+				t.Fatalf("%s: a free method was charged", r)
+			}
+		}
+	}
+}
