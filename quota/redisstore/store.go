@@ -47,10 +47,11 @@ type Store struct {
 	// they were found more than a day apart; it corrects the estimate of
 	// Redis's now used to pick a daily window's boundaries.
 	skew atomic.Int64
-	days sync.Map // *time.Location -> *dayBounds
 
+	// caches of script arguments, guarded by boxMu
 	boxMu sync.RWMutex
 	boxes map[quota.Budget]boxed
+	days  map[*time.Location]*dayBounds
 }
 
 var (
@@ -83,7 +84,7 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // The server must be Redis 5 or later (scripts replicate their effects), or
 // a compatible one.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed)}
+	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed), days: make(map[*time.Location]*dayBounds)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -41,20 +41,27 @@ func (s *Store) learn(serverUS int64) time.Time {
 	return server
 }
 
-// bounds returns the local midnights of loc around est, cached per zone.
+// bounds returns the local midnights of loc around est, cached per zone
+// (at most maxBoxed zones; past that the cache restarts).
 func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
 	us := est.UnixMicro()
-	if v, ok := s.days.Load(loc); ok {
-		if d := v.(*dayBounds); d.lo <= us && us < d.hi {
-			return d
-		}
+	s.boxMu.RLock()
+	d := s.days[loc]
+	s.boxMu.RUnlock()
+	if d != nil && d.lo <= us && us < d.hi {
+		return d
 	}
 	b := quota.Daily(loc).Boundaries(est)
-	d := &dayBounds{lo: b[1].UnixMicro(), hi: b[2].UnixMicro()}
+	d = &dayBounds{lo: b[1].UnixMicro(), hi: b[2].UnixMicro()}
 	for i, t := range b {
 		d.box[i] = t.UnixMicro()
 	}
-	s.days.Store(loc, d)
+	s.boxMu.Lock()
+	if len(s.days) >= maxBoxed {
+		clear(s.days)
+	}
+	s.days[loc] = d
+	s.boxMu.Unlock()
 	return d
 }
 

@@ -16,8 +16,9 @@
 -- holds its own now.
 --
 -- Every script replies {STATUS, NOW, ...}. STATUS -1 means the script's now
--- fell outside B1..B4 (clock skew over a day): nothing was done, and the Go
--- side retries with boundaries around NOW.
+-- fell outside B1..B4 (clock skew over a day): nothing was recorded (expired
+-- entries may have been dropped), and the Go side retries with boundaries
+-- around NOW.
 
 -- int formats an integral number as a Redis argument. tostring would give
 -- "1.78e+15" for a µs timestamp under Redis's Lua 5.1.
