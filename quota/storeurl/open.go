@@ -2,7 +2,6 @@ package storeurl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -53,13 +52,4 @@ func (s *Spec) openRedis(ctx context.Context) (quota.Store, error) {
 		return nil, fmt.Errorf("storeurl: %s: %w: %s", s.String(), quota.ErrStoreUnavailable, scrub(err.Error(), []string{s.password, s.sentinelPassword}))
 	}
 	return newRedisStore(c, s.Prefix), nil
-}
-
-// ownedClient closes a client when the store over it is closed.
-type ownedClient struct {
-	closer interface{ Close() error }
-}
-
-func (o ownedClient) close(storeErr error) error {
-	return errors.Join(storeErr, o.closer.Close())
 }

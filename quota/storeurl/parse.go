@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
@@ -42,6 +43,7 @@ type Spec struct {
 	sentinelUser     string
 	sentinelPassword string
 	options          [][2]string // go-redis connection options, in order given
+	busyTimeout      *time.Duration
 
 	simple   *redis.Options
 	failover *redis.FailoverOptions
@@ -201,8 +203,20 @@ func (p *parser) parseSQLite(s *Spec, rest string) error {
 		if err != nil {
 			return err
 		}
-		if len(opts) > 0 {
-			return reasonf("unknown option %q for sqlite: (it takes none)", opts[0][0])
+		for _, kv := range opts {
+			switch k, v := kv[0], kv[1]; k {
+			case "busy_timeout":
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 {
+					return reasonf("bad busy_timeout %q: want a duration such as 5s", v)
+				}
+				if s.busyTimeout != nil {
+					return reasonf("option %q given twice", k)
+				}
+				s.busyTimeout = &d
+			default:
+				return reasonf("unknown option %q for sqlite: (it takes busy_timeout)", k)
+			}
 		}
 	}
 	return nil
@@ -447,6 +461,9 @@ func (p *parser) parseOptions(s *Spec, query string) error {
 			if v == "" {
 				return reason("empty prefix")
 			}
+			if strings.ContainsAny(v, "{}") {
+				return reason(`prefix holds "{" or "}", which would make it the Redis Cluster hash tag of every key`)
+			}
 			s.Prefix = v
 		case "sentinel_username", "sentinel_password":
 			if s.Kind != Sentinel {
@@ -522,7 +539,11 @@ func (s *Spec) format(redact bool) string {
 	case Memory:
 		return "memory:"
 	case SQLite:
-		return SQLiteURL(s.Path)
+		u := SQLiteURL(s.Path)
+		if s.busyTimeout != nil {
+			u += "?busy_timeout=" + s.busyTimeout.String()
+		}
+		return u
 	}
 	var b strings.Builder
 	b.WriteString(s.scheme)

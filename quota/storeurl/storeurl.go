@@ -12,7 +12,10 @@
 //	    An SQLite database file (quota/sqlitestore), created on first use.
 //	    A relative PATH is relative to the working directory. PATH is
 //	    percent-decoded: write "?" as %3F, "#" as %23 and "%" as %25.
-//	    sqlite://HOST/... is an error: a database file has no host.
+//	    sqlite://HOST/... is an error: a database file has no host. One
+//	    option: ?busy_timeout=10s, how long a write waits for another
+//	    process's lock (sqlitestore.WithBusyTimeout; default 5s). A file
+//	    that is not an SQLite database is an error and is left untouched.
 //
 //	redis://[USER:PASSWORD@]HOST[:PORT][/DB]
 //	rediss://[USER:PASSWORD@]HOST[:PORT][/DB]
@@ -33,7 +36,7 @@
 //	    6379; a cluster has no database number, so there is no path.
 //
 // The Redis forms take query options: prefix= sets the key prefix
-// (redisstore.WithPrefix; default redisstore's own), and go-redis's
+// (redisstore.WithPrefix; default "quota:"; no "{" or "}"), and go-redis's
 // connection options by their snake_case names (dial_timeout=2s,
 // read_timeout=1s, pool_size=20, max_retries=1, protocol=2, skip_verify=true
 // for rediss, ...), as go-redis's ParseURL documents. Options that the URL

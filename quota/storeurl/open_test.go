@@ -1,0 +1,215 @@
+package storeurl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+// charge takes cost units of "units" for secret through a limiter on st at
+// t0, and returns the units left.
+func charge(t *testing.T, st quota.Store, secret string, cost int64) int64 {
+	t.Helper()
+	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Take(context.Background(), quota.Credential{Secret: secret, Label: "key"}, quota.Units("units", cost))
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	return res.Remaining("units")
+}
+
+func TestOpenSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a dir", "quota?.db")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range []string{SQLiteURL(path), SQLiteURL(path) + "?busy_timeout=2s", "sqlite://" + SQLiteURL(path)[len("sqlite:"):]} {
+		st, err := Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", u, err)
+		}
+		if _, ok := st.(*sqlitestore.Store); !ok {
+			t.Errorf("Open(%q) = %T", u, st)
+		}
+		// The file keeps what each opening recorded.
+		if left := charge(t, st, "k", 3); left != int64(10-3*(i+1)) {
+			t.Errorf("opening %d: %d left", i, left)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("database file: %v", err)
+	}
+}
+
+func TestOpenNotADatabase(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "notes.txt")
+	content := bytes.Repeat([]byte("these are my notes, not a database\n"), 200)
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(context.Background(), "sqlite:"+path)
+	if err == nil {
+		st.Close()
+		t.Fatal("Open on a text file: no error")
+	}
+	if !errors.Is(err, sqlitestore.ErrNotDatabase) || !strings.Contains(err.Error(), path) {
+		t.Errorf("err = %v, want ErrNotDatabase naming %s", err, path)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, content) {
+		t.Error("the file was modified")
+	}
+}
+
+func TestOpenSQLiteMissingDirectory(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "no", "such", "dir", "q.db")
+	st, err := Open(context.Background(), "sqlite:"+path)
+	if err == nil {
+		st.Close()
+		t.Fatal("no error for a missing directory")
+	}
+	if !strings.Contains(err.Error(), path) {
+		t.Errorf("err = %v, want it to name %s", err, path)
+	}
+}
+
+// sharedRedisURL returns a URL of the shared test Redis.
+func sharedRedisURL(t *testing.T) string {
+	if u := os.Getenv(redistest.EnvURL); u != "" {
+		return u
+	}
+	_, addr := redistest.Shared(t)
+	return "redis://" + addr
+}
+
+func withPrefix(u, prefix string) string {
+	if strings.Contains(u, "?") {
+		return u + "&prefix=" + prefix
+	}
+	return u + "?prefix=" + prefix
+}
+
+// keysUnder returns the keys under prefix.
+func keysUnder(t *testing.T, c redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	var keys []string
+	ctx := context.Background()
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			ks, err := n.Keys(ctx, prefix+"*").Result()
+			keys = append(keys, ks...)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// checkRedis opens u, charges through it, checks the keys landed under the
+// prefix (seen through check), and that Close closes the store's client.
+func checkRedis(t *testing.T, u string, check redis.UniversalClient, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := Open(ctx, u)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", Redact(u), err)
+	}
+	rs, ok := st.(*redisStore)
+	if !ok {
+		t.Fatalf("Open(%q) = %T", Redact(u), st)
+	}
+	if _, ok := st.(quota.StateStore); !ok {
+		t.Error("the store is not a quota.StateStore")
+	}
+	if left := charge(t, st, "secret-"+prefix, 4); left != 6 {
+		t.Errorf("%d left after charging 4 of 10", left)
+	}
+	if keys := keysUnder(t, check, prefix); len(keys) == 0 {
+		t.Errorf("no keys under %q", prefix)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := rs.client.Ping(ctx).Err(); !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("client after Close: Ping = %v, want redis.ErrClosed", err)
+	}
+}
+
+func TestOpenRedis(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	checkRedis(t, withPrefix(sharedRedisURL(t), prefix), redistest.Client(t), prefix)
+}
+
+func TestOpenRedisSentinel(t *testing.T) {
+	t.Parallel()
+	s := redistest.NewSentinel(t)
+	prefix := redistest.Prefix(t)
+	u := "redis+sentinel://" + s.Sentinel.Addr() + "/" + s.Name + "?prefix=" + prefix + "&dial_timeout=5s"
+	checkRedis(t, u, s.Master.Client(t), prefix)
+}
+
+func TestOpenRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewCluster(t)
+	prefix := redistest.Prefix(t)
+	u := "redis+cluster://" + strings.Join(c.Addrs(), ",") + "?prefix=" + prefix
+	checkRedis(t, u, c.Client(t), prefix)
+}
+
+func TestOpenRedisWrongPassword(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Server(t, "--requirepass", "right-password")
+	ctx := context.Background()
+	u := "redis://:Wr0ngPassw0rd@" + srv.Addr() + "?max_retries=0"
+	st, err := Open(ctx, u)
+	if err == nil {
+		st.Close()
+		t.Fatal("Open with a wrong password: no error")
+	}
+	if !errors.Is(err, quota.ErrStoreUnavailable) || strings.Contains(err.Error(), "Wr0ngPassw0rd") {
+		t.Errorf("err = %v", err)
+	}
+	st, err = Open(ctx, "redis://:right-password@"+srv.Addr())
+	if err != nil {
+		t.Fatalf("Open with the right password: %v", err)
+	}
+	if left := charge(t, st, "k", 1); left != 9 {
+		t.Errorf("%d left", left)
+	}
+	st.Close()
+}
