@@ -743,3 +743,133 @@ func TestNewTransportPanicsOnNil(t *testing.T) {
 	}()
 	quota.NewTransport(nil, quota.PricerFunc(func(*http.Request) (quota.Charge, error) { return quota.Units("u", 1), nil }))
 }
+
+// wrapped is a base RoundTripper that is not an *http.Transport: the
+// Transport cannot trace it and judges from its errors alone.
+type wrapped struct {
+	rt  http.RoundTripper
+	err func(*http.Request) error // when set, fail with this error instead
+}
+
+func (w wrapped) RoundTrip(req *http.Request) (*http.Response, error) {
+	if w.err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, w.err(req)
+	}
+	return w.rt.RoundTrip(req)
+}
+
+func TestTransportOptions(t *testing.T) {
+	ctx := context.Background()
+	t.Run("no classifier", func(t *testing.T) {
+		e := newTrEnv(t, []ytsim.Option{ytsim.WithLimit("units", 0)}, quota.WithClassifier(nil))
+		resp, b, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil)
+		if err != nil || resp.StatusCode != 403 || !strings.Contains(string(b), "quotaExceeded") {
+			t.Fatalf("want the 403 back unread, got %v %v", resp, err)
+		}
+		if us, _ := e.lim.Status(ctx, quota.Credential{Secret: trKey}); !us[0].ExhaustedUntil.IsZero() {
+			t.Fatalf("budget marked spent without a classifier: %+v", us[0])
+		}
+	})
+	t.Run("custom classifier", func(t *testing.T) {
+		var saw []byte
+		c := classifierFunc(func(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
+			saw = body
+			return quota.Verdict{Transient: resp.StatusCode == 418}
+		})
+		e := newTrEnv(t, nil, quota.WithClassifier(c))
+		e.srv.Inject(ytsim.Fault{Status: 418, Reason: "teapot"})
+		resp, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil)
+		if err != nil || resp.StatusCode != 200 || len(e.waits) != 1 || !strings.Contains(string(saw), "teapot") {
+			t.Fatalf("resp %v err %v waits %v body %q", resp, err, e.waits, saw)
+		}
+		e.agree()
+	})
+	t.Run("max retry-after and constant backoff", func(t *testing.T) {
+		e := newTrEnv(t, nil,
+			quota.WithMaxRetryAfter(time.Minute),
+			quota.WithRetries(4, time.Minute),
+			quota.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(7 * time.Second) }))
+		e.srv.Inject(ytsim.Fault{Status: 429, RetryAfter: 30 * time.Second}, ytsim.Fault{Status: 502})
+		resp, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("resp %v err %v", resp, err)
+		}
+		if len(e.waits) != 2 || e.waits[0] != 30*time.Second || e.waits[1] != 7*time.Second {
+			t.Fatalf("waits = %v, want [30s 7s]", e.waits)
+		}
+		e.agree()
+	})
+	t.Run("retry-after as a date", func(t *testing.T) {
+		e := newTrEnv(t, nil)
+		at := e.clk.Now().Add(4 * time.Second).UTC().Format(http.TimeFormat)
+		// ytsim sets seconds; a wrapping base rewrites the header to a date.
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err == nil && resp.Header.Get("Retry-After") != "" {
+				resp.Header.Set("Retry-After", at)
+			}
+			return resp, err
+		})
+		e.client.Transport = quota.NewTransport(e.lim, e.table, quota.WithBase(base), quota.WithRetryClock(e.clk, func() backoff.Timer {
+			return &trTimer{clk: e.clk, waits: &e.waits, mu: &e.wmu, c: make(chan time.Time, 1)}
+		}))
+		e.srv.Inject(ytsim.Fault{Status: 429, RetryAfter: time.Second})
+		if resp, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("resp %v err %v", resp, err)
+		}
+		if len(e.waits) != 1 || e.waits[0] < 4*time.Second {
+			t.Fatalf("waits = %v, want one of at least 4s", e.waits)
+		}
+	})
+	t.Run("untraced base: dial errors refunded", func(t *testing.T) {
+		e := newTrEnv(t, nil, quota.WithBase(wrapped{rt: http.DefaultTransport}))
+		if _, _, err := e.do(ctx, "GET", "http://127.0.0.1:1/youtube/v3/videos?key="+trKey, nil); err == nil {
+			t.Fatal("want a dial error")
+		}
+		if got := e.used("units"); got != 0 {
+			t.Fatalf("used = %d, want 0", got)
+		}
+		if resp, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("resp %v err %v", resp, err)
+		}
+		e.agree()
+	})
+	t.Run("untraced base: other errors charged and scrubbed", func(t *testing.T) {
+		leaky := wrapped{err: func(req *http.Request) error {
+			return errors.New("proxy failed for " + req.URL.String()) // names the key
+		}}
+		e := newTrEnv(t, nil, quota.WithBase(leaky))
+		_, err := e.client.Transport.RoundTrip(httptestRequest(t, e.url("/youtube/v3/videos", "id", "v")))
+		if err == nil || strings.Contains(err.Error(), trKey) || !strings.Contains(err.Error(), "<redacted>") {
+			t.Fatalf("err = %v, want the key redacted", err)
+		}
+		if errors.Unwrap(err) == nil {
+			t.Fatal("the scrubbed error should still wrap the cause")
+		}
+		if got := e.used("units"); got != 1 {
+			t.Fatalf("used = %d, want 1: the request may have reached the upstream", got)
+		}
+	})
+}
+
+type classifierFunc func(*http.Request, *http.Response, []byte) quota.Verdict
+
+func (f classifierFunc) Classify(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
+	return f(req, resp, body)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func httptestRequest(t *testing.T, u string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
