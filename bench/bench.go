@@ -206,13 +206,17 @@ func (r *runner) measureCells(ctx context.Context, cells []*cell) ([]row, error)
 					return nil, fmt.Errorf("bench: %s (warm-up): %w", cl.c.name, err)
 				}
 			}
-			s, err := measure(ctx, cl.g, r.cfg.dur, 0, cl.fn)
+			measureFn := r.measureRedis
+			if cl.c.local {
+				measureFn = measure
+			}
+			s, err := measureFn(ctx, cl.g, r.cfg.dur, 0, cl.fn)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s, cost %d, %d goroutines: %w", cl.c.name, cl.cost, cl.g, err)
 			}
 			cl.rounds = append(cl.rounds, s)
-			r.logf("round %d/%d  %-34s cost %3d  %2d goroutines  %9.0f decisions/s  p50 %-10v p99 %-10v refused %d",
-				round+1, r.cfg.rounds, cl.c.name, cl.cost, cl.g, s.perSecond(), s.percentile(50), s.percentile(99), s.refused)
+			r.logf("round %d/%d  %-34s cost %3d  %2d goroutines  %9.0f decisions/s  p50 %-10v p99 %-10v server %5.1fµs  refused %d",
+				round+1, r.cfg.rounds, cl.c.name, cl.cost, cl.g, s.perSecond(), s.percentile(50), s.percentile(99), s.serverPerDecision(), s.refused)
 		}
 	}
 	rows := make([]row, 0, len(cells))
@@ -224,6 +228,25 @@ func (r *runner) measureCells(ctx context.Context, cells []*cell) ([]row, error)
 		rows = append(rows, row{name: cl.c.name, algo: cl.c.algo, cost: cl.cost, s: s})
 	}
 	return rows, nil
+}
+
+// measureRedis is measure, plus the time Redis spent executing scripts
+// meanwhile (INFO commandstats before and after).
+func (r *runner) measureRedis(ctx context.Context, goroutines int, dur time.Duration, count int, fn op) (*sample, error) {
+	before, err := readScriptStats(ctx, r.rdb)
+	if err != nil {
+		return nil, err
+	}
+	s, err := measure(ctx, goroutines, dur, count, fn)
+	if err != nil {
+		return nil, err
+	}
+	after, err := readScriptStats(ctx, r.rdb)
+	if err != nil {
+		return nil, err
+	}
+	s.serverUsec, s.serverCalls = after.usec-before.usec, after.calls-before.calls
+	return s, nil
 }
 
 // windowSizes measures quota decisions with few and with many entries in
@@ -259,14 +282,14 @@ func (r *runner) windowSizes(ctx context.Context, store quota.Store) ([]row, err
 		if err := r.checkUsed(ctx, lim, cred, int64(fill)); err != nil {
 			return nil, err
 		}
-		admit, err := measure(ctx, 1, 0, r.cfg.count, fn)
+		admit, err := r.measureRedis(ctx, 1, 0, r.cfg.count, fn)
 		if err != nil {
 			return nil, err
 		}
 		if admit.refused != 0 {
 			return nil, fmt.Errorf("bench: %d entries: %d of %d decisions refused under the limit", fill, admit.refused, admit.ops)
 		}
-		refuse, err := measure(ctx, 1, 0, r.cfg.count, fn)
+		refuse, err := r.measureRedis(ctx, 1, 0, r.cfg.count, fn)
 		if err != nil {
 			return nil, err
 		}

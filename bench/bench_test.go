@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,16 @@ func TestPerUnitLog(t *testing.T) {
 	}
 	if n := rdb.ZCard(ctx, "log").Val(); n != 7 {
 		t.Errorf("ZCARD = %d, want 7: one member per unit in the window", n)
+	}
+}
+
+func TestParseScriptStats(t *testing.T) {
+	info := "# Commandstats\r\ncmdstat_ping:calls=5,usec=13,usec_per_call=2.60,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha:calls=1000,usec=45000,usec_per_call=45.00,rejected_calls=0,failed_calls=2\r\n" +
+		"cmdstat_eval:calls=3,usec=300,usec_per_call=100.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_zadd:calls=1000,usec=2000,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n"
+	if got, want := parseScriptStats(info), (scriptStats{calls: 1003, usec: 45300}); got != want {
+		t.Errorf("parseScriptStats = %+v, want %+v (EVALSHA and EVAL only: the commands scripts call are inside their time)", got, want)
 	}
 }
 
@@ -101,6 +112,12 @@ func TestBench(t *testing.T) {
 		}
 		if r.ceiling == nil || r.ceiling.goroutines != r.s.goroutines {
 			t.Errorf("%s g %d: ceiling %+v, want the one at the same goroutine count", r.name, r.s.goroutines, r.ceiling)
+		}
+		if local := slices.Contains(rep.local, r); local != (r.s.serverUsec < 0) {
+			t.Errorf("%s: server time %d µs: want it measured for Redis rows only", r.name, r.s.serverUsec)
+		}
+		if r.s.serverUsec >= 0 && r.s.serverCalls < r.s.ops {
+			t.Errorf("%s: Redis counted %d script runs for %d decisions", r.name, r.s.serverCalls, r.s.ops)
 		}
 		if r.s.percentile(50) > r.s.percentile(99) {
 			t.Errorf("%s: p50 %v > p99 %v", r.name, r.s.percentile(50), r.s.percentile(99))

@@ -23,6 +23,19 @@ type sample struct {
 	elapsed    time.Duration
 	lat        []time.Duration // sorted ascending
 	rates      []float64       // decisions/s of each round, sorted; nil for one round
+	// serverUsec is the µs Redis spent executing the scripts of the
+	// measured decisions, from INFO commandstats; -1 when not measured.
+	serverUsec  int64
+	serverCalls int64 // script runs Redis counted meanwhile
+}
+
+// serverPerDecision returns the µs Redis spent per decision, or -1 when it
+// was not measured.
+func (s *sample) serverPerDecision() float64 {
+	if s.serverUsec < 0 || s.ops == 0 {
+		return -1
+	}
+	return float64(s.serverUsec) / float64(s.ops)
 }
 
 // perSecond returns decisions per second: the median round's when the
@@ -42,6 +55,12 @@ func (s *sample) perSecond() float64 {
 func combine(rounds []*sample) *sample {
 	out := &sample{}
 	for _, r := range rounds {
+		if r.serverUsec < 0 || out.serverUsec < 0 {
+			out.serverUsec = -1
+		} else {
+			out.serverUsec += r.serverUsec
+			out.serverCalls += r.serverCalls
+		}
 		out.goroutines = r.goroutines
 		out.ops += r.ops
 		out.refused += r.refused
@@ -137,7 +156,7 @@ func measure(ctx context.Context, goroutines int, dur time.Duration, count int, 
 	if first != nil {
 		return nil, first
 	}
-	s := &sample{goroutines: goroutines, elapsed: elapsed, lat: slices.Concat(lats...)}
+	s := &sample{goroutines: goroutines, elapsed: elapsed, lat: slices.Concat(lats...), serverUsec: -1}
 	slices.Sort(s.lat)
 	s.ops = int64(len(s.lat))
 	for _, r := range refused {

@@ -195,3 +195,43 @@ func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([
 	}
 	return keys, it.Err()
 }
+
+// scriptStats is what Redis counted for the commands that run scripts
+// (EVALSHA and EVAL): how many calls, and how many µs it spent executing
+// them, the commands the scripts call included. Redis measures the time
+// itself, so it holds no network or client time.
+type scriptStats struct{ calls, usec int64 }
+
+// readScriptStats reads scriptStats from INFO commandstats.
+func readScriptStats(ctx context.Context, rdb redis.UniversalClient) (scriptStats, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return scriptStats{}, fmt.Errorf("bench: info commandstats: %w", err)
+	}
+	return parseScriptStats(info), nil
+}
+
+func parseScriptStats(info string) scriptStats {
+	var st scriptStats
+	for line := range strings.SplitSeq(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, fields, ok := strings.Cut(line, ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "calls":
+				st.calls += n
+			case "usec":
+				st.usec += n
+			}
+		}
+	}
+	return st
+}
