@@ -11,9 +11,9 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// benchTable is a one-method table whose budget never runs out in a
+// trBenchTable is a one-method table whose budget never runs out in a
 // benchmark: the YouTube route and pricing work, without the daily limit.
-func benchTable(tb testing.TB) *costs.Table {
+func trBenchTable(tb testing.TB) *costs.Table {
 	tb.Helper()
 	t, err := costs.New(costs.Spec{
 		API:     "youtube",
@@ -26,9 +26,9 @@ func benchTable(tb testing.TB) *costs.Table {
 	return t
 }
 
-// benchUpstream is a loopback server answering every request with a small
+// trBenchUpstream is a loopback server answering every request with a small
 // JSON body.
-func benchUpstream(tb testing.TB) *httptest.Server {
+func trBenchUpstream(tb testing.TB) *httptest.Server {
 	tb.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -38,8 +38,8 @@ func benchUpstream(tb testing.TB) *httptest.Server {
 	return srv
 }
 
-// benchGet runs b.N GETs through client, reading each body.
-func benchGet(b *testing.B, client *http.Client, url string) {
+// trBenchGet runs b.N GETs through client, reading each body.
+func trBenchGet(b *testing.B, client *http.Client, url string) {
 	b.Helper()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -61,15 +61,15 @@ func benchGet(b *testing.B, client *http.Client, url string) {
 // (pricing, credential, one Take, tracing); the Redis variant is
 // costs.BenchmarkTransportRedis.
 func BenchmarkTransport(b *testing.B) {
-	srv := benchUpstream(b)
+	srv := trBenchUpstream(b)
 	url := srv.URL + "/youtube/v3/videos?part=snippet&chart=mostPopular&key=bench-key"
 	b.Run("bare", func(b *testing.B) {
 		client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		defer client.CloseIdleConnections()
-		benchGet(b, client, url)
+		trBenchGet(b, client, url)
 	})
 	b.Run("metered/memory", func(b *testing.B) {
-		table := benchTable(b)
+		table := trBenchTable(b)
 		lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets)
 		if err != nil {
 			b.Fatal(err)
@@ -77,7 +77,7 @@ func BenchmarkTransport(b *testing.B) {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		client := &http.Client{Transport: quota.NewTransport(lim, table, quota.WithBase(base))}
 		defer base.CloseIdleConnections()
-		benchGet(b, client, url)
+		trBenchGet(b, client, url)
 	})
 }
 
@@ -97,22 +97,22 @@ func BenchmarkTransportPrice(b *testing.B) {
 	}
 }
 
-// stubTransport answers every request at once, without I/O.
-type stubTransport struct{}
+// trStubTransport answers every request at once, without I/O.
+type trStubTransport struct{}
 
-func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (trStubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 }
 
 // BenchmarkTransportOverhead measures the meter alone: RoundTrip through a
 // base that answers at once, so no network time hides the meter's cost.
 func BenchmarkTransportOverhead(b *testing.B) {
-	table := benchTable(b)
+	table := trBenchTable(b)
 	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr := quota.NewTransport(lim, table, quota.WithBase(stubTransport{}))
+	tr := quota.NewTransport(lim, table, quota.WithBase(trStubTransport{}))
 	req, _ := http.NewRequest("GET", "http://127.0.0.1/youtube/v3/videos?part=snippet&chart=mostPopular&key=bench-key", nil)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -98,7 +98,7 @@ func newTrEnv(t *testing.T, simOpts []ytsim.Option, opts ...quota.TransportOptio
 	e.srv = ytsim.New(append([]ytsim.Option{ytsim.WithClock(e.clk.Now)}, simOpts...)...)
 	t.Cleanup(e.srv.Close)
 	e.lim = e.newLimiter()
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base := append([]quota.TransportOption{
 		quota.WithLabel("yt-key-1"),
 		quota.WithTransportLogger(logger),
@@ -122,12 +122,12 @@ func (e *trEnv) newLimiter() *quota.Limiter {
 	return lim
 }
 
-type lockedWriter struct {
+type trLockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
+func (l *trLockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
@@ -546,15 +546,15 @@ func TestTransportRetriesAreBounded(t *testing.T) {
 	})
 }
 
-// onceReader is a request body that cannot be replayed.
-type onceReader struct{ r io.Reader }
+// trOnceReader is a request body that cannot be replayed.
+type trOnceReader struct{ r io.Reader }
 
-func (o *onceReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+func (o *trOnceReader) Read(p []byte) (int, error) { return o.r.Read(p) }
 
 func TestTransportDoesNotRetryUnreplayableBody(t *testing.T) {
 	e := newTrEnv(t, nil)
 	e.srv.Inject(ytsim.Fault{Status: 503})
-	req, err := http.NewRequest("POST", e.url("/youtube/v3/playlists", "part", "snippet"), &onceReader{strings.NewReader(`{"snippet":{}}`)})
+	req, err := http.NewRequest("POST", e.url("/youtube/v3/playlists", "part", "snippet"), &trOnceReader{strings.NewReader(`{"snippet":{}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -744,14 +744,14 @@ func TestNewTransportPanicsOnNil(t *testing.T) {
 	quota.NewTransport(nil, quota.PricerFunc(func(*http.Request) (quota.Charge, error) { return quota.Units("u", 1), nil }))
 }
 
-// wrapped is a base RoundTripper that is not an *http.Transport: the
+// trWrapped is a base RoundTripper that is not an *http.Transport: the
 // Transport cannot trace it and judges from its errors alone.
-type wrapped struct {
+type trWrapped struct {
 	rt  http.RoundTripper
 	err func(*http.Request) error // when set, fail with this error instead
 }
 
-func (w wrapped) RoundTrip(req *http.Request) (*http.Response, error) {
+func (w trWrapped) RoundTrip(req *http.Request) (*http.Response, error) {
 	if w.err != nil {
 		if req.Body != nil {
 			req.Body.Close()
@@ -775,7 +775,7 @@ func TestTransportOptions(t *testing.T) {
 	})
 	t.Run("custom classifier", func(t *testing.T) {
 		var saw []byte
-		c := classifierFunc(func(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
+		c := trClassifierFunc(func(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
 			saw = body
 			return quota.Verdict{Transient: resp.StatusCode == 418}
 		})
@@ -806,7 +806,7 @@ func TestTransportOptions(t *testing.T) {
 		e := newTrEnv(t, nil)
 		at := e.clk.Now().Add(4 * time.Second).UTC().Format(http.TimeFormat)
 		// ytsim sets seconds; a wrapping base rewrites the header to a date.
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := trRoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := http.DefaultTransport.RoundTrip(req)
 			if err == nil && resp.Header.Get("Retry-After") != "" {
 				resp.Header.Set("Retry-After", at)
@@ -825,7 +825,7 @@ func TestTransportOptions(t *testing.T) {
 		}
 	})
 	t.Run("untraced base: dial errors refunded", func(t *testing.T) {
-		e := newTrEnv(t, nil, quota.WithBase(wrapped{rt: http.DefaultTransport}))
+		e := newTrEnv(t, nil, quota.WithBase(trWrapped{rt: http.DefaultTransport}))
 		if _, _, err := e.do(ctx, "GET", "http://127.0.0.1:1/youtube/v3/videos?key="+trKey, nil); err == nil {
 			t.Fatal("want a dial error")
 		}
@@ -838,11 +838,11 @@ func TestTransportOptions(t *testing.T) {
 		e.agree()
 	})
 	t.Run("untraced base: other errors charged and scrubbed", func(t *testing.T) {
-		leaky := wrapped{err: func(req *http.Request) error {
+		leaky := trWrapped{err: func(req *http.Request) error {
 			return errors.New("proxy failed for " + req.URL.String()) // names the key
 		}}
 		e := newTrEnv(t, nil, quota.WithBase(leaky))
-		_, err := e.client.Transport.RoundTrip(httptestRequest(t, e.url("/youtube/v3/videos", "id", "v")))
+		_, err := e.client.Transport.RoundTrip(trRequest(t, e.url("/youtube/v3/videos", "id", "v")))
 		if err == nil || strings.Contains(err.Error(), trKey) || !strings.Contains(err.Error(), "<redacted>") {
 			t.Fatalf("err = %v, want the key redacted", err)
 		}
@@ -855,17 +855,17 @@ func TestTransportOptions(t *testing.T) {
 	})
 }
 
-type classifierFunc func(*http.Request, *http.Response, []byte) quota.Verdict
+type trClassifierFunc func(*http.Request, *http.Response, []byte) quota.Verdict
 
-func (f classifierFunc) Classify(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
+func (f trClassifierFunc) Classify(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
 	return f(req, resp, body)
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+type trRoundTripFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+func (f trRoundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-func httptestRequest(t *testing.T, u string) *http.Request {
+func trRequest(t *testing.T, u string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest("GET", u, nil)
 	if err != nil {
