@@ -52,6 +52,7 @@ type report struct {
 	memory    []memRow
 	elapsed   time.Duration
 	prefix    string // of every key the run wrote (and deleted)
+	command   string // how the run was started, for the record
 }
 
 // runner holds what the measurements share.

@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	rep.command = strings.TrimSpace("cd bench && go run . " + strings.Join(args, " "))
 	if err := rep.markdown(stdout, desc); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

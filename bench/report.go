@@ -18,7 +18,11 @@ func (rep *report) markdown(w io.Writer, redisDesc string) error {
 	fmt.Fprintf(b, "- CPU: %s, nproc %d, %s\n", m.cpu, m.nproc, m.osArch)
 	fmt.Fprintf(b, "- Go: %s; Redis: %s (%s)\n", m.goVersion, m.redisVersion, redisDesc)
 	fmt.Fprintf(b, "- Load average (1, 5, 15 min) before: %s; after: %s\n", m.loadBefore, m.loadAfter)
-	fmt.Fprintf(b, "- Run: %s, took %s\n\n", m.when.Format(time.RFC3339), rep.elapsed.Round(time.Second))
+	fmt.Fprintf(b, "- Run: %s, took %s", m.when.Format(time.RFC3339), rep.elapsed.Round(time.Second))
+	if rep.command != "" {
+		fmt.Fprintf(b, ": `%s`", rep.command)
+	}
+	fmt.Fprintf(b, "\n\n")
 
 	fmt.Fprintf(b, "### Decisions per second, Redis limiters\n\n")
 	fmt.Fprintf(b, "Closed loop: each goroutine starts its next decision when the last returns; all goroutines charge one key (one credential). "+
