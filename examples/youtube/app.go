@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/ytsim"
+	"github.com/quotactl/quotactl/jobs"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/storeurl"
+)
+
+// config is what the flags say, plus what tests inject.
+type config struct {
+	store    string // store URL; "" = storeurl.Default()
+	schedule string // cron spec; "" = one run
+	keyEnv   string // environment variable holding the real API key
+	upstream string // real API base URL; "" = the in-process simulator
+	headroom int64  // units held back from the upstream's "units" limit
+	out      string // JSON lines file
+
+	clock func() time.Time // nil = the real clock (tests inject one)
+}
+
+// The simulator plays a project whose console says 40 units a day (the real
+// default is 10,000), so one run of 8 regions × 4 pages spends it and you see
+// the clean stop right away.
+const (
+	simUnits = 40
+	simAPI   = "youtube-sim" // its budgets, kept apart from the real "youtube" ones
+	simKey   = "sim-api-key"
+)
+
+// app is the wired program: store, limiter, metered client, scheduler.
+type app struct {
+	store   quota.Store
+	state   quota.StateStore // the same store: checkpoints and run history
+	limiter *quota.Limiter
+	sched   *jobs.Scheduler
+	sim     *ytsim.Server // nil with --upstream
+	out     *os.File
+	cred    quota.Credential
+}
+
+// open wires the program from cfg, printing what it uses to w.
+func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *app, err error) {
+	a := &app{}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	table, err := costs.Builtin("youtube")
+	if err != nil {
+		return nil, err
+	}
+	api, base, upstream := table.API, cfg.upstream, slices.Clone(table.Budgets)
+	switch {
+	case cfg.upstream == "" && cfg.keyEnv != "":
+		return nil, errors.New("--api-key-env needs --upstream (the real API is never the default)")
+	case cfg.upstream == "":
+		var opts []ytsim.Option
+		if cfg.clock != nil {
+			opts = append(opts, ytsim.WithClock(cfg.clock))
+		}
+		a.sim = ytsim.New(append(opts, ytsim.WithLimit("units", simUnits))...)
+		api, base, a.cred = simAPI, a.sim.URL(), quota.Credential{Secret: simKey, Label: "sim"}
+		for i := range upstream {
+			if upstream[i].Name == "units" {
+				upstream[i].Limit = simUnits
+			}
+		}
+		fmt.Fprintf(w, "upstream: simulated YouTube Data API at %s (%d units a day)\n", base, simUnits)
+	default:
+		key := os.Getenv(cfg.keyEnv)
+		if cfg.keyEnv == "" || key == "" {
+			return nil, fmt.Errorf("--upstream needs the API key in an environment variable: --api-key-env VAR")
+		}
+		a.cred = quota.Credential{Secret: key, Label: cfg.keyEnv}
+		fmt.Fprintf(w, "upstream: %s\n", base)
+	}
+
+	// Meter the shared pool at the upstream's limit less the headroom; the
+	// per-method buckets (search: 100 calls) at their limit.
+	budgets := upstream
+	for i := range budgets {
+		if budgets[i].Name != "units" {
+			continue
+		}
+		if budgets[i].Limit <= cfg.headroom || cfg.headroom < 0 {
+			return nil, fmt.Errorf("--headroom %d: must be from 0 to less than %s/units' limit of %d", cfg.headroom, api, budgets[i].Limit)
+		}
+		budgets[i].Limit -= cfg.headroom
+	}
+
+	url := cfg.store
+	if url == "" {
+		if url, err = storeurl.Default(); err != nil {
+			return nil, err
+		}
+	}
+	if a.store, err = storeurl.Open(ctx, url); err != nil {
+		return nil, err
+	}
+	var ok bool
+	if a.state, ok = a.store.(quota.StateStore); !ok {
+		return nil, fmt.Errorf("store %s keeps no job state", storeurl.Redact(url))
+	}
+	var lopts []quota.Option
+	if cfg.clock != nil {
+		lopts = append(lopts, quota.WithClock(cfg.clock))
+	}
+	if a.limiter, err = quota.New(a.store, api, budgets, append(lopts, quota.WithLogger(log))...); err != nil {
+		return nil, err
+	}
+	if a.out, err = os.OpenFile(cfg.out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "store: %s, budget %s/units metered at %d (--headroom %d); results appended to %s\n",
+		storeurl.Redact(url), api, budgets[0].Limit, cfg.headroom, cfg.out)
+
+	client := &http.Client{
+		Transport: quota.NewTransport(a.limiter, table, quota.WithCredential(a.cred), quota.WithTransportLogger(log)),
+		Timeout:   time.Minute,
+	}
+	now := time.Now
+	if cfg.clock != nil {
+		now = cfg.clock
+	}
+	job := &trending{client: client, base: base, key: a.cred.Secret, out: a.out, log: w, now: now, left: budgetLeft(a.limiter, a.cred)}
+	a.sched = jobs.New(a.state, jobs.WithLogger(log), jobs.WithClock(now))
+	if err := a.sched.Add("trending", cfg.schedule, job.Run); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Close releases what open made.
+func (a *app) Close() {
+	if a.sim != nil {
+		a.sim.Close()
+	}
+	if a.out != nil {
+		a.out.Close()
+	}
+	if a.store != nil {
+		a.store.Close()
+	}
+}
