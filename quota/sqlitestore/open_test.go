@@ -5,9 +5,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,5 +205,32 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	}
 	if _, err := st.List(ctx); !errors.Is(err, quota.ErrStoreUnavailable) {
 		t.Errorf("List after Close = %v, want ErrStoreUnavailable", err)
+	}
+}
+
+// TestConcurrentOpen: stores opening one new file at the same moment (as
+// processes started together do) all succeed: one creates the schema, the
+// others wait for it and see it whole.
+func TestConcurrentOpen(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		path := filepath.Join(dir, fmt.Sprintf("fresh-%d.db", i))
+		var wg sync.WaitGroup
+		for g := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := sqlitestore.Open(path)
+				if err != nil {
+					t.Errorf("round %d, opener %d: %v", i, g, err)
+					return
+				}
+				defer st.Close()
+				if err := st.SaveState(context.Background(), fmt.Sprint("k", g), []byte("v")); err != nil {
+					t.Errorf("round %d, opener %d: SaveState: %v", i, g, err)
+				}
+			}()
+		}
+		wg.Wait()
 	}
 }

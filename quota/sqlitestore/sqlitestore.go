@@ -3,18 +3,31 @@
 // modernc.org/sqlite (pure Go, no cgo).
 //
 // Many processes may open the same file at once. The database runs in WAL
-// mode; every decision (Take, Refund, Exhaust, Adjust) is one BEGIN
+// mode, and every decision (Take, Refund, Exhaust, Adjust) is one BEGIN
 // IMMEDIATE transaction, so decisions from all processes are serialised by
-// SQLite's write lock, and a process waiting for that lock waits up to the
-// busy timeout (WithBusyTimeout) before the call fails with an error
-// wrapping quota.ErrStoreUnavailable. Within one process, decisions queue for
-// the store's single write connection instead of spinning on the lock;
-// reads (Usage, Entries, List, LoadState, Records, Streams) use a separate
-// pool of read-only connections and never wait for writers.
+// SQLite's write lock: a multi-budget charge is all or nothing, and no two
+// decisions see the same usage. Within a process, decisions queue in Go for
+// the store's one write connection; across processes they wait for the
+// write lock, polling it every few hundred microseconds (not in SQLite's
+// busy handler, whose sleeps grow to 100ms and let a busy process starve
+// the others), up to the busy timeout (WithBusyTimeout, default 5s), after
+// which the call fails with an error wrapping quota.ErrStoreUnavailable. A
+// process that holds the lock back to back leaves it free for a moment
+// every 20ms, so waiting processes get their turn. Reads (Usage, Entries,
+// List, LoadState, Records, Streams) use a pool of read-only connections
+// and never wait for writers.
 //
 // synchronous=NORMAL is used: in WAL mode a committed decision survives the
 // process being killed (SIGKILL, a crash) and the file is never corrupted;
 // only a power loss or kernel crash can lose the last few decisions.
+//
+// Each (API, credential, budget) log keeps a running sum of its entries, so
+// a decision costs O(log n + expired entries), whatever the cost charged or
+// the units in the window. A decision deletes the expired entries of the
+// budgets it charges, and the logs of the credential's other budgets once
+// nothing in them counts; every 1024 decisions (WithSweepEvery) a sweep
+// deletes the logs of idle credentials, so the file does not grow with
+// credentials no longer used.
 //
 // The clock is the host's unless a request carries a Now (an injected test
 // clock, quota.WithClock). Times are stored in microseconds.
@@ -71,6 +84,8 @@ type Store struct {
 	sweepEvery uint64
 	sweepMax   int
 	ops        atomic.Uint64
+	busy       time.Duration
+	gate       gate
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -131,33 +146,38 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
 	}
-	base := "file:" + (&url.URL{Path: abs}).EscapedPath() +
-		"?_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")" +
-		"&_pragma=synchronous(NORMAL)"
-	s := &Store{path: path, sweepMax: 256}
+	file := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?_pragma=synchronous(NORMAL)"
+	busy := "&_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
+	s := &Store{path: path, sweepMax: 256, busy: max(cfg.busy, 0), gate: newGate()}
 	if cfg.sweepEvery > 0 {
 		s.sweepEvery = uint64(cfg.sweepEvery)
 	}
-	if s.w, err = sql.Open("sqlite", base+"&_txlock=immediate"); err != nil {
+	// Processes opening a new file at once contend for it in ways SQLite
+	// reports as SQLITE_BUSY without waiting (switching to WAL, reading a
+	// schema being created): such steps are retried until the busy timeout.
+	deadline := time.Now().Add(s.busy)
+	if err := retryBusy(deadline, func() error { return s.init(file + busy + "&_txlock=immediate") }); err != nil {
+		return nil, err
+	}
+	// The write connection waits for the write lock in Go (see begin), not
+	// in SQLite's busy handler, whose sleeps grow to 100ms and let a busy
+	// process starve the others.
+	if s.w, err = sql.Open("sqlite", file+"&_pragma=busy_timeout(0)&_txlock=immediate"); err != nil {
 		return nil, s.openErr(err)
 	}
-	// One write connection: a process's decisions queue here rather than on
-	// SQLite's lock, and it can never wait on itself.
+	// One write connection: a process's decisions queue in Go for it, and
+	// it can never wait on itself.
 	s.w.SetMaxOpenConns(1)
 	s.w.SetMaxIdleConns(1)
 	s.w.SetConnMaxLifetime(0)
 	s.w.SetConnMaxIdleTime(0)
-	if err := s.init(); err != nil {
-		s.w.Close()
-		return nil, err
-	}
-	if s.r, err = sql.Open("sqlite", base+"&_pragma=query_only(1)"); err != nil {
+	if s.r, err = sql.Open("sqlite", file+busy+"&_pragma=query_only(1)"); err != nil {
 		s.w.Close()
 		return nil, s.openErr(err)
 	}
 	s.r.SetMaxOpenConns(cfg.readConns)
 	s.r.SetMaxIdleConns(cfg.readConns)
-	if err := s.st.prepare(s.w); err != nil {
+	if err := retryBusy(deadline, func() error { return s.st.prepare(s.w) }); err != nil {
 		s.Close()
 		return nil, s.openErr(err)
 	}
@@ -201,32 +221,24 @@ func (s *Store) openErr(err error) error {
 }
 
 // init checks the file's schema version, then switches it to WAL and
-// creates the schema if it is new. Nothing is written before the checks.
-func (s *Store) init() error {
+// creates the schema if it is new, on a connection of its own that waits
+// for other processes in SQLite's busy handler. Nothing is written before
+// the checks.
+func (s *Store) init(dsn string) error {
 	ctx := context.Background()
-	conn, err := s.w.Conn(ctx)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return s.openErr(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return s.openErr(err)
 	}
 	defer conn.Close()
-	v, err := userVersion(ctx, conn)
+	v, err := s.check(ctx, conn)
 	if err != nil {
-		return s.openErr(err)
-	}
-	if v > schemaVersion {
-		return fmt.Errorf("sqlitestore: open %s: %w: database schema version %d is newer than this build supports (%d); upgrade quotactl",
-			s.path, quota.ErrInvalid, v, schemaVersion)
-	}
-	if v == 0 {
-		var name string
-		err := conn.QueryRowContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' LIMIT 1`).Scan(&name)
-		if err == nil {
-			return fmt.Errorf("sqlitestore: open %s: %w: an SQLite database of another program (it has table %q and no sqlitestore schema)",
-				s.path, quota.ErrInvalid, name)
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return s.openErr(err)
-		}
+		return err
 	}
 	// WAL is a property of the file: once one process set it, every
 	// connection uses it.
@@ -270,10 +282,35 @@ func (s *Store) init() error {
 	return nil
 }
 
-func userVersion(ctx context.Context, conn *sql.Conn) (int, error) {
+// check reads the schema version, and refuses a newer one or another
+// program's database, in one read transaction so that a process creating
+// the schema at the same time is seen either wholly or not at all.
+func (s *Store) check(ctx context.Context, conn *sql.Conn) (int, error) {
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return 0, s.openErr(err)
+	}
+	defer tx.Rollback()
 	var v int
-	err := conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
-	return v, err
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return 0, s.openErr(err)
+	}
+	if v > schemaVersion {
+		return 0, fmt.Errorf("sqlitestore: open %s: %w: database schema version %d is newer than this build supports (%d); upgrade quotactl",
+			s.path, quota.ErrInvalid, v, schemaVersion)
+	}
+	if v == 0 {
+		var name string
+		err := tx.QueryRowContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' LIMIT 1`).Scan(&name)
+		if err == nil {
+			return 0, fmt.Errorf("sqlitestore: open %s: %w: an SQLite database of another program (it has table %q and no sqlitestore schema)",
+				s.path, quota.ErrInvalid, name)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, s.openErr(err)
+		}
+	}
+	return v, nil
 }
 
 // Path returns the path the Store was opened with.
@@ -306,12 +343,14 @@ func fail(op string, err error) error {
 	return fmt.Errorf("sqlitestore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)
 }
 
-// write runs fn in one BEGIN IMMEDIATE transaction on the write connection.
+// write runs fn in one BEGIN IMMEDIATE transaction on the write connection
+// (see begin for how it waits for the lock).
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return fail(op, err)
 	}
+	defer s.end()
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return fail(op, err)

@@ -53,7 +53,12 @@ func (st *stmts) prepare(db *sql.DB) error {
 	st.refund = st.prep(db, `DELETE FROM entries WHERE log = ? AND at = ? AND nonce = ? RETURNING cost`)
 	st.clearLog = st.prep(db, `DELETE FROM entries WHERE log = ?`)
 	st.idleLogs = st.prep(db, `SELECT id FROM sums WHERE idle_after <= ? ORDER BY idle_after LIMIT ?`)
-	return st.prepareErr
+	if err := st.prepareErr; err != nil {
+		_ = st.close()
+		*st = stmts{}
+		return err
+	}
+	return nil
 }
 
 func (st *stmts) close() error {
