@@ -36,6 +36,13 @@ func (c Credential) GoString() string {
 // LogValue implements slog.LogValuer so structured logs never hold the secret.
 func (c Credential) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
+// MarshalText implements encoding.TextMarshaler with String, so a Credential
+// inside a value encoded as JSON, YAML or XML (a config dump, a struct
+// logged by slog's JSON handler, which does not call LogValue on nested
+// fields) holds its label, never the secret. There is no UnmarshalText:
+// decoding fills Secret and Label as fields.
+func (c Credential) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
 // DefaultFingerprintKey is the HMAC key Fingerprint uses unless the limiter is
 // given WithFingerprintKey. Every process that shares a store must use the
 // same key to see the same credentials.
