@@ -155,6 +155,7 @@ func redisOutage(t *testing.T, ctxTimeout bool) {
 		WriteTimeout:          30 * time.Second,
 		PoolTimeout:           time.Second,
 		MaxRetries:            -1,
+		DialerRetries:         1,
 		ContextTimeoutEnabled: ctxTimeout,
 	})
 	store := redisstore.New(client, redisstore.WithPrefix(redistest.Prefix(t)))
