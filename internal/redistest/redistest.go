@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,13 +57,14 @@ const (
 )
 
 var shared struct {
-	once sync.Once
-	kind Kind
-	opts *redis.Options
-	srv  *Instance
-	mini *miniredis.Miniredis
-	note string // why the fallback was taken
-	err  error
+	once  sync.Once
+	ready atomic.Bool // setup has run and opts is set
+	kind  Kind
+	opts  *redis.Options
+	srv   *Instance
+	mini  *miniredis.Miniredis
+	note  string // why the fallback was taken
+	err   error
 }
 
 // Main runs a package's tests and then stops the shared redis-server, if
@@ -116,7 +118,10 @@ func setup() {
 // the test binary pass the address to their children.
 func Shared(t testing.TB) (Kind, string) {
 	t.Helper()
-	shared.once.Do(setup)
+	shared.once.Do(func() {
+		setup()
+		shared.ready.Store(shared.err == nil)
+	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
@@ -151,7 +156,9 @@ func IsReal(t testing.TB) bool {
 
 // Prefix returns a key prefix unique to this test (and this run), such as
 // "qt:TestTake_daily:3f9a1c2e:". It holds no '{' or '}', so it never
-// becomes a Redis Cluster hash tag.
+// becomes a Redis Cluster hash tag. When the test ends, the keys under the
+// prefix in the shared server (if the test binary uses one) are deleted, so
+// a long-lived $REDIS_URL server does not collect them.
 func Prefix(t testing.TB) string {
 	t.Helper()
 	var b strings.Builder
@@ -168,6 +175,45 @@ func Prefix(t testing.TB) string {
 	b.WriteByte(':')
 	b.WriteString(hex.EncodeToString(rnd[:]))
 	b.WriteByte(':')
+	p := b.String()
+	t.Cleanup(func() { sweep(p) })
+	return p
+}
+
+// sweep deletes the keys under prefix in the shared server, if one is in
+// use. Errors are ignored: the server may be gone already.
+func sweep(prefix string) {
+	if !shared.ready.Load() {
+		return
+	}
+	opts := *shared.opts
+	opts.MaxRetries = -1
+	c := redis.NewClient(&opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	iter := c.Scan(ctx, 0, escapeGlob(prefix)+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			_ = c.Unlink(ctx, batch...).Err()
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		_ = c.Unlink(ctx, batch...).Err()
+	}
+}
+
+// escapeGlob escapes the characters SCAN MATCH treats specially.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
 	return b.String()
 }
 

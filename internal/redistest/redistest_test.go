@@ -94,3 +94,30 @@ func TestRequireRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixSwept: keys under a test's prefix are deleted from the shared
+// server when the test ends; other keys stay.
+func TestPrefixSwept(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.Client(t)
+	var prefix string
+	t.Run("writer", func(t *testing.T) {
+		prefix = redistest.Prefix(t)
+		for _, k := range []string{"a", "b", "{tag}c"} {
+			if err := c.Set(ctx, prefix+k, "v", time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	other := redistest.Prefix(t) + "kept"
+	if err := c.Set(ctx, other, "v", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("after the subtest: keys %q, %v; want none", keys, err)
+	}
+	if c.Exists(ctx, other).Val() != 1 {
+		t.Fatal("another test's key was swept")
+	}
+}
