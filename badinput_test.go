@@ -121,7 +121,10 @@ func TestBadInput(t *testing.T) {
 		{"Take: charge naming no budget", take(quota.Charge{Method: "videos.list"}), quota.ErrInvalid, `charge "videos.list" names no budget`},
 		{"Take: cost over the limit", take(quota.Units("search", 11)), quota.ErrCostExceedsLimit, "youtube/search: cost 11 > limit 10"},
 		{"Take: empty credential", func() error { _, err := l.Take(ctx, quota.Credential{}, quota.Units("units", 1)); return err }, quota.ErrInvalid, "empty credential"},
-		{"Take: unknown label", func() error { _, err := l.Take(ctx, quota.Credential{Label: "ghost"}, quota.Units("units", 1)); return err }, quota.ErrUnknownCredential, `no credential labelled "ghost" for api "youtube"`},
+		{"Take: unknown label", func() error {
+			_, err := l.Take(ctx, quota.Credential{Label: "ghost"}, quota.Units("units", 1))
+			return err
+		}, quota.ErrUnknownCredential, `no credential labelled "ghost" for api "youtube"`},
 		{"Take: allocation to a budget the limiter lacks", func() error {
 			_, err := l.Take(quota.ContextWithAllocation(ctx, "backfill", "units"), key, quota.Units("units", 1))
 			return err
