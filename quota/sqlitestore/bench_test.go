@@ -2,6 +2,8 @@ package sqlitestore_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +28,6 @@ func BenchmarkTake(b *testing.B) {
 	ctx := context.Background()
 	key := quota.Credential{Secret: "bench-key"}
 	ch := quota.Units("units", 7)
-	b.ResetTimer()
 	for b.Loop() {
 		if _, err := l.Take(ctx, key, ch); err != nil {
 			b.Fatal(err)
@@ -41,9 +42,10 @@ func BenchmarkTakeParallel(b *testing.B) {
 	l := benchLimiter(b)
 	ctx := context.Background()
 	ch := quota.Units("units", 7)
+	var n atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		key := quota.Credential{Secret: "bench-key-" + time.Now().String()}
+		key := quota.Credential{Secret: fmt.Sprint("bench-key-", n.Add(1))}
 		for pb.Next() {
 			if _, err := l.Take(ctx, key, ch); err != nil {
 				b.Error(err)
