@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+func newCmdBudget(g *globals) *cobra.Command {
+	return group("budget", "Define, list and delete budgets",
+		newCmdBudgetSet(g, nil), newCmdBudgetList(g, nil), newCmdBudgetDelete(g, nil))
+}
+
+// splitBudget reads "API/BUDGET".
+func splitBudget(s string) (api, budget string, err error) {
+	api, budget, ok := strings.Cut(s, "/")
+	if !ok || api == "" || budget == "" || strings.Contains(budget, "/") {
+		return "", "", usageErrorf("%q: want API/BUDGET, such as youtube/units", s)
+	}
+	if quota.CheckName("api", api) != nil || quota.CheckName("budget", budget) != nil {
+		return "", "", usageErrorf("%q: API and budget names are letters, digits, '.', '_' and '-', starting with a letter or digit (at most 64)", s)
+	}
+	return api, budget, nil
+}
+
+type budgetSetOptions struct {
+	*globals
+	API, Budget string
+	Limit       int64
+	Window      string // --window DURATION
+	Daily       string // --daily ZONE
+}
+
+func newCmdBudgetSet(g *globals, runF func(context.Context, *budgetSetOptions) error) *cobra.Command {
+	opts := &budgetSetOptions{globals: g}
+	c := &cobra.Command{
+		Use:   "set API/BUDGET --limit N (--window DURATION | --daily ZONE)",
+		Short: "Define a budget, or change its limit or window",
+		Long: `Define a budget of an API in the store, or replace its definition: a limit of
+units over a sliding window (--window 24h: exact over any trailing 24 hours) or
+a daily window that resets at local midnight in a time zone (--daily
+America/Los_Angeles, as the YouTube Data API does). Usage already recorded is
+kept.
+
+JSON fields: api, budget, limit, window ("sliding:24h0m0s" or
+"daily:America/Los_Angeles").`,
+		Example: `  quotactl budget set youtube/units --limit 10000 --daily America/Los_Angeles
+  quotactl budget set youtube/search --limit 100 --daily America/Los_Angeles
+  quotactl budget set github/core --limit 5000 --window 1h`,
+		Args: exactArgs(1, "one API/BUDGET argument"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if opts.API, opts.Budget, err = splitBudget(args[0]); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("limit") {
+				return usageErrorf("missing --limit N")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return budgetSetRun(cmd.Context(), opts)
+		},
+	}
+	c.Flags().Int64Var(&opts.Limit, "limit", 0, "units the window admits (> 0)")
+	c.Flags().StringVar(&opts.Window, "window", "", "a sliding window's length, e.g. 24h or 90m")
+	c.Flags().StringVar(&opts.Daily, "daily", "", "a daily window's time zone (IANA name), e.g. America/Los_Angeles or UTC")
+	return c
+}
+
+// parseWindow reads --window or --daily (exactly one).
+func parseWindow(window, daily string) (quota.Window, error) {
+	switch {
+	case window != "" && daily != "":
+		return quota.Window{}, usageErrorf("give --window or --daily, not both")
+	case window != "":
+		d, err := time.ParseDuration(window)
+		if err != nil {
+			return quota.Window{}, usageErrorf("--window %q: not a duration (such as 24h, 90m or 1h30m)", window)
+		}
+		if d <= 0 {
+			return quota.Window{}, usageErrorf("--window %q: must be > 0", window)
+		}
+		return quota.Sliding(d), nil
+	case daily != "":
+		if strings.EqualFold(daily, "local") {
+			return quota.Window{}, usageErrorf("--daily %q: name the zone (such as America/Los_Angeles or UTC) so every host agrees", daily)
+		}
+		loc, err := time.LoadLocation(daily)
+		if err != nil {
+			return quota.Window{}, usageErrorf("--daily %q: unknown time zone (want an IANA name such as America/Los_Angeles or UTC)", daily)
+		}
+		return quota.Daily(loc), nil
+	}
+	return quota.Window{}, usageErrorf("missing window: give --window DURATION or --daily ZONE")
+}
+
+type budgetJSON struct {
+	API    string `json:"api"`
+	Budget string `json:"budget"`
+	Limit  int64  `json:"limit"`
+	Window string `json:"window"`
+}
+
+func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
+	if opts.Limit <= 0 {
+		return usageErrorf("--limit %d: must be > 0", opts.Limit)
+	}
+	w, err := parseWindow(opts.Window, opts.Daily)
+	if err != nil {
+		return err
+	}
+	b := quota.Budget{Name: opts.Budget, Limit: opts.Limit, Window: w}
+	if err := quota.ValidateBudgets([]quota.Budget{b}); err != nil {
+		return err
+	}
+	st, err := opts.Store(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.DefineBudgets(ctx, opts.API, []quota.Budget{b}); err != nil {
+		return err
+	}
+	if opts.json {
+		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String()})
+	}
+	_, err = fmt.Fprintf(opts.io.Out, "%s/%s: %d units per %s\n", opts.API, b.Name, b.Limit, windowText(w))
+	return err
+}
+
+type budgetListOptions struct {
+	*globals
+}
+
+func newCmdBudgetList(g *globals, runF func(context.Context, *budgetListOptions) error) *cobra.Command {
+	opts := &budgetListOptions{globals: g}
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the budgets the store defines",
+		Long: `List every budget the store defines, by API.
+
+JSON: an array of {api, budget, limit, window}.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return budgetListRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
+	apis, err := opts.apis(ctx)
+	if err != nil {
+		return err
+	}
+	out := []budgetJSON{}
+	t := &table{header: []string{"BUDGET", "LIMIT", "WINDOW"}}
+	for _, a := range apis {
+		for _, b := range a.Budgets {
+			out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Limit: b.Limit, Window: b.Window.String()})
+			t.add(a.Name+"/"+b.Name, fmt.Sprint(b.Limit), b.Window.String())
+		}
+	}
+	if opts.json {
+		return opts.printJSON(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(opts.io.ErrOut, "no budgets defined; define one with 'quotactl budget set API/BUDGET --limit N --daily ZONE'")
+		return nil
+	}
+	return t.print(opts.io.Out, opts.io.TTY)
+}
+
+type budgetDeleteOptions struct {
+	*globals
+	API, Budget string
+}
+
+func newCmdBudgetDelete(g *globals, runF func(context.Context, *budgetDeleteOptions) error) *cobra.Command {
+	opts := &budgetDeleteOptions{globals: g}
+	return &cobra.Command{
+		Use:   "delete API/BUDGET",
+		Short: "Delete a budget's definition",
+		Long: `Delete a budget's definition from the store. Its recorded usage is not
+deleted: it expires with its window, and comes back into view if the budget is
+defined again.
+
+JSON fields: api, budget, deleted (true).`,
+		Args: exactArgs(1, "one API/BUDGET argument"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if opts.API, opts.Budget, err = splitBudget(args[0]); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return budgetDeleteRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func budgetDeleteRun(ctx context.Context, opts *budgetDeleteOptions) error {
+	st, err := opts.Store(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.DeleteBudget(ctx, opts.API, opts.Budget); err != nil {
+		if errors.Is(err, quota.ErrNotFound) {
+			return usageErrorf("no budget %s/%s in the store", opts.API, opts.Budget)
+		}
+		return err
+	}
+	if opts.json {
+		return opts.printJSON(struct {
+			API     string `json:"api"`
+			Budget  string `json:"budget"`
+			Deleted bool   `json:"deleted"`
+		}{opts.API, opts.Budget, true})
+	}
+	_, err = fmt.Fprintf(opts.io.Out, "deleted budget %s/%s (its recorded usage expires with its window)\n", opts.API, opts.Budget)
+	return err
+}

@@ -1,0 +1,310 @@
+// Package cli is the quotactl command line: one cobra command per verb,
+// each a thin flag parser over a run function that takes an options struct
+// (with the IO and the store) and does the work, so tests call the run
+// functions directly with fake IO and a real store.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/storeurl"
+)
+
+// Exit codes. They are documented in the root command's help and in the
+// quotactl package doc; scripts rely on them.
+const (
+	ExitOK        = 0 // success
+	ExitError     = 1 // any other failure: store unreachable or unreadable, not found, ...
+	ExitUsage     = 2 // the command line is wrong: unknown command or flag, bad value, unknown API, budget or label
+	ExitExhausted = 3 // a budget is spent: stderr names it and when it frees up
+	ExitNeverFits = 4 // the cost is larger than a budget's limit: it can never succeed
+)
+
+// IO is what a command reads and writes: streams, the environment and the
+// clock. Tests fill it with buffers, a map and a fake clock.
+type IO struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	// LookupEnv reads an environment variable (os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+	// Clock, when set, is the time for everything: limiters get it through
+	// quota.WithClock. When nil, decisions use the store's clock (Redis
+	// TIME, the host clock) and displays use time.Now.
+	Clock func() time.Time
+	// TTY is true when Out is a terminal: tables are aligned, with a
+	// header. Otherwise rows are tab-separated, without one.
+	TTY bool
+	// Location is the zone times are shown in; nil means time.Local.
+	Location *time.Location
+}
+
+// Main runs quotactl with args (without the program name) and returns the
+// exit code. Every error is one line on io.ErrOut, prefixed "quotactl: ".
+func Main(ctx context.Context, args []string, io *IO) int {
+	g := &globals{io: io}
+	return g.main(ctx, args)
+}
+
+// globals is the state every command shares: IO, global flags and the
+// store, opened on first use.
+type globals struct {
+	io       *IO
+	storeURL string // --store; empty when not given
+	json     bool
+
+	store    quota.Store
+	ownStore bool
+	// open opens a store URL; storeurl.Open unless a test says otherwise.
+	open func(ctx context.Context, rawURL string) (quota.Store, error)
+}
+
+func (g *globals) main(ctx context.Context, args []string) int {
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetIn(g.io.In)
+	root.SetOut(g.io.Out)
+	root.SetErr(g.io.ErrOut)
+	cmd, err := root.ExecuteContextC(ctx)
+	if g.ownStore && g.store != nil {
+		if cerr := g.store.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		g.store = nil
+	}
+	if err == nil {
+		return ExitOK
+	}
+	code, msg := g.describe(cmd, err)
+	fmt.Fprintln(g.io.ErrOut, "quotactl: "+msg)
+	return code
+}
+
+// exitError is an error with its exit code decided where it was made.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf returns an error that exits with ExitUsage.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// runError marks an error returned by a command's run function, as opposed
+// to one cobra made while reading the command line (always ExitUsage).
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// describe returns the exit code for err and its one-line message.
+func (g *globals) describe(cmd *cobra.Command, err error) (int, string) {
+	oneLine := strings.NewReplacer("\r\n", " ", "\n", " ", "\t", " ")
+	var run *runError
+	if !errors.As(err, &run) {
+		// cobra's own: unknown command or flag, bad flag value, wrong
+		// number of arguments.
+		return ExitUsage, oneLine.Replace(err.Error()) + helpHint(cmd)
+	}
+	err = run.err
+	code := exitCode(err)
+	var ex *quota.ExhaustedError
+	msg := err.Error()
+	if errors.As(err, &ex) {
+		msg = g.exhaustedMessage(ex)
+	}
+	if code == ExitUsage {
+		msg += helpHint(cmd)
+	}
+	return code, oneLine.Replace(msg)
+}
+
+func helpHint(cmd *cobra.Command) string {
+	if cmd == nil {
+		return " (see 'quotactl --help')"
+	}
+	return " (see '" + cmd.CommandPath() + " --help')"
+}
+
+// exitCode classifies an error a command returned.
+func exitCode(err error) int {
+	var ee *exitError
+	var ex *quota.ExhaustedError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ex):
+		return ExitExhausted
+	case errors.Is(err, quota.ErrCostExceedsLimit):
+		return ExitNeverFits
+	case errors.Is(err, quota.ErrInvalid), errors.Is(err, quota.ErrUnknownCredential):
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// exhaustedMessage says which budget is spent, for whom, and when it frees
+// up, relative and absolute.
+func (g *globals) exhaustedMessage(e *quota.ExhaustedError) string {
+	s := fmt.Sprintf("%s/%s is spent for %s (used %d of %d, this charge needs %d)", e.API, e.Budget, e.Credential, e.Used, e.Limit, e.Cost)
+	if !e.ExhaustedUntil.IsZero() {
+		s = fmt.Sprintf("%s/%s is marked spent for %s until %s", e.API, e.Budget, e.Credential, g.absolute(e.ExhaustedUntil))
+	}
+	return s + fmt.Sprintf(": frees up %s, at %s", relative(e.RetryAt.Sub(g.now())), g.absolute(e.RetryAt))
+}
+
+// now is the time displays are computed from.
+func (g *globals) now() time.Time {
+	if g.io.Clock != nil {
+		return g.io.Clock()
+	}
+	return time.Now()
+}
+
+func (g *globals) location() *time.Location {
+	if g.io.Location != nil {
+		return g.io.Location
+	}
+	return time.Local
+}
+
+func (g *globals) env(name string) (string, bool) {
+	if g.io.LookupEnv == nil {
+		return "", false
+	}
+	return g.io.LookupEnv(name)
+}
+
+// storeEnv is the environment variable naming the store.
+const storeEnv = "QUOTA_STORE"
+
+// fingerprintKeyEnv is the environment variable holding the HMAC key of
+// credential fingerprints, when the services sharing the store use one of
+// their own (quota.WithFingerprintKey).
+const fingerprintKeyEnv = "QUOTA_FINGERPRINT_KEY"
+
+// Store returns the store, opening it on first use: --store, else
+// $QUOTA_STORE, else storeurl.Default().
+func (g *globals) Store(ctx context.Context) (quota.Store, error) {
+	if g.store != nil {
+		return g.store, nil
+	}
+	u := g.storeURL
+	if u == "" {
+		if v, ok := g.env(storeEnv); ok && v != "" {
+			u = v
+		} else {
+			d, err := storeurl.Default()
+			if err != nil {
+				return nil, err
+			}
+			u = d
+		}
+	}
+	open := g.open
+	if open == nil {
+		open = storeurl.Open
+	}
+	st, err := open(ctx, u)
+	if err != nil {
+		var ue *storeurl.Error
+		if errors.As(err, &ue) {
+			return nil, &exitError{code: ExitUsage, err: err}
+		}
+		// Not a database, unreachable, cannot lock: the command line is
+		// fine, the store is not.
+		return nil, &exitError{code: ExitError, err: err}
+	}
+	g.store, g.ownStore = st, true
+	return st, nil
+}
+
+// limiterOptions are the options every limiter the CLI makes gets.
+func (g *globals) limiterOptions() []quota.Option {
+	var opts []quota.Option
+	if g.io.Clock != nil {
+		opts = append(opts, quota.WithClock(g.io.Clock))
+	}
+	if k, ok := g.env(fingerprintKeyEnv); ok && k != "" {
+		opts = append(opts, quota.WithFingerprintKey([]byte(k)))
+	}
+	return opts
+}
+
+func (g *globals) fingerprintKey() []byte {
+	if k, ok := g.env(fingerprintKeyEnv); ok && k != "" {
+		return []byte(k)
+	}
+	return []byte(quota.DefaultFingerprintKey)
+}
+
+// apis lists what the store knows.
+func (g *globals) apis(ctx context.Context) ([]quota.APIInfo, error) {
+	st, err := g.Store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.List(ctx)
+}
+
+// limiter loads api's limiter from the budgets recorded in the store. An
+// API the store has no budgets for is a usage error listing the known ones.
+func (g *globals) limiter(ctx context.Context, api string) (*quota.Limiter, quota.APIInfo, error) {
+	if err := quota.CheckName("api", api); err != nil {
+		return nil, quota.APIInfo{}, usageErrorf("bad API name %q: letters, digits, '.', '_' and '-' only", api)
+	}
+	apis, err := g.apis(ctx)
+	if err != nil {
+		return nil, quota.APIInfo{}, err
+	}
+	var names []string
+	for _, a := range apis {
+		if a.Name == api && len(a.Budgets) > 0 {
+			l, err := quota.New(g.store, api, a.Budgets, g.limiterOptions()...)
+			if err != nil {
+				return nil, quota.APIInfo{}, fmt.Errorf("stored budgets of %s: %w", api, err)
+			}
+			return l, a, nil
+		}
+		if len(a.Budgets) > 0 {
+			names = append(names, a.Name)
+		}
+	}
+	known := "the store has none"
+	if len(names) > 0 {
+		known = "known: " + strings.Join(names, ", ")
+	}
+	return nil, quota.APIInfo{}, usageErrorf("no budgets for API %q (%s); define one with 'quotactl budget set %s/BUDGET --limit N --daily ZONE'", api, known, api)
+}
+
+// budgetOf returns the named budget of info or a usage error listing them.
+func budgetOf(info quota.APIInfo, name string) (quota.Budget, error) {
+	for _, b := range info.Budgets {
+		if b.Name == name {
+			return b, nil
+		}
+	}
+	return quota.Budget{}, usageErrorf("no budget %q in API %q (budgets: %s)", name, info.Name, strings.Join(budgetNames(info), ", "))
+}
+
+func budgetNames(info quota.APIInfo) []string {
+	var out []string
+	for _, b := range info.Budgets {
+		out = append(out, b.Name)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,433 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/quota"
+)
+
+func newCmdCosts(g *globals) *cobra.Command {
+	return group("costs", "Show cost tables and estimate what a planned run costs",
+		newCmdCostsShow(g, nil), newCmdCostsEstimate(g, nil))
+}
+
+// loadTable returns the cost table for api: --table (a built-in name or a
+// JSON/YAML file), else the built-in table named api.
+func loadTable(api, tableFlag string) (name string, t *costs.Table, err error) {
+	name = tableFlag
+	if name == "" {
+		name = api
+	}
+	if slices.Contains(costs.Builtins(), name) {
+		t, err = costs.Builtin(name)
+		return name, t, err
+	}
+	if tableFlag == "" {
+		return "", nil, usageErrorf("no built-in cost table for %q (built in: %s); give --table FILE", api, strings.Join(costs.Builtins(), ", "))
+	}
+	t, err = costs.Load(tableFlag)
+	if err != nil {
+		var se *costs.SpecError
+		if errors.As(err, &se) {
+			return "", nil, &exitError{code: ExitUsage, err: err}
+		}
+		return "", nil, usageErrorf("--table %s: %v", tableFlag, err)
+	}
+	return tableFlag, t, nil
+}
+
+// costText is "search=1 units=100", or "free".
+func costText(m costs.Method) string {
+	if m.Free {
+		return "free"
+	}
+	return unitsText(m.Cost)
+}
+
+func unitsText(units map[string]int64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(units)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, units[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+type costsShowOptions struct {
+	*globals
+	API   string // empty: list the built-in tables
+	Table string
+}
+
+func newCmdCostsShow(g *globals, runF func(context.Context, *costsShowOptions) error) *cobra.Command {
+	opts := &costsShowOptions{globals: g}
+	c := &cobra.Command{
+		Use:   "show [API] [--table NAME|FILE]",
+		Short: "Show a cost table: budgets and what each method costs",
+		Long: `Show a cost table: the API's budgets and, per method, what one call costs in
+each budget and the routes that call it. API names a built-in table
+("youtube": Google's current YouTube Data API v3 rules; "youtube-legacy": the
+older single-pool rules); --table names a built-in table or a JSON or YAML
+file. Without either, list the built-in tables.
+
+JSON: {table, api, source, budgets: [{name, limit, window}], methods: [{name,
+routes, cost, free, note}]}; the list is an array of {table, api, source,
+budgets, methods (a count)}.`,
+		Example: `  quotactl costs show youtube
+  quotactl costs show --table youtube-legacy
+  quotactl costs show --table ./mycosts.yaml --json`,
+		Args: rangeArgs(0, 1, "at most one API argument"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.API = args[0]
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return costsShowRun(cmd.Context(), opts)
+		},
+	}
+	c.Flags().StringVar(&opts.Table, "table", "", "a built-in table name or a JSON/YAML cost table file")
+	return c
+}
+
+func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
+	if opts.API == "" && opts.Table == "" {
+		type entry struct {
+			Table   string         `json:"table"`
+			API     string         `json:"api"`
+			Source  string         `json:"source,omitempty"`
+			Budgets []quota.Budget `json:"budgets"`
+			Methods int            `json:"methods"`
+		}
+		var out []entry
+		t := &table{header: []string{"TABLE", "API", "BUDGETS", "METHODS", "SOURCE"}}
+		for _, name := range costs.Builtins() {
+			tb, err := costs.Builtin(name)
+			if err != nil {
+				return err
+			}
+			out = append(out, entry{name, tb.API, tb.Source, tb.Budgets, len(tb.Methods())})
+			var bs []string
+			for _, b := range tb.Budgets {
+				bs = append(bs, fmt.Sprintf("%s=%d", b.Name, b.Limit))
+			}
+			t.add(name, tb.API, strings.Join(bs, " "), fmt.Sprint(len(tb.Methods())), tb.Source)
+		}
+		if opts.json {
+			return opts.printJSON(out)
+		}
+		return t.print(opts.io.Out, opts.io.TTY)
+	}
+	name, tb, err := loadTable(opts.API, opts.Table)
+	if err != nil {
+		return err
+	}
+	if opts.API != "" && tb.API != opts.API {
+		return usageErrorf("table %s is for API %q, not %q", name, tb.API, opts.API)
+	}
+	if opts.json {
+		return opts.printJSON(struct {
+			Table   string         `json:"table"`
+			API     string         `json:"api"`
+			Source  string         `json:"source,omitempty"`
+			Budgets []quota.Budget `json:"budgets"`
+			Methods []costs.Method `json:"methods"`
+		}{name, tb.API, tb.Source, tb.Budgets, tb.Methods()})
+	}
+	w := opts.io.Out
+	if opts.io.TTY {
+		fmt.Fprintf(w, "Cost table %s for API %s\n", name, tb.API)
+		if tb.Source != "" {
+			fmt.Fprintf(w, "Source: %s\n", tb.Source)
+		}
+		fmt.Fprintln(w)
+	}
+	bt := &table{header: []string{"BUDGET", "LIMIT", "WINDOW"}}
+	for _, b := range tb.Budgets {
+		bt.add(b.Name, fmt.Sprint(b.Limit), b.Window.String())
+	}
+	if err := bt.print(w, opts.io.TTY); err != nil {
+		return err
+	}
+	if opts.io.TTY {
+		fmt.Fprintln(w)
+	}
+	mt := &table{header: []string{"METHOD", "COST", "ROUTES"}}
+	for _, m := range tb.Methods() {
+		mt.add(m.Name, costText(m), strings.Join(m.Routes, ", "))
+	}
+	if def, ok := tb.Default(); ok {
+		mt.add("(any other)", unitsText(def.Units), "-")
+	}
+	return mt.print(w, opts.io.TTY)
+}
+
+type costsEstimateOptions struct {
+	*globals
+	API    string
+	Counts map[string]int64
+	Order  []string // methods in the order given
+	Table  string
+	Cred   credFlags
+}
+
+func newCmdCostsEstimate(g *globals, runF func(context.Context, *costsEstimateOptions) error) *cobra.Command {
+	opts := &costsEstimateOptions{globals: g}
+	c := &cobra.Command{
+		Use:   "estimate API METHOD=COUNT... [--table NAME|FILE] [--label L]",
+		Short: "Estimate what a planned run costs against what is left now",
+		Long: `Price a planned run, COUNT calls of each METHOD, with the API's cost table, and
+hold it against what is left now in each budget for a credential: the cost per
+budget, what is left, what would be left after, and which budget runs out
+first. The credential is --label L (or --credential-env / --credential-file);
+without one, the API's only credential, or, when none has been used, whole
+budgets.
+
+Exit code 0 when the run fits in what is left; 3 when a budget cannot pay for
+it now (stderr names the budget that runs out first and when it frees up); 4
+when the run costs more than a budget's whole limit.
+
+JSON: {api, table, credential, fingerprint, counts: {METHOD: COUNT}, fits,
+runs_out_first, budgets: [{budget, cost, left, limit, after, fits, reset}]};
+runs_out_first is the budget that can pay for the smallest share of the run
+(empty when nothing is charged).`,
+		Example: `  quotactl costs estimate youtube videos.list=800 search.list=40 --label yt-key-1
+  quotactl costs estimate youtube captions.download=30 --table youtube-legacy --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageErrorf("%s takes an API and at least one METHOD=COUNT", cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.API = args[0]
+			opts.Counts = map[string]int64{}
+			for _, a := range args[1:] {
+				m, n, ok := strings.Cut(a, "=")
+				count, err := strconv.ParseInt(n, 10, 64)
+				if !ok || m == "" || err != nil || count < 0 {
+					return usageErrorf("%q: want METHOD=COUNT with a count >= 0, such as videos.list=500", a)
+				}
+				if _, dup := opts.Counts[m]; dup {
+					return usageErrorf("method %s given twice", m)
+				}
+				opts.Counts[m] = count
+				opts.Order = append(opts.Order, m)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return costsEstimateRun(cmd.Context(), opts)
+		},
+	}
+	c.Flags().StringVar(&opts.Table, "table", "", "a built-in table name or a JSON/YAML cost table file (default: the built-in table named API)")
+	opts.Cred.register(c, "the credential whose budgets to hold the run against")
+	return c
+}
+
+type estimateBudgetJSON struct {
+	Budget string     `json:"budget"`
+	Cost   int64      `json:"cost"`
+	Left   int64      `json:"left"`
+	Limit  int64      `json:"limit"`
+	After  int64      `json:"after"`
+	Fits   bool       `json:"fits"`
+	Reset  *time.Time `json:"reset,omitempty"`
+}
+
+type estimateJSON struct {
+	API          string               `json:"api"`
+	Table        string               `json:"table"`
+	Credential   string               `json:"credential"`
+	Fingerprint  string               `json:"fingerprint"`
+	Counts       map[string]int64     `json:"counts"`
+	Fits         bool                 `json:"fits"`
+	RunsOutFirst string               `json:"runs_out_first"`
+	Budgets      []estimateBudgetJSON `json:"budgets"`
+}
+
+func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
+	name, tb, err := loadTable(opts.API, opts.Table)
+	if err != nil {
+		return err
+	}
+	if tb.API != opts.API {
+		return usageErrorf("table %s is for API %q, not %q", name, tb.API, opts.API)
+	}
+	for _, m := range opts.Order {
+		if _, err := tb.Charge(m); err != nil {
+			if errors.Is(err, costs.ErrUnknownMethod) {
+				return usageErrorf("table %s has no method %q (see 'quotactl costs show %s')", name, m, opts.API)
+			}
+			return err
+		}
+	}
+	est, err := tb.Estimate(opts.Counts)
+	if err != nil {
+		return err
+	}
+
+	// What is left now: the store's definitions and usage when it has them.
+	budgets := tb.Budgets
+	usage := map[string]quota.Usage{}
+	var c cred
+	st, err := opts.Store(ctx)
+	if err != nil {
+		return err
+	}
+	apis, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	var info quota.APIInfo
+	for _, a := range apis {
+		if a.Name == opts.API {
+			info = a
+		}
+	}
+	if len(info.Budgets) > 0 {
+		budgets = mergeBudgets(tb.Budgets, info.Budgets)
+	}
+	switch {
+	case opts.Cred.given():
+		if c, err = opts.credential(ctx, opts.Cred, info); err != nil {
+			return err
+		}
+	case len(info.Credentials) == 1:
+		c = cred{Credential: quota.Credential{Label: info.Credentials[0].Label}, Fingerprint: info.Credentials[0].ID}
+	case len(info.Credentials) > 1:
+		return usageErrorf("%s has %d credentials: say which with --label", opts.API, len(info.Credentials))
+	}
+	if c.Fingerprint != "" {
+		l, err := quota.New(st, opts.API, budgets, opts.limiterOptions()...)
+		if err != nil {
+			return err
+		}
+		us, err := l.StatusOf(ctx, c.Fingerprint)
+		if err != nil {
+			return err
+		}
+		for _, u := range us {
+			usage[u.Budget] = u
+		}
+	}
+
+	out := estimateJSON{API: opts.API, Table: name, Credential: c.Label, Fingerprint: c.Fingerprint, Counts: opts.Counts, Fits: true, Budgets: []estimateBudgetJSON{}}
+	first, never := -1, -1 // indexes in out.Budgets
+	bestShare := 0.0
+	now := opts.now()
+	for _, b := range budgets {
+		cost := est[b.Name]
+		if cost == 0 {
+			continue
+		}
+		left := b.Limit
+		reset := b.Window.NextReset(now)
+		if u, ok := usage[b.Name]; ok {
+			left = u.Remaining
+			if !b.Window.IsDaily() {
+				reset = u.Reset
+			}
+		}
+		out.Budgets = append(out.Budgets, estimateBudgetJSON{Budget: b.Name, Cost: cost, Left: left, Limit: b.Limit, After: left - cost, Fits: cost <= left, Reset: jsonTime(reset)})
+		i := len(out.Budgets) - 1
+		// The share of the run what is left pays for: the smallest runs
+		// out first, and the run fits if and only if it is >= 1.
+		if share := float64(left) / float64(cost); first < 0 || share < bestShare {
+			first, bestShare = i, share
+		}
+		if cost > left {
+			out.Fits = false
+		}
+		if cost > b.Limit && never < 0 {
+			never = i
+		}
+	}
+	if first >= 0 {
+		out.RunsOutFirst = out.Budgets[first].Budget
+	}
+
+	if opts.json {
+		if err := opts.printJSON(out); err != nil {
+			return err
+		}
+	} else if err := opts.printEstimate(out, c, bestShare); err != nil {
+		return err
+	}
+	switch {
+	case never >= 0:
+		b := out.Budgets[never]
+		return &exitError{code: ExitNeverFits, err: fmt.Errorf("%s/%s: the run costs %d but the limit is %d: it can never fit in one window", opts.API, b.Budget, b.Cost, b.Limit)}
+	case !out.Fits:
+		b := out.Budgets[first]
+		msg := fmt.Sprintf("%s/%s cannot pay for the run: it costs %d, %d left", opts.API, b.Budget, b.Cost, b.Left)
+		if b.Reset != nil {
+			msg += "; capacity frees up " + opts.when(*b.Reset)
+		}
+		return &exitError{code: ExitExhausted, err: errors.New(msg)}
+	}
+	return nil
+}
+
+// mergeBudgets returns the table's budgets, each replaced by the store's
+// definition of the same name when there is one (it is what is enforced).
+func mergeBudgets(table, stored []quota.Budget) []quota.Budget {
+	out := make([]quota.Budget, 0, len(table))
+	for _, b := range table {
+		for _, s := range stored {
+			if s.Name == b.Name {
+				b = s
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func (opts *costsEstimateOptions) printEstimate(out estimateJSON, c cred, share float64) error {
+	w := opts.io.Out
+	var plan []string
+	for _, m := range opts.Order {
+		plan = append(plan, fmt.Sprintf("%s=%d", m, opts.Counts[m]))
+	}
+	who := "no credential used yet: whole budgets"
+	if c.Fingerprint != "" {
+		who = "for " + c.name()
+	}
+	if opts.io.TTY {
+		fmt.Fprintf(w, "Planned run on %s (%s), %s: %s\n", out.API, out.Table, who, strings.Join(plan, " "))
+	}
+	t := &table{header: []string{"BUDGET", "COST", "LEFT", "LIMIT", "AFTER", "FITS"}}
+	for _, b := range out.Budgets {
+		fits := "yes"
+		if !b.Fits {
+			fits = "NO"
+		}
+		t.add(b.Budget, fmt.Sprint(b.Cost), fmt.Sprint(b.Left), fmt.Sprint(b.Limit), fmt.Sprint(b.After), fits)
+	}
+	if err := t.print(w, opts.io.TTY); err != nil {
+		return err
+	}
+	if !opts.io.TTY {
+		return nil
+	}
+	switch {
+	case out.RunsOutFirst == "":
+		fmt.Fprintln(w, "The run charges nothing.")
+	case out.Fits:
+		fmt.Fprintf(w, "Fits. Tightest budget: %s (what is left pays for %.1fx the run).\n", out.RunsOutFirst, share)
+	default:
+		fmt.Fprintf(w, "Does not fit: %s runs out first, after %.0f%% of the run.\n", out.RunsOutFirst, share*100)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+type listOptions struct {
+	*globals
+}
+
+func newCmdList(g *globals, runF func(context.Context, *listOptions) error) *cobra.Command {
+	opts := &listOptions{globals: g}
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the APIs, budgets and credentials the store knows",
+		Long: `List every API the store knows, with its budgets and the credentials used with
+it (label and fingerprint; never a secret).
+
+JSON: an array of {api, budgets: [{name, limit, window}], credentials:
+[{label, fingerprint}]}.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return listRun(cmd.Context(), opts)
+		},
+	}
+}
+
+type listJSON struct {
+	API         string           `json:"api"`
+	Budgets     []budgetDefJSON  `json:"budgets"`
+	Credentials []credentialJSON `json:"credentials"`
+}
+
+type budgetDefJSON struct {
+	Name   string `json:"name"`
+	Limit  int64  `json:"limit"`
+	Window string `json:"window"`
+}
+
+type credentialJSON struct {
+	Label       string `json:"label"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+func listRun(ctx context.Context, opts *listOptions) error {
+	apis, err := opts.apis(ctx)
+	if err != nil {
+		return err
+	}
+	out := []listJSON{}
+	t := &table{header: []string{"API", "KIND", "NAME", "DETAIL"}}
+	for _, a := range apis {
+		l := listJSON{API: a.Name, Budgets: []budgetDefJSON{}, Credentials: []credentialJSON{}}
+		for _, b := range a.Budgets {
+			l.Budgets = append(l.Budgets, budgetDefJSON{b.Name, b.Limit, b.Window.String()})
+			t.add(a.Name, "budget", b.Name, fmt.Sprintf("%d units per %s", b.Limit, windowText(b.Window)))
+		}
+		for _, c := range a.Credentials {
+			l.Credentials = append(l.Credentials, credentialJSON{c.Label, c.ID})
+			name := c.Label
+			if name == "" {
+				name = "(no label)"
+			}
+			t.add(a.Name, "credential", name, "fingerprint "+c.ID)
+		}
+		out = append(out, l)
+	}
+	if opts.json {
+		return opts.printJSON(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(opts.io.ErrOut, "the store is empty; define a budget with 'quotactl budget set API/BUDGET --limit N --daily ZONE'")
+		return nil
+	}
+	return t.print(opts.io.Out, opts.io.TTY)
+}
+
+// Version is quotactl's version, set at build time with
+// -ldflags "-X github.com/quotactl/quotactl/cmd/quotactl/internal/cli.Version=v1.2.3".
+// When empty, the module version from the build info is shown.
+var Version = ""
+
+func newCmdVersion(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print quotactl's version",
+		Long: `Print quotactl's version, the Go version it was built with and the platform.
+
+JSON fields: version, commit (when known), go, os, arch.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v := struct {
+				Version string `json:"version"`
+				Commit  string `json:"commit,omitempty"`
+				Go      string `json:"go"`
+				OS      string `json:"os"`
+				Arch    string `json:"arch"`
+			}{Version: Version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				if v.Version == "" {
+					v.Version = bi.Main.Version
+				}
+				for _, s := range bi.Settings {
+					if s.Key == "vcs.revision" {
+						v.Commit = s.Value
+					}
+				}
+			}
+			if v.Version == "" {
+				v.Version = "(devel)"
+			}
+			if g.json {
+				return g.printJSON(v)
+			}
+			s := "quotactl " + v.Version
+			if v.Commit != "" {
+				s += " (" + shortFP(v.Commit) + ")"
+			}
+			_, err := fmt.Fprintf(g.io.Out, "%s %s %s/%s\n", s, v.Go, v.OS, v.Arch)
+			return err
+		},
+	}
+}

@@ -1,0 +1,139 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+const rootLong = `quotactl inspects and adjusts the client-side quota budgets that
+quotactl's limiter keeps in a store: what is left, what was spent, when it frees
+up. It needs no configuration: budget definitions and credential labels live in
+the store next to the usage.
+
+The store is --store URL, else $QUOTA_STORE, else an SQLite file in the user's
+state directory ($XDG_STATE_HOME/quotactl/quota.db, or
+~/.local/state/quotactl/quota.db). URLs: sqlite:PATH, sqlite:///ABS/PATH,
+memory:, redis://[USER:PASS@]HOST:PORT/DB, rediss://..., 
+redis+sentinel://[:PASS@]HOST:PORT[,HOST:PORT]/MASTER[/DB],
+redis+cluster://HOST:PORT[,HOST:PORT...]; ?prefix= sets the Redis key prefix.
+
+Credentials are never flag values: --credential-env VAR reads the secret from an
+environment variable, --credential-file F from the first line of a file, and
+--label L alone names a credential the store already knows. If the services
+sharing the store fingerprint credentials with a key of their own, put it in
+$QUOTA_FINGERPRINT_KEY.
+
+Exit codes:
+  0  success
+  1  error: the store is unreachable or unreadable (not a database), a
+     reservation was not found, any other failure
+  2  usage: unknown command or flag, bad or missing value (duration, zone,
+     cost <= 0, missing credential), unknown API, budget or label, malformed
+     store URL, reset without --yes
+  3  a budget is spent: stderr names the budget and when it frees up
+  4  the cost is larger than a budget's limit: it can never succeed
+
+Every error is one line on stderr, prefixed "quotactl: ".
+
+--json prints machine-readable output with stable field names, listed in each
+command's help.`
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "quotactl",
+		Short:         "Inspect and adjust client-side API quota budgets",
+		Long:          rootLong,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	root.PersistentFlags().StringVar(&g.storeURL, "store", "", "store URL (default $QUOTA_STORE, else sqlite: in the user's state directory)")
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON with stable field names (see each command's help)")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return err })
+	root.CompletionOptions.HiddenDefaultCmd = false
+
+	root.AddCommand(
+		newCmdBudget(g),
+		newCmdTake(g, nil),
+		newCmdRefund(g, nil),
+		newCmdStatus(g, nil),
+		newCmdHistory(g, nil),
+		newCmdExhaust(g, nil),
+		newCmdAdjust(g, nil),
+		newCmdReset(g, nil),
+		newCmdList(g, nil),
+		newCmdCosts(g),
+		newCmdJobs(g, nil),
+		newCmdVersion(g),
+	)
+	markRun(root)
+	return root
+}
+
+// markRun wraps every command's RunE so that its errors are told apart from
+// cobra's own (see describe).
+func markRun(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if err := run(cmd, args); err != nil {
+				return &runError{err: err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markRun(sub)
+	}
+}
+
+// group returns a command that only holds subcommands: run alone it prints
+// its help; with an unknown subcommand it is a usage error.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	c.AddCommand(subs...)
+	return c
+}
+
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := "unknown command \"" + name + "\" for \"" + cmd.CommandPath() + "\""
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += " (did you mean \"" + s[0] + "\"?)"
+	}
+	return usageErrorf("%s", msg)
+}
+
+// exactArgs is cobra.ExactArgs with a message naming what is missing.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf("%s takes %s; got %d argument(s)", cmd.CommandPath(), names, len(args))
+		}
+		return nil
+	}
+}
+
+// rangeArgs accepts between lo and hi arguments.
+func rangeArgs(lo, hi int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usageErrorf("%s takes %s; got %d argument(s)", cmd.CommandPath(), names, len(args))
+		}
+		return nil
+	}
+}

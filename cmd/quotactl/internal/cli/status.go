@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+type statusOptions struct {
+	*globals
+	API   string // empty: every API
+	Label string // empty: every credential
+}
+
+func newCmdStatus(g *globals, runF func(context.Context, *statusOptions) error) *cobra.Command {
+	opts := &statusOptions{globals: g}
+	c := &cobra.Command{
+		Use:   "status [API] [--label L]",
+		Short: "Show what is used and left of every budget, per credential",
+		Long: `Show, per API, credential (its label, or the first 8 digits of its
+fingerprint) and budget: units used of the limit, units remaining, a usage
+bar, when capacity next frees up (a daily budget's reset, or when a sliding
+window's oldest entry leaves it), and until when the budget is marked spent.
+
+On a terminal the table is aligned under a header; piped, rows are
+tab-separated without one.
+
+JSON: an array of {api, credential, fingerprint, budget, window, used, limit,
+remaining, reset, exhausted_until}; reset and exhausted_until are RFC 3339
+times, absent when there is none.`,
+		Args: rangeArgs(0, 1, "at most one API argument"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.API = args[0]
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return statusRun(cmd.Context(), opts)
+		},
+	}
+	c.Flags().StringVar(&opts.Label, "label", "", "only the credential with this label")
+	return c
+}
+
+type statusJSON struct {
+	API            string     `json:"api"`
+	Credential     string     `json:"credential"`
+	Fingerprint    string     `json:"fingerprint"`
+	Budget         string     `json:"budget"`
+	Window         string     `json:"window"`
+	Used           int64      `json:"used"`
+	Limit          int64      `json:"limit"`
+	Remaining      int64      `json:"remaining"`
+	Reset          *time.Time `json:"reset,omitempty"`
+	ExhaustedUntil *time.Time `json:"exhausted_until,omitempty"`
+}
+
+func statusRun(ctx context.Context, opts *statusOptions) error {
+	var infos []quota.APIInfo
+	if opts.API != "" {
+		_, info, err := opts.limiter(ctx, opts.API)
+		if err != nil {
+			return err
+		}
+		infos = []quota.APIInfo{info}
+	} else {
+		all, err := opts.apis(ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range all {
+			if len(a.Budgets) > 0 {
+				infos = append(infos, a)
+			}
+		}
+	}
+	out := []statusJSON{}
+	t := &table{header: []string{"API", "CREDENTIAL", "BUDGET", "USED", "LEFT", "USAGE", "NEXT FREE", "SPENT UNTIL"}}
+	labelSeen := false
+	for _, info := range infos {
+		l, err := quota.New(opts.store, info.Name, info.Budgets, opts.limiterOptions()...)
+		if err != nil {
+			return fmt.Errorf("stored budgets of %s: %w", info.Name, err)
+		}
+		creds := selectCredentials(info, opts.Label)
+		labelSeen = labelSeen || len(creds) > 0
+		for _, c := range creds {
+			us, err := l.StatusOf(ctx, c.ID)
+			if err != nil {
+				return err
+			}
+			for _, u := range us {
+				out = append(out, statusJSON{
+					API: info.Name, Credential: c.Label, Fingerprint: c.ID, Budget: u.Budget, Window: u.Window.String(),
+					Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
+				})
+				t.add(info.Name, credName(c), u.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), fmt.Sprint(u.Remaining),
+					fmt.Sprintf("%s %3d%%", bar(u.Used, u.Limit, 20), percent(u.Used, u.Limit)), opts.nextFree(u), opts.spentUntil(u))
+			}
+		}
+		if len(info.Credentials) == 0 && opts.Label == "" {
+			// Nothing charged yet: every budget is whole.
+			for _, b := range info.Budgets {
+				out = append(out, statusJSON{API: info.Name, Budget: b.Name, Window: b.Window.String(), Limit: b.Limit, Remaining: b.Limit})
+				t.add(info.Name, "-", b.Name, fmt.Sprintf("0/%d", b.Limit), fmt.Sprint(b.Limit), bar(0, b.Limit, 20)+"   0%", "-", "-")
+			}
+		}
+	}
+	if opts.Label != "" && !labelSeen {
+		return usageErrorf("unknown label %q: no credential of %s has it", opts.Label, apiScope(opts.API))
+	}
+	if opts.json {
+		return opts.printJSON(out)
+	}
+	if len(infos) == 0 {
+		fmt.Fprintln(opts.io.ErrOut, "no budgets defined; define one with 'quotactl budget set API/BUDGET --limit N --daily ZONE'")
+		return nil
+	}
+	return t.print(opts.io.Out, opts.io.TTY)
+}
+
+func apiScope(api string) string {
+	if api == "" {
+		return "any API"
+	}
+	return api
+}
+
+func percent(used, limit int64) int64 {
+	if limit <= 0 {
+		return 0
+	}
+	return min(used*100/limit, 100)
+}
+
+// nextFree says when capacity next comes back: a daily budget's reset, or
+// when a sliding window's oldest entry leaves it.
+func (g *globals) nextFree(u quota.Usage) string {
+	switch {
+	case u.Window.IsDaily():
+		return "reset " + g.when(u.Window.NextReset(g.now()))
+	case u.Reset.IsZero():
+		return "-"
+	}
+	return g.when(u.Reset)
+}
+
+func (g *globals) spentUntil(u quota.Usage) string {
+	if u.ExhaustedUntil.IsZero() {
+		return "-"
+	}
+	return g.when(u.ExhaustedUntil)
+}
