@@ -71,9 +71,6 @@ type globals struct {
 func (g *globals) main(ctx context.Context, args []string) int {
 	root := newRoot(g)
 	root.SetArgs(args)
-	root.SetIn(g.io.In)
-	root.SetOut(g.io.Out)
-	root.SetErr(g.io.ErrOut)
 	cmd, err := root.ExecuteContextC(ctx)
 	if g.ownStore && g.store != nil {
 		if cerr := g.store.Close(); cerr != nil && err == nil {

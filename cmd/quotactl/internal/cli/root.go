@@ -42,13 +42,8 @@ func newRoot(g *globals) *cobra.Command {
 		Long:          rootLong,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return unknownCommand(cmd, args[0])
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+		Args:          groupArgs,
+		RunE:          func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	root.PersistentFlags().StringVar(&g.storeURL, "store", "", "store URL (default $QUOTA_STORE, else sqlite: in the user's state directory)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON with stable field names (see each command's help)")
@@ -69,6 +64,19 @@ func newRoot(g *globals) *cobra.Command {
 		newCmdJobs(g, nil),
 		newCmdVersion(g),
 	)
+	root.SetIn(g.io.In)
+	root.SetOut(g.io.Out)
+	root.SetErr(g.io.ErrOut)
+	// cobra adds "completion" when the command runs; add it now (after
+	// SetOut, which it captures) so that an unknown shell is a usage error
+	// like any unknown subcommand.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = groupArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+		}
+	}
 	markRun(root)
 	return root
 }
@@ -95,16 +103,19 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return unknownCommand(cmd, args[0])
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+		Args:  groupArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	c.AddCommand(subs...)
 	return c
+}
+
+// groupArgs refuses arguments to a command that only holds subcommands.
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return unknownCommand(cmd, args[0])
+	}
+	return nil
 }
 
 func unknownCommand(cmd *cobra.Command, name string) error {

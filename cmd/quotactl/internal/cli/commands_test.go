@@ -1,0 +1,588 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+func TestBudgetSetListDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+
+	g, out, _ := e.g()
+	if err := budgetSetRun(ctx, &budgetSetOptions{globals: g, API: "youtube", Budget: "units", Limit: 10000, Daily: "America/Los_Angeles"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "youtube/units: 10000 units per day, reset at midnight America/Los_Angeles\n"; got != want {
+		t.Errorf("budget set printed %q, want %q", got, want)
+	}
+	g, out, _ = e.jsonG()
+	if err := budgetSetRun(ctx, &budgetSetOptions{globals: g, API: "github", Budget: "core", Limit: 5000, Window: "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	var set budgetJSON
+	decode(t, out.String(), &set)
+	if set != (budgetJSON{API: "github", Budget: "core", Limit: 5000, Window: "sliding:1h0m0s"}) {
+		t.Errorf("budget set --json = %+v", set)
+	}
+
+	g, out, _ = e.jsonG()
+	if err := budgetListRun(ctx, &budgetListOptions{globals: g}); err != nil {
+		t.Fatal(err)
+	}
+	var list []budgetJSON
+	decode(t, out.String(), &list)
+	want := []budgetJSON{{"github", "core", 5000, "sliding:1h0m0s"}, {"youtube", "units", 10000, "daily:America/Los_Angeles"}}
+	if len(list) != 2 || list[0] != want[0] || list[1] != want[1] {
+		t.Errorf("budget list = %+v, want %+v", list, want)
+	}
+
+	// Changing a budget replaces its definition.
+	g, _, _ = e.g()
+	if err := budgetSetRun(ctx, &budgetSetOptions{globals: g, API: "youtube", Budget: "units", Limit: 9500, Daily: "America/Los_Angeles"}); err != nil {
+		t.Fatal(err)
+	}
+	g, out, _ = e.g()
+	if err := budgetListRun(ctx, &budgetListOptions{globals: g}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "github/core\t5000\tsliding:1h0m0s\nyoutube/units\t9500\tdaily:America/Los_Angeles\n" {
+		t.Errorf("budget list (piped) = %q", got)
+	}
+
+	g, out, _ = e.g()
+	if err := budgetDeleteRun(ctx, &budgetDeleteOptions{globals: g, API: "github", Budget: "core"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "deleted budget github/core") {
+		t.Errorf("budget delete printed %q", out.String())
+	}
+	g, _, _ = e.g()
+	err := budgetDeleteRun(ctx, &budgetDeleteOptions{globals: g, API: "github", Budget: "core"})
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "no budget github/core") {
+		t.Errorf("deleting it again: %v (exit %d)", err, exitCode(err))
+	}
+}
+
+func TestBudgetSetRejects(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tests := []struct {
+		opts budgetSetOptions
+		want string
+	}{
+		{budgetSetOptions{API: "a", Budget: "b", Limit: 0, Window: "1h"}, "--limit 0: must be > 0"},
+		{budgetSetOptions{API: "a", Budget: "b", Limit: -3, Window: "1h"}, "--limit -3"},
+		{budgetSetOptions{API: "a", Budget: "b", Limit: 1}, "missing window"},
+		{budgetSetOptions{API: "a", Budget: "b", Limit: 1, Window: "1h", Daily: "UTC"}, "not both"},
+		{budgetSetOptions{API: "a", Budget: "b", Limit: 1, Window: "soon"}, `--window "soon": not a duration`},
+		{budgetSetOptions{API: "a", Budget: "b", Limit: 1, Window: "-1h"}, "must be > 0"},
+		{budgetSetOptions{API: "a", Budget: "b", Limit: 1, Daily: "Mars/Olympus"}, `--daily "Mars/Olympus": unknown time zone`},
+		{budgetSetOptions{API: "a", Budget: "b", Limit: 1, Daily: "Local"}, "name the zone"},
+	}
+	for _, tt := range tests {
+		g, _, _ := e.g()
+		tt.opts.globals = g
+		err := budgetSetRun(context.Background(), &tt.opts)
+		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("budget set %+v: %v (exit %d), want usage error %q", tt.opts, err, exitCode(err), tt.want)
+		}
+	}
+	g, _, _ := e.g()
+	if apis, _ := g.apis(context.Background()); len(apis) != 0 {
+		t.Errorf("rejected definitions were recorded: %+v", apis)
+	}
+}
+
+func TestTakeUntilSpentAndBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup() // units: 1 of 10 used
+	idRE := regexp.MustCompile(`^youtube/[0-9a-f]{24}/[0-9a-z]+\.[0-9A-Z]+\n$`)
+	for i := 0; i < 3; i++ {
+		e.clock.Advance(time.Minute)
+		out := e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "3", "--budget", "units", "--method", "videos.list")
+		if !idRE.MatchString(out) {
+			t.Errorf("take printed %q, want a reservation ID", out)
+		}
+	}
+	// 10 of 10 used: the next take is refused, naming the budget and when
+	// the first unit (taken at t0) leaves the sliding hour.
+	r := e.run("take", "youtube", "--label", "yt-key-1", "--cost", "1", "--budget", "units")
+	if r.code != ExitExhausted || r.out != "" {
+		t.Fatalf("take on a spent budget: exit %d, stdout %q", r.code, r.out)
+	}
+	oneLine(t, r.errOut, "youtube/units is spent for yt-key-1", "used 10 of 10", "needs 1", "in 57m", "2026-11-22 10:00:00 UTC")
+
+	// A charge of 4 waits for the first two entries (1 + 3 units): 10:01.
+	r = e.run("--json", "take", "youtube", "--label", "yt-key-1", "--cost", "4", "--budget", "units")
+	var refused struct{ Exhausted exhaustedJSON }
+	decode(t, r.out, &refused)
+	if r.code != ExitExhausted || refused.Exhausted.Budget != "units" || !refused.Exhausted.RetryAt.Equal(t0.Add(61*time.Minute)) ||
+		refused.Exhausted.RetryAfterSeconds != (58*time.Minute).Seconds() || refused.Exhausted.Cost != 4 {
+		t.Errorf("take --json refused: exit %d, %+v", r.code, refused.Exhausted)
+	}
+
+	e.clock.Advance(58 * time.Minute) // 10:01: units taken at 09:00 and 09:01 are out
+	e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "4", "--budget", "units")
+	if u := e.usage("youtube")["yt-key-1/units"]; u.Used != 10 || u.Remaining != 0 {
+		t.Errorf("units after the window moved: %+v", u)
+	}
+}
+
+func TestTakeChargesEveryBudgetOrOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup() // the first take charged both budgets 1
+	u := e.usage("youtube")
+	if u["yt-key-1/units"].Used != 1 || u["yt-key-1/search"].Used != 1 {
+		t.Fatalf("after a take without --budget: %+v", u)
+	}
+	e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "2", "--budget", "search")
+	u = e.usage("youtube")
+	if u["yt-key-1/units"].Used != 1 || u["yt-key-1/search"].Used != 3 {
+		t.Fatalf("after --budget search: %+v", u)
+	}
+	// All or nothing: search is full, so units is not charged either.
+	r := e.run("take", "youtube", "--label", "yt-key-1", "--cost", "1")
+	if r.code != ExitExhausted {
+		t.Fatalf("exit %d", r.code)
+	}
+	oneLine(t, r.errOut, "youtube/search is spent", "2026-11-23 08:00:00 UTC")
+	if got := e.usage("youtube")["yt-key-1/units"].Used; got != 1 {
+		t.Errorf("a refused take charged units: used %d", got)
+	}
+}
+
+func TestTakeJSON(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	var res reservationJSON
+	decode(t, e.ok("--json", "take", "youtube", "--label", "yt-key-1", "--cost", "2", "--budget", "units", "--method", "videos.list"), &res)
+	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "AIzaSy-key-one")
+	if res.API != "youtube" || res.Credential != "yt-key-1" || res.Fingerprint != fp || res.Method != "videos.list" ||
+		!res.At.Equal(t0) || len(res.Usage) != 1 || res.Usage[0] != (usageJSON{Budget: "units", Cost: 2, Used: 3, Limit: 10, Remaining: 7, Reset: res.Usage[0].Reset}) ||
+		res.Usage[0].Reset == nil || !res.Usage[0].Reset.Equal(t0.Add(time.Hour)) {
+		t.Errorf("take --json = %+v", res)
+	}
+	if _, err := quota.ParseReservationID(res.ID); err != nil {
+		t.Errorf("id %q: %v", res.ID, err)
+	}
+}
+
+func TestTakeCredentialSources(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyFile, []byte("  AIzaSy-key-two \nsecond line is ignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o600)
+	blank := filepath.Join(dir, "blank")
+	os.WriteFile(blank, []byte("\nAIza-on-line-two\n"), 0o600)
+	e.vars["KEY2"] = "AIzaSy-key-two"
+	e.vars["EMPTY"] = "  "
+
+	// The file's first line, trimmed, is the same secret as $KEY2.
+	e.ok("take", "youtube", "--credential-file", keyFile, "--label", "yt-key-2", "--cost", "1", "--budget", "units")
+	e.ok("take", "youtube", "--credential-env", "KEY2", "--cost", "1", "--budget", "units")
+	e.ok("take", "youtube", "--label", "yt-key-2", "--cost", "1", "--budget", "units")
+	if u := e.usage("youtube")["yt-key-2/units"]; u.Used != 3 || u.Fingerprint != quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "AIzaSy-key-two") {
+		t.Errorf("yt-key-2: %+v", u)
+	}
+
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cost", "1"}, "missing credential"},
+		{[]string{"--cost", "1", "--label", "yt-key-9"}, `unknown label "yt-key-9"`},
+		{[]string{"--cost", "1", "--credential-env", "NOPE"}, "$NOPE is not set"},
+		{[]string{"--cost", "1", "--credential-env", "EMPTY"}, "$EMPTY is empty"},
+		{[]string{"--cost", "1", "--credential-file", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"--cost", "1", "--credential-file", empty}, "the first line is empty"},
+		{[]string{"--cost", "1", "--credential-file", blank}, "the first line is empty"},
+		{[]string{"--cost", "1", "--credential-file", dir}, "--credential-file " + dir},
+		{[]string{"--cost", "1", "--credential-env", "KEY2", "--credential-file", keyFile}, "not both"},
+		{[]string{"--cost", "1", "--secret", "AIza-on-the-command-line"}, "unknown flag: --secret"},
+	}
+	for _, b := range bad {
+		r := e.run(append([]string{"take", "youtube"}, b.args...)...)
+		if r.code != ExitUsage {
+			t.Errorf("take %v: exit %d, want 2", b.args, r.code)
+		}
+		oneLine(t, r.errOut, b.want)
+	}
+	// The secrets never show, in any output.
+	for _, a := range [][]string{{"status"}, {"list"}, {"--json", "list"}, {"--json", "status"}, {"history", "youtube", "--label", "yt-key-2"}} {
+		r := e.run(a...)
+		if strings.Contains(r.out+r.errOut, "AIzaSy") {
+			t.Errorf("quotactl %v shows a secret: %s%s", a, r.out, r.errOut)
+		}
+	}
+}
+
+func TestTakeFingerprintKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	e.vars["QUOTA_FINGERPRINT_KEY"] = "our-own-key"
+	e.vars["KEY3"] = "AIzaSy-key-three"
+	e.ok("take", "youtube", "--credential-env", "KEY3", "--label", "yt-key-3", "--cost", "1")
+	if fp := e.usage("youtube")["yt-key-3/units"].Fingerprint; fp != quota.Fingerprint([]byte("our-own-key"), "AIzaSy-key-three") {
+		t.Errorf("fingerprint %s was not made with $QUOTA_FINGERPRINT_KEY", fp)
+	}
+}
+
+func TestRefund(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	id := strings.TrimSpace(e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "5", "--budget", "units"))
+	if got := e.usage("youtube")["yt-key-1/units"].Used; got != 6 {
+		t.Fatalf("used %d", got)
+	}
+	g, out, _ := e.g()
+	if err := refundRun(context.Background(), &refundOptions{globals: g, ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "refunded "+id+"\n" {
+		t.Errorf("refund printed %q", out.String())
+	}
+	if got := e.usage("youtube")["yt-key-1/units"].Used; got != 1 {
+		t.Errorf("after refund: used %d, want 1", got)
+	}
+	r := e.run("refund", id)
+	if r.code != ExitError {
+		t.Errorf("second refund: exit %d, want 1", r.code)
+	}
+	oneLine(t, r.errOut, "not found", id)
+	r = e.run("refund", "youtube/not-an-id")
+	if r.code != ExitUsage {
+		t.Errorf("bad ID: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, `bad reservation ID "youtube/not-an-id"`)
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	e.ok("budget", "set", "github/core", "--limit", "5000", "--window", "1h") // no credential yet
+	e.clock.Advance(30 * time.Minute)
+	e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "4", "--budget", "units")
+	e.ok("exhaust", "youtube", "--label", "yt-key-1", "--budget", "search", "--until", "2h")
+
+	e.tty = true
+	out := e.ok("status")
+	want := strings.Join([]string{
+		"API      CREDENTIAL  BUDGET  USED    LEFT  USAGE                        NEXT FREE                                  SPENT UNTIL",
+		"github   -           core    0/5000  5000  [--------------------]   0%  -                                          -",
+		"youtube  yt-key-1    search  1/3     0     [#######-------------]  33%  reset in 22h30m (2026-11-23 08:00:00 UTC)  in 2h (2026-11-22 11:30:00 UTC)",
+		"youtube  yt-key-1    units   5/10    5     [##########----------]  50%  in 30m (2026-11-22 10:00:00 UTC)           -",
+		"",
+	}, "\n")
+	if out != want {
+		t.Errorf("status on a terminal:\n%s\nwant:\n%s", out, want)
+	}
+	e.tty = false
+	out = e.ok("status", "youtube", "--label", "yt-key-1")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
+		lines[1] != "youtube\tyt-key-1\tunits\t5/10\t5\t[##########----------]  50%\tin 30m (2026-11-22 10:00:00 UTC)\t-" {
+		t.Errorf("status piped:\n%q", out)
+	}
+
+	u := e.usage("youtube")
+	s := u["yt-key-1/search"]
+	if s.Used != 1 || s.Remaining != 0 || s.ExhaustedUntil == nil || !s.ExhaustedUntil.Equal(t0.Add(150*time.Minute)) ||
+		s.Window != "daily:America/Los_Angeles" || s.Reset == nil || !s.Reset.Equal(time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)) {
+		t.Errorf("status --json search = %+v", s)
+	}
+
+	r := e.run("status", "--label", "nobody")
+	if r.code != ExitUsage {
+		t.Errorf("unknown label: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, `unknown label "nobody"`)
+	r = e.run("status", "vimeo")
+	if r.code != ExitUsage {
+		t.Errorf("unknown API: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, `no budgets for API "vimeo"`, "known: github, youtube")
+}
+
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup() // 09:00: 1 unit
+	for _, step := range []struct {
+		after time.Duration
+		cost  string
+	}{{10 * time.Minute, "2"}, {5 * time.Minute, "3"}, {20 * time.Minute, "1"}} {
+		e.clock.Advance(step.after)
+		e.ok("take", "youtube", "--label", "yt-key-1", "--cost", step.cost, "--budget", "units")
+	}
+	// Now 09:35; the sliding hour counts from 08:35:00.000001.
+	out := e.ok("history", "youtube", "--label", "yt-key-1", "--budget", "units", "--every", "15m")
+	want := strings.Join([]string{
+		"youtube/units for yt-key-1: 7 of 10 used in the window (sliding 1h), per 15m",
+		"08:30                                            0",
+		"08:45                                            0",
+		"09:00  ########################################  3  (2 calls)",
+		"09:15  ########################################  3  (1 call)",
+		"09:30  ##############                            1  (1 call)",
+		"",
+	}, "\n")
+	if out != want {
+		t.Errorf("history:\n%s\nwant:\n%s", out, want)
+	}
+
+	var charts []historyJSON
+	decode(t, e.ok("--json", "history", "youtube", "--label", "yt-key-1"), &charts)
+	if len(charts) != 2 {
+		t.Fatalf("history --json: %d charts", len(charts))
+	}
+	units := charts[1]
+	if units.Budget != "units" || units.Used != 7 || units.EverySeconds != 300 || len(units.Buckets) != 13 ||
+		!units.From.Equal(t0.Add(35*time.Minute-time.Hour+time.Microsecond)) || !units.To.Equal(t0.Add(35*time.Minute)) {
+		t.Errorf("units chart: %+v", units)
+	}
+	var sum, calls int64
+	for _, b := range units.Buckets {
+		sum += b.Units
+		calls += b.Calls
+		if b.End.Sub(b.Start) != 5*time.Minute {
+			t.Errorf("bucket %+v is not 5m", b)
+		}
+	}
+	if sum != 7 || calls != 4 {
+		t.Errorf("buckets hold %d units in %d calls, want 7 in 4", sum, calls)
+	}
+	// The daily window starts at midnight in Los Angeles (08:00 UTC): 1h
+	// buckets from there to now.
+	search := charts[0]
+	if search.Budget != "search" || len(search.Buckets) != 2 || !search.Buckets[0].Start.Equal(time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)) ||
+		search.Buckets[1].Units != 1 {
+		t.Errorf("search chart: %+v", search)
+	}
+
+	for _, bad := range [][]string{
+		{"history", "youtube", "--label", "yt-key-1", "--every", "0s"},
+		{"history", "youtube", "--label", "yt-key-1", "--every", "fortnight"},
+		{"history", "youtube", "--label", "yt-key-1", "--every", "1ms"},
+		{"history", "youtube"},
+		{"history", "youtube", "--label", "yt-key-1", "--budget", "nope"},
+	} {
+		if r := e.run(bad...); r.code != ExitUsage {
+			t.Errorf("quotactl %v: exit %d, want 2 (%s)", bad, r.code, r.errOut)
+		}
+	}
+}
+
+func TestExhaust(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	tests := []struct {
+		budget, until string
+		want          time.Time
+	}{
+		{"units", "2h", t0.Add(2 * time.Hour)},
+		{"units", "2026-11-22T12:00:00Z", time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)},
+		{"units", "reset", t0.Add(time.Hour)},                              // sliding: one window from now
+		{"search", "reset", time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)}, // midnight in Los Angeles
+	}
+	for _, tt := range tests {
+		var got struct {
+			Budget string
+			Until  time.Time
+		}
+		decode(t, e.ok("--json", "exhaust", "youtube", "--label", "yt-key-1", "--budget", tt.budget, "--until", tt.until), &got)
+		if got.Budget != tt.budget || !got.Until.Equal(tt.want) {
+			t.Errorf("exhaust --until %s: %+v, want %v", tt.until, got, tt.want)
+		}
+		if u := e.usage("youtube")["yt-key-1/"+tt.budget]; u.ExhaustedUntil == nil || !u.ExhaustedUntil.Equal(tt.want) || u.Remaining != 0 {
+			t.Errorf("status after exhaust --until %s: %+v", tt.until, u)
+		}
+	}
+	r := e.run("take", "youtube", "--label", "yt-key-1", "--cost", "1", "--budget", "units")
+	if r.code != ExitExhausted {
+		t.Fatalf("take on a budget marked spent: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, "youtube/units is marked spent for yt-key-1 until 2026-11-22 10:00:00 UTC", "frees up in 1h")
+
+	for _, until := range []string{"2026-11-22T08:00:00Z", "-5m", "0s", "tomorrow"} {
+		r := e.run("exhaust", "youtube", "--label", "yt-key-1", "--budget", "units", "--until", until)
+		if r.code != ExitUsage {
+			t.Errorf("--until %s: exit %d", until, r.code)
+		}
+		oneLine(t, r.errOut, "--until")
+	}
+}
+
+func TestAdjustAndReset(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	e.ok("exhaust", "youtube", "--label", "yt-key-1", "--budget", "units", "--until", "1h")
+	g, out, _ := e.g()
+	err := adjustRun(context.Background(), &adjustOptions{globals: g, API: "youtube", Cred: credFlags{Label: "yt-key-1"}, Budget: "units", Used: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "youtube/units for yt-key-1: 7 of 10 used\n" {
+		t.Errorf("adjust printed %q", out.String())
+	}
+	if u := e.usage("youtube")["yt-key-1/units"]; u.Used != 7 || u.ExhaustedUntil != nil {
+		t.Errorf("after adjust: %+v (the mark should be cleared)", u)
+	}
+	for _, used := range []string{"11", "-1"} {
+		r := e.run("adjust", "youtube", "--label", "yt-key-1", "--budget", "units", "--used", used)
+		if r.code != ExitUsage {
+			t.Errorf("--used %s: exit %d", used, r.code)
+		}
+		oneLine(t, r.errOut, "--used "+used)
+	}
+	if r := e.run("adjust", "youtube", "--label", "yt-key-1", "--budget", "units"); r.code != ExitUsage {
+		t.Errorf("adjust without --used: exit %d", r.code)
+	}
+
+	r := e.run("reset", "youtube", "--label", "yt-key-1")
+	if r.code != ExitUsage {
+		t.Fatalf("reset without --yes: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, "add --yes")
+	if got := e.usage("youtube")["yt-key-1/units"].Used; got != 7 {
+		t.Fatalf("reset without --yes changed usage: %d", got)
+	}
+	out2 := e.ok("reset", "youtube", "--label", "yt-key-1", "--budget", "units", "--yes")
+	if out2 != "youtube/units for yt-key-1: reset, 0 of 10 used\n" {
+		t.Errorf("reset printed %q", out2)
+	}
+	u := e.usage("youtube")
+	if u["yt-key-1/units"].Used != 0 || u["yt-key-1/search"].Used != 1 {
+		t.Errorf("after reset --budget units: %+v", u)
+	}
+	e.ok("reset", "youtube", "--label", "yt-key-1", "--yes")
+	if got := e.usage("youtube")["yt-key-1/search"].Used; got != 0 {
+		t.Errorf("after reset of every budget: search used %d", got)
+	}
+}
+
+func TestList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	e.tty = true
+	out := e.ok("list")
+	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "AIzaSy-key-one")
+	want := strings.Join([]string{
+		"API      KIND        NAME      DETAIL",
+		"youtube  budget      search    3 units per day, reset at midnight America/Los_Angeles",
+		"youtube  budget      units     10 units per sliding 1h",
+		"youtube  credential  yt-key-1  fingerprint " + fp,
+		"",
+	}, "\n")
+	if out != want {
+		t.Errorf("list:\n%s\nwant:\n%s", out, want)
+	}
+	var l []listJSON
+	decode(t, e.ok("--json", "list"), &l)
+	if len(l) != 1 || l[0].API != "youtube" || len(l[0].Budgets) != 2 || l[0].Budgets[1] != (budgetDefJSON{"units", 10, "sliding:1h0m0s"}) ||
+		len(l[0].Credentials) != 1 || l[0].Credentials[0] != (credentialJSON{"yt-key-1", fp}) {
+		t.Errorf("list --json = %+v", l)
+	}
+}
+
+func TestEmptyStore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, cmd := range [][]string{{"list"}, {"status"}, {"budget", "list"}} {
+		r := e.run(cmd...)
+		if r.code != 0 || r.out != "" || !strings.Contains(r.errOut, "budget set") {
+			t.Errorf("quotactl %v on an empty store: exit %d, stdout %q, stderr %q", cmd, r.code, r.out, r.errOut)
+		}
+	}
+	if out := e.ok("--json", "status"); out != "[]\n" {
+		t.Errorf("status --json on an empty store: %q", out)
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if out := e.ok("version"); !strings.HasPrefix(out, "quotactl ") || !strings.Contains(out, "go1.") {
+		t.Errorf("version printed %q", out)
+	}
+	var v struct{ Version, Go, OS, Arch string }
+	decode(t, e.ok("--json", "version"), &v)
+	if v.Version == "" || v.Go == "" || v.OS == "" || v.Arch == "" {
+		t.Errorf("version --json = %+v", v)
+	}
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		if out := e.ok("completion", sh); !strings.Contains(out, "quotactl") || len(out) < 500 {
+			t.Errorf("completion %s printed %d bytes", sh, len(out))
+		}
+	}
+	if r := e.run("completion", "tcsh"); r.code != ExitUsage {
+		t.Errorf("completion tcsh: exit %d", r.code)
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, a := range [][]string{{}, {"--help"}, {"take", "--help"}, {"help", "status"}, {"budget"}, {"costs"}} {
+		r := e.run(a...)
+		if r.code != 0 || !strings.Contains(r.out, "Usage:") || r.errOut != "" {
+			t.Errorf("quotactl %v: exit %d, stdout %.60q, stderr %q", a, r.code, r.out, r.errOut)
+		}
+	}
+	if out := e.ok("--help"); !strings.Contains(out, "Exit codes:") || !strings.Contains(out, "4  the cost is larger") {
+		t.Error("the root help does not document the exit codes")
+	}
+	if out := e.ok("status", "--help"); !strings.Contains(out, "JSON: an array of {api, credential, fingerprint, budget") {
+		t.Error("status help does not document its JSON fields")
+	}
+}
+
+// TestStoreErrors: the store's failures are exit 1; a malformed URL is a
+// usage error.
+func TestStoreErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := &globals{io: e.io(nil, nil), storeURL: "redis://127.0.0.1:1?max_retries=0"}
+	_, err := g.Store(context.Background())
+	if exitCode(err) != ExitError || !errors.Is(err, quota.ErrStoreUnavailable) {
+		t.Errorf("unreachable store: %v (exit %d)", err, exitCode(err))
+	}
+	g = &globals{io: e.io(nil, nil), storeURL: "mysql://db"}
+	_, err = g.Store(context.Background())
+	if exitCode(err) != ExitUsage {
+		t.Errorf("malformed URL: %v (exit %d)", err, exitCode(err))
+	}
+	// $QUOTA_STORE names the store when --store is not given.
+	e.vars["QUOTA_STORE"] = "sqlite:" + filepath.Join(t.TempDir(), "env.db")
+	g = &globals{io: e.io(nil, nil)}
+	st, err := g.Store(context.Background())
+	if err != nil {
+		t.Fatalf("$QUOTA_STORE: %v", err)
+	}
+	st.Close()
+	if _, err := os.Stat(strings.TrimPrefix(e.vars["QUOTA_STORE"], "sqlite:")); err != nil {
+		t.Errorf("$QUOTA_STORE's file: %v", err)
+	}
+}
