@@ -248,13 +248,22 @@ type Instance struct {
 }
 
 // Server starts a redis-server of the test's own on a free loopback port.
-// extra arguments go to redis-server (e.g. "--maxmemory", "1mb"). It fails
-// the test with a clear message if redis-server is not on PATH: a fault test
-// needs a real server that it can kill, which miniredis is not.
+// extra arguments go to redis-server (e.g. "--maxmemory", "1mb"). A fault
+// test needs a real server that it can kill, which miniredis is not: without
+// redis-server on PATH the test is skipped with a loud message, or fails
+// when $QUOTA_REQUIRE_REDIS=1 (CI).
 func Server(t testing.TB, extra ...string) *Instance {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redistest: this test needs redis-server on PATH to kill and restart a real server (apt-get install redis-server): %v", err)
+		// Go alone runs `go test ./...` green: a fault test needs a real
+		// server it can kill, which miniredis cannot stand in for, so it is
+		// skipped out loud. CI sets $QUOTA_REQUIRE_REDIS=1, and there the
+		// missing server is a failure.
+		msg := "redistest: SKIPPED, NOT RUN: this test kills, restarts or clusters a redis-server of its own, and none is on PATH (apt-get install redis-server): " + err.Error()
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatal(msg + " ($" + EnvRequire + "=1)")
+		}
+		t.Skip(msg)
 	}
 	dir := t.TempDir()
 	var (
