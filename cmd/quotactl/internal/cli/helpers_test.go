@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -156,3 +157,5 @@ func (e *env) usage(api string) map[string]statusJSON {
 	}
 	return m
 }
+
+func matchString(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }

@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/jobs"
+	"github.com/quotactl/quotactl/quota"
+)
+
+func TestCostsShow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.tty = true
+	out := e.ok("costs", "show")
+	for _, want := range []string{"TABLE", "youtube-legacy", "units=10000 search=100 uploads=100 stats=10000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("costs show does not list %q:\n%s", want, out)
+		}
+	}
+	out = e.ok("costs", "show", "youtube")
+	for _, want := range []string{"Cost table youtube for API youtube", "search   100    daily:America/Los_Angeles", "GET /youtube/v3/search"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("costs show youtube does not say %q:\n%s", want, out)
+		}
+	}
+	if !regexpLine(out, `^search\.list\s+search=1\s+GET /youtube/v3/search$`) || !regexpLine(out, `^captions\.update\s+units=450\s`) {
+		t.Errorf("costs show youtube: method lines wrong:\n%s", out)
+	}
+	legacy := e.ok("costs", "show", "--table", "youtube-legacy")
+	if !regexpLine(legacy, `^search\.list\s+units=100\s`) {
+		t.Errorf("legacy table: search.list is not 100 units:\n%s", legacy)
+	}
+
+	var shown struct {
+		Table, API string
+		Budgets    []quota.Budget
+		Methods    []costs.Method
+	}
+	decode(t, e.ok("--json", "costs", "show", "youtube"), &shown)
+	tb, _ := costs.Builtin("youtube")
+	if shown.Table != "youtube" || shown.API != "youtube" || len(shown.Budgets) != 4 || len(shown.Methods) != len(tb.Methods()) {
+		t.Errorf("costs show --json: %s/%s, %d budgets, %d methods", shown.Table, shown.API, len(shown.Budgets), len(shown.Methods))
+	}
+
+	// A table file; a bad one names its line and field.
+	dir := t.TempDir()
+	good := filepath.Join(dir, "vimeo.yaml")
+	os.WriteFile(good, []byte("api: vimeo\nbudgets:\n  - {name: calls, limit: 1000, window: sliding:1h}\nmethods:\n  videos.get: {routes: [\"GET /videos/{id}\"], cost: {calls: 1}}\n"), 0o600)
+	out = e.ok("costs", "show", "vimeo", "--table", good)
+	if !regexpLine(out, `^videos\.get\s+calls=1\s+GET /videos/\{id\}$`) {
+		t.Errorf("costs show --table FILE:\n%s", out)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("api: vimeo\nbudgets:\n  - {name: calls, limit: 1000, window: sliding:1h}\nmethods:\n  videos.get: {routes: [\"GET /videos/{id}\"], cost: {cals: 1}}\n"), 0o600)
+	r := e.run("costs", "show", "--table", bad)
+	if r.code != ExitUsage {
+		t.Errorf("bad table: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, "bad.yaml:5", "cals")
+	r = e.run("costs", "show", "youtube", "--table", good)
+	if r.code != ExitUsage {
+		t.Errorf("table of another API: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, `is for API "vimeo", not "youtube"`)
+}
+
+func regexpLine(text, re string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if matchString(re, l) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCostsEstimate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tb, err := costs.Builtin("youtube")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A service has used the table's budgets: 9,000 units and 95 searches.
+	g, _, _ := e.g()
+	l, err := quota.New(g.store, tb.API, tb.Budgets, quota.WithClock(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := quota.Credential{Secret: "AIzaSy-key-one", Label: "yt-key-1"}
+	ctx := context.Background()
+	if _, err := l.Take(ctx, key, quota.Charge{Units: map[string]int64{"units": 9000, "search": 95}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Fits: 500 units of 1000 left (2x the run), 2 searches of 5 (2.5x).
+	var est estimateJSON
+	decode(t, e.ok("--json", "costs", "estimate", "youtube", "videos.list=500", "search.list=2", "--label", "yt-key-1"), &est)
+	if !est.Fits || est.RunsOutFirst != "units" || est.Credential != "yt-key-1" || len(est.Budgets) != 2 ||
+		est.Budgets[0] != (estimateBudgetJSON{Budget: "units", Cost: 500, Left: 1000, Limit: 10000, After: 500, Fits: true, Reset: est.Budgets[0].Reset}) ||
+		est.Budgets[1].Budget != "search" || est.Budgets[1].After != 3 {
+		t.Errorf("estimate that fits: %+v", est)
+	}
+	// The only credential is picked without --label; the terminal output
+	// says what runs out first.
+	e.tty = true
+	out := e.ok("costs", "estimate", "youtube", "videos.list=500", "search.list=2")
+	for _, want := range []string{"for yt-key-1", "units   500   1000  10000  500    yes", "Fits. Tightest budget: units (what is left pays for 2.0x the run)."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("estimate output does not say %q:\n%s", want, out)
+		}
+	}
+
+	// Does not fit: 10 searches, 5 left. Exit 3 names the budget and its reset.
+	r := e.run("costs", "estimate", "youtube", "videos.list=100", "search.list=10", "--label", "yt-key-1")
+	if r.code != ExitExhausted || !strings.Contains(r.out, "Does not fit: search runs out first, after 50% of the run.") {
+		t.Errorf("estimate that does not fit: exit %d\n%s", r.code, r.out)
+	}
+	oneLine(t, r.errOut, "youtube/search cannot pay for the run: it costs 10, 5 left", "frees up in 23h (2026-11-23 08:00:00 UTC)")
+
+	// Never fits: more searches than the bucket holds.
+	r = e.run("costs", "estimate", "youtube", "search.list=101")
+	if r.code != ExitNeverFits {
+		t.Errorf("estimate over the limit: exit %d", r.code)
+	}
+	oneLine(t, r.errOut, "youtube/search: the run costs 101 but the limit is 100")
+
+	// The legacy table prices search.list in units.
+	e.tty = false
+	decode(t, e.ok("--json", "costs", "estimate", "youtube", "search.list=5", "--table", "youtube-legacy"), &est)
+	if len(est.Budgets) != 1 || est.Budgets[0].Budget != "units" || est.Budgets[0].Cost != 500 || est.Budgets[0].Left != 1000 {
+		t.Errorf("legacy estimate: %+v", est)
+	}
+}
+
+func TestCostsEstimateWholeBudgets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var est estimateJSON
+	decode(t, e.ok("--json", "costs", "estimate", "youtube", "videos.insert=3", "videos.list=20"), &est)
+	if !est.Fits || est.Fingerprint != "" || len(est.Budgets) != 2 || est.Budgets[0].Left != 10000 || est.Budgets[1].Budget != "uploads" || est.Budgets[1].Left != 100 {
+		t.Errorf("estimate with nothing recorded: %+v", est)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g, _, _ := e.g()
+	ss := g.store.(quota.StateStore)
+	ctx := context.Background()
+	l, err := quota.New(g.store, "youtube", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}}, quota.WithClock(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := jobs.New(ss, jobs.WithClock(e.clock.Now), jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	key := quota.Credential{Secret: "AIzaSy-key-one", Label: "yt-key-1"}
+	if err := sched.Add("trending", "", func(ctx context.Context, run *jobs.Run) error {
+		for page := 0; ; page++ {
+			if _, err := l.Take(ctx, key, quota.Units("units", 3)); err != nil {
+				_ = run.Save(ctx, map[string]int{"page": page})
+				return err
+			}
+			e.clock.Advance(time.Second)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.Add("broken", "", func(ctx context.Context, run *jobs.Run) error {
+		return errors.New("upstream answered 500:\n  backend error")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := sched.RunOnce(ctx, "trending"); err != nil || rec.Outcome != jobs.Exhausted {
+		t.Fatalf("trending: %+v, %v", rec, err)
+	}
+	e.clock.Advance(time.Minute)
+	if _, err := sched.RunOnce(ctx, "broken"); err == nil {
+		t.Fatal("broken: no error")
+	}
+	e.clock.Advance(time.Minute)
+
+	e.tty = true
+	out := e.ok("jobs")
+	if !regexpLine(out, `^broken\s+1m ago \(2026-11-22 09:01:03 UTC\)\s+failed\s+0s\s+-\s+-\s+upstream answered 500: backend error$`) ||
+		!regexpLine(out, `^trending\s+2m3s ago \(2026-11-22 09:00:00 UTC\)\s+exhausted\s+3s\s+youtube/units=9\s+saved 2m ago \{"page":3\}\s+youtube/units spent \(9 of 10 used, 1 left\); capacity back in 57m57s$`) {
+		t.Errorf("jobs:\n%s", out)
+	}
+	out = e.ok("jobs", "trending")
+	if !strings.Contains(out, "checkpoint: saved 2m ago {\"page\":3}") || !regexpLine(out, `^2m3s ago \(2026-11-22 09:00:00 UTC\)\s+\S+\s+exhausted\s+3s\s+youtube/units=9\s`) {
+		t.Errorf("jobs trending:\n%s", out)
+	}
+
+	var list []struct {
+		Job        string
+		Last       *jobs.Record
+		Checkpoint *jobs.Checkpoint
+	}
+	decode(t, e.ok("--json", "jobs"), &list)
+	if len(list) != 2 || list[0].Job != "broken" || list[0].Last.Outcome != jobs.Failed || list[0].Checkpoint != nil ||
+		list[1].Last.Spent["youtube/units"] != 9 || list[1].Last.Exhausted == nil || list[1].Checkpoint == nil || compactJSON(list[1].Checkpoint.Cursor) != `{"page":3}` {
+		t.Errorf("jobs --json = %+v", list)
+	}
+	var one struct {
+		Job  string
+		Runs []jobs.Record
+	}
+	decode(t, e.ok("--json", "jobs", "broken", "--limit", "5"), &one)
+	if one.Job != "broken" || len(one.Runs) != 1 || !strings.Contains(one.Runs[0].Error, "backend error") {
+		t.Errorf("jobs broken --json = %+v", one)
+	}
+	if r := e.run("jobs", "--limit", "0"); r.code != ExitUsage {
+		t.Errorf("--limit 0: exit %d", r.code)
+	}
+}
+
+func compactJSON(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return err.Error()
+	}
+	return buf.String()
+}
