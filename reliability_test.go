@@ -223,6 +223,7 @@ func runChildren(t *testing.T, n int, cfg childConfig) []childResult {
 		for i, k := range kids {
 			_ = k.cmd.Process.Kill()
 			<-k.done
+			_ = k.cmd.Wait() // its stderr is all copied once Wait returns
 			fmt.Fprintf(&b, "\n--- child %d stdout:\n%s--- child %d stderr:\n%s", i, k.other.String(), i, k.stderr.String())
 		}
 		t.Fatal(b.String())
