@@ -21,9 +21,9 @@ import (
 // names what is wrong, and must change nothing.
 //
 // Not repeated here: the CLI's exit codes for bad flags and arguments are
-// tabled with the CLI, in cmd/quotactl's tests, and cost-table files that
-// do not parse (line and field named) in costs'
-// TestParseErrorsNameLineAndField.
+// tabled with the CLI (TestBadInput in cmd/quotactl/internal/cli), and
+// cost-table files that do not parse, with the line and field named, in
+// costs (TestParseErrorsNameLineAndField).
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	mem := quota.NewMemoryStore()
