@@ -121,7 +121,7 @@ func exhaustRun(ctx context.Context, opts *exhaustOptions) error {
 			Until       time.Time `json:"until"`
 		}{info.Name, b.Name, c.Label, c.Fingerprint, until.UTC()})
 	}
-	_, err = fmt.Fprintf(opts.io.Out, "%s/%s for %s: marked spent until %s\n", info.Name, b.Name, c.name(), opts.when(until))
+	_, err = fmt.Fprintf(opts.io.Out, "%s/%s for %s: marked spent until %s (%s)\n", info.Name, b.Name, c.name(), opts.absolute(until), relative(until.Sub(opts.now())))
 	return err
 }
 

@@ -405,7 +405,7 @@ func (opts *costsEstimateOptions) printEstimate(out estimateJSON, c cred, share 
 		who = "for " + c.name()
 	}
 	if opts.io.TTY {
-		fmt.Fprintf(w, "Planned run on %s (%s), %s: %s\n", out.API, out.Table, who, strings.Join(plan, " "))
+		fmt.Fprintf(w, "Planned run on %s (cost table %s), %s: %s\n", out.API, out.Table, who, strings.Join(plan, " "))
 	}
 	t := &table{header: []string{"BUDGET", "COST", "LEFT", "LIMIT", "AFTER", "FITS"}}
 	for _, b := range out.Budgets {

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/transcript.txt from this run")
+
+// session runs the real quotactl binary in a working directory, the way a
+// shell would, and keeps a transcript.
+type session struct {
+	t          *testing.T
+	bin, dir   string
+	env        []string
+	transcript bytes.Buffer
+}
+
+// run runs quotactl with args; tty says whether to present stdout as a
+// terminal (QUOTACTL_FORCE_TTY=1) or leave it a pipe, as it is. shown is the
+// command line for the transcript.
+func (s *session) run(tty bool, shown string, args ...string) (code int, out string) {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.dir
+	cmd.Env = s.env
+	if tty {
+		cmd.Env = append(cmd.Env, "QUOTACTL_FORCE_TTY=1")
+	}
+	var stdout, stderr, both bytes.Buffer
+	cmd.Stdout = &tee{&stdout, &both}
+	cmd.Stderr = &tee{&stderr, &both}
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		s.t.Fatalf("running quotactl: %v", err)
+	}
+	if shown == "" {
+		shown = "quotactl " + strings.Join(args, " ")
+	}
+	fmt.Fprintf(&s.transcript, "$ %s\n%s", shown, both.String())
+	if code != 0 {
+		fmt.Fprintf(&s.transcript, "[exit %d]\n", code)
+	}
+	// Every error is one line on stderr, prefixed "quotactl: ".
+	if code != 0 && (!strings.HasPrefix(stderr.String(), "quotactl: ") || strings.Count(stderr.String(), "\n") != 1) {
+		s.t.Errorf("%s: exit %d, stderr %q: want one line", shown, code, stderr.String())
+	}
+	if code == 0 && stderr.Len() > 0 {
+		s.t.Errorf("%s: exit 0 with stderr %q", shown, stderr.String())
+	}
+	return code, stdout.String()
+}
+
+type tee struct{ a, b *bytes.Buffer }
+
+func (t *tee) Write(p []byte) (int, error) { t.a.Write(p); return t.b.Write(p) }
+
+func (s *session) want(code int, wantCode int, out, what string, re ...string) {
+	s.t.Helper()
+	if code != wantCode {
+		s.t.Fatalf("%s: exit %d, want %d\n%s", what, code, wantCode, s.transcript.String())
+	}
+	for _, r := range re {
+		if !regexp.MustCompile(r).MatchString(out) {
+			s.t.Errorf("%s: output does not match %q:\n%s", what, r, out)
+		}
+	}
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// TestBinarySession builds quotactl and runs a session on an SQLite file:
+// define budgets, take until the budget is spent (exit 3), status, history,
+// refund, errors. It keeps the transcript in testdata/transcript.txt (go test
+// -run TestBinarySession -update rewrites it); the README quotes it.
+func TestBinarySession(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "quotactl")
+	build := exec.Command(goTool(), "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &session{t: t, bin: bin, dir: work, env: []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TZ=America/Los_Angeles",
+		"QUOTA_STORE=sqlite:quota.db", "YT_KEY=AIzaSyD-not-a-real-key",
+	}}
+	fmt.Fprintf(&s.transcript, "$ export QUOTA_STORE=sqlite:quota.db TZ=America/Los_Angeles\n$ read -rs YT_KEY && export YT_KEY   # the API key; never a flag value\n")
+
+	code, out := s.run(true, "", "budget", "set", "youtube/units", "--limit", "10000", "--daily", "America/Los_Angeles")
+	s.want(code, 0, out, "budget set units", `^youtube/units: 10000 units per day, reset at midnight America/Los_Angeles\n$`)
+	code, out = s.run(true, "", "budget", "set", "youtube/search", "--limit", "100", "--daily", "America/Los_Angeles")
+	s.want(code, 0, out, "budget set search")
+
+	// Take until the budget is spent: uploads at 1,600 units each.
+	idRE := `^youtube/[0-9a-f]{24}/[0-9a-z]+\.[0-9A-Z]+\n$`
+	var ids []string
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatalf("no exit 3 after %d takes\n%s", i, s.transcript.String())
+		}
+		code, out = s.run(true, "", "take", "youtube", "--credential-env", "YT_KEY", "--label", "yt-key-1", "--cost", "1600", "--budget", "units", "--method", "videos.insert")
+		if code == 3 {
+			break
+		}
+		s.want(code, 0, out, "take", idRE)
+		ids = append(ids, strings.TrimSpace(out))
+	}
+	if len(ids) != 6 {
+		t.Errorf("%d takes of 1600 fitted in 10000, want 6", len(ids))
+	}
+	code, out = s.run(true, "", "take", "youtube", "--label", "yt-key-1", "--cost", "1", "--budget", "search", "--method", "search.list")
+	s.want(code, 0, out, "take search", idRE)
+
+	code, out = s.run(true, "", "status")
+	s.want(code, 0, out, "status",
+		`(?m)^API +CREDENTIAL +BUDGET +USED +LEFT +USAGE +NEXT FREE +SPENT UNTIL$`,
+		`(?m)^youtube +yt-key-1 +units +9600/10000 +400 +\[###################-\]  96% +reset in \S+ \(\d{4}-\d\d-\d\d 00:00:00 P[SD]T\) +-$`,
+		`(?m)^youtube +yt-key-1 +search +1/100 +99 +\[#-+\]   1% +reset in `)
+	code, out = s.run(false, "quotactl status | cat", "status")
+	s.want(code, 0, out, "status piped", `(?m)^youtube\tyt-key-1\tunits\t9600/10000\t400\t`)
+	if strings.Contains(out, "CREDENTIAL") {
+		t.Errorf("piped status has a header:\n%s", out)
+	}
+
+	code, out = s.run(true, "", "history", "youtube", "--label", "yt-key-1", "--budget", "units")
+	s.want(code, 0, out, "history",
+		`^youtube/units for yt-key-1: 9600 of 10000 used in the window \(day, reset at midnight America/Los_Angeles\), per 1h\n`,
+		`(?m)^\d\d:00  #{40}  9600  \(6 calls\)$`)
+
+	code, out = s.run(true, "", "refund", ids[0])
+	s.want(code, 0, out, "refund", `^refunded youtube/`)
+	code, out = s.run(true, "", "take", "youtube", "--label", "yt-key-1", "--cost", "1600", "--budget", "units", "--method", "videos.insert")
+	s.want(code, 0, out, "take after refund", idRE)
+	code, out = s.run(true, "", "take", "youtube", "--label", "yt-key-1", "--cost", "20000", "--budget", "units")
+	s.want(code, 4, out, "cost over the limit")
+
+	code, out = s.run(true, "", "costs", "estimate", "youtube", "videos.list=300", "search.list=20", "--label", "yt-key-1")
+	s.want(code, 0, out, "estimate that fits", `(?m)^Fits\. Tightest budget: units`)
+	code, out = s.run(true, "", "costs", "estimate", "youtube", "videos.list=500", "--label", "yt-key-1")
+	s.want(code, 3, out, "estimate that does not fit", `(?m)^Does not fit: units runs out first`)
+
+	code, out = s.run(true, "", "exhaust", "youtube", "--label", "yt-key-1", "--budget", "search", "--until", "reset")
+	s.want(code, 0, out, "exhaust", `^youtube/search for yt-key-1: marked spent until \d{4}-\d\d-\d\d 00:00:00 P[SD]T \(in \S+\)\n$`)
+	code, out = s.run(true, "", "take", "youtube", "--label", "yt-key-1", "--cost", "1", "--budget", "search")
+	s.want(code, 3, out, "take on a budget marked spent")
+	code, out = s.run(true, "", "adjust", "youtube", "--label", "yt-key-1", "--budget", "search", "--used", "40")
+	s.want(code, 0, out, "adjust", `^youtube/search for yt-key-1: 40 of 100 used\n$`)
+	code, out = s.run(true, "", "status", "youtube", "--label", "yt-key-1")
+	s.want(code, 0, out, "status after", `(?m)^youtube +yt-key-1 +search +40/100 +60 `, `(?m)^youtube +yt-key-1 +units +9600/10000 +400 `)
+
+	code, out = s.run(true, "", "take", "youtube", "--label", "yt-key-9", "--cost", "1")
+	s.want(code, 2, out, "unknown label")
+	code, out = s.run(true, "", "reset", "youtube", "--label", "yt-key-1")
+	s.want(code, 2, out, "reset without --yes")
+	code, out = s.run(true, "", "--store", "redis://127.0.0.1:1", "status")
+	s.want(code, 1, out, "unreachable store")
+	code, out = s.run(true, "", "list")
+	s.want(code, 0, out, "list", `(?m)^youtube +credential +yt-key-1 +fingerprint [0-9a-f]{24}$`)
+
+	if strings.Contains(s.transcript.String(), "AIzaSyD-not-a-real-key") {
+		t.Error("the transcript shows the API key")
+	}
+	path := filepath.Join("testdata", "transcript.txt")
+	if *update {
+		if err := os.WriteFile(path, s.transcript.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	// The committed transcript is this session's: the same commands, in
+	// order (times and IDs differ from run to run).
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run TestBinarySession -update writes it)", err)
+	}
+	if a, b := commands(string(old)), commands(s.transcript.String()); a != b {
+		t.Errorf("testdata/transcript.txt is stale (go test -run TestBinarySession -update rewrites it):\n%s\nwant:\n%s", a, b)
+	}
+}
+
+// commands returns a transcript's command lines, reservation IDs elided.
+func commands(transcript string) string {
+	id := regexp.MustCompile(`[a-z]+/[0-9a-f]{24}/[0-9a-z]+\.[0-9A-Z]+`)
+	var out []string
+	for _, l := range strings.Split(transcript, "\n") {
+		if strings.HasPrefix(l, "$ ") {
+			out = append(out, id.ReplaceAllString(l, "ID"))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestIsTerminal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	t.Setenv("QUOTACTL_FORCE_TTY", "")
+	if isTerminal(w) {
+		t.Error("a pipe is a terminal")
+	}
+	t.Setenv("QUOTACTL_FORCE_TTY", "1")
+	if !isTerminal(w) {
+		t.Error("QUOTACTL_FORCE_TTY=1 did not make it one")
+	}
+}
