@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -37,8 +38,9 @@ func (s *session) run(tty bool, shown string, args ...string) (code int, out str
 		cmd.Env = append(cmd.Env, "QUOTACTL_FORCE_TTY=1")
 	}
 	var stdout, stderr, both bytes.Buffer
-	cmd.Stdout = &tee{&stdout, &both}
-	cmd.Stderr = &tee{&stderr, &both}
+	var mu sync.Mutex // exec copies stdout and stderr in two goroutines
+	cmd.Stdout = &tee{&mu, &stdout, &both}
+	cmd.Stderr = &tee{&mu, &stderr, &both}
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
@@ -64,9 +66,19 @@ func (s *session) run(tty bool, shown string, args ...string) (code int, out str
 	return code, stdout.String()
 }
 
-type tee struct{ a, b *bytes.Buffer }
+// tee writes to its own buffer and to the one both streams share, in the
+// order the process wrote them.
+type tee struct {
+	mu   *sync.Mutex
+	a, b *bytes.Buffer
+}
 
-func (t *tee) Write(p []byte) (int, error) { t.a.Write(p); return t.b.Write(p) }
+func (t *tee) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.a.Write(p)
+	return t.b.Write(p)
+}
 
 func (s *session) want(code int, wantCode int, out, what string, re ...string) {
 	s.t.Helper()

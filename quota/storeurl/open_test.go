@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,9 +122,12 @@ func keysUnder(t *testing.T, c redis.UniversalClient, prefix string) []string {
 	var keys []string
 	ctx := context.Background()
 	if cc, ok := c.(*redis.ClusterClient); ok {
+		var mu sync.Mutex // ForEachMaster calls fn concurrently
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			ks, err := n.Keys(ctx, prefix+"*").Result()
+			mu.Lock()
 			keys = append(keys, ks...)
+			mu.Unlock()
 			return err
 		})
 		if err != nil {

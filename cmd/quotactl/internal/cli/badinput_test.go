@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/internal/redistest"
 )
 
 type quietRedis struct{}
@@ -17,7 +19,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{}) // as main does: errors are quotactl's one line
-	os.Exit(m.Run())
+	redistest.Main(m)             // stops the shared Redis TestOnRedis starts
 }
 
 // snapshot is everything a store holds that quotactl shows.
