@@ -92,6 +92,65 @@ func (s *session) want(code int, wantCode int, out, what string, re ...string) {
 	}
 }
 
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+	dir  string
+}
+
+// buildBinary builds quotactl once per test binary.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "quotactl-bin")
+		if built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "quotactl")
+		out, err := exec.Command(goTool(), "build", "-o", built.bin, ".").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// TestDefaultStore: with neither --store nor $QUOTA_STORE, the store is
+// $XDG_STATE_HOME/quotactl/quota.db, directory created on first use.
+func TestDefaultStore(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cmd := exec.Command(bin, "budget", "set", "api/units", "--limit", "5", "--window", "1m")
+	cmd.Env = []string{"HOME=" + dir, "XDG_STATE_HOME=" + state}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	fi, err := os.Stat(filepath.Join(state, "quotactl", "quota.db"))
+	if err != nil || fi.Size() == 0 {
+		t.Fatalf("default store: %v", err)
+	}
+	cmd = exec.Command(bin, "budget", "list")
+	cmd.Env = []string{"HOME=" + dir, "XDG_STATE_HOME=" + state}
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "api/units\t5\tsliding:1m0s\n" {
+		t.Errorf("budget list on the default store: %v, %q", err, out)
+	}
+}
+
 func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
@@ -105,11 +164,7 @@ func goTool() string {
 // -run TestBinarySession -update rewrites it); the README quotes it.
 func TestBinarySession(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "quotactl")
-	build := exec.Command(goTool(), "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	work := filepath.Join(dir, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)

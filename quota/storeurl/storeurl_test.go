@@ -387,3 +387,15 @@ func TestOpenUnreachableRedis(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkParse(b *testing.B) {
+	for _, u := range []string{"sqlite:/var/lib/quotactl/quota.db", "redis+sentinel://:pw@s1:26379,s2:26379/main/2?prefix=q:&dial_timeout=2s"} {
+		b.Run(strings.SplitN(u, ":", 2)[0], func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Parse(u); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
