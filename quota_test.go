@@ -127,7 +127,7 @@ func TestBoundaryBurst(t *testing.T) {
 // limiter prices each call.
 func TestWeightedCosts(t *testing.T) {
 	const limit = 1000 // units per hour
-	calls := []int64{100, 100, 1, 100, 100, 100, 100, 100, 100, 1, 100, 100, 50}
+	calls := []int64{100, 100, 1, 100, 100, 100, 100, 100, 100, 1, 100, 100, 100, 50}
 	var spentByRequestCounter int64
 	rc := &fixedWindow{limit: 20, window: time.Hour} // "20 requests per hour"
 	for _, c := range calls {
