@@ -18,6 +18,7 @@ import (
 // Spec is a parsed store URL: what Open opens. Parse makes one; change
 // nothing in it before calling Open.
 type Spec struct {
+	// Kind is the kind of store: Memory, SQLite, Redis, Sentinel or Cluster.
 	Kind Kind
 	// TLS is set by the rediss forms.
 	TLS bool
