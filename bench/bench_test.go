@@ -116,6 +116,9 @@ func TestBench(t *testing.T) {
 		if local := slices.Contains(rep.local, r); local != (r.s.serverUsec < 0) {
 			t.Errorf("%s: server time %d µs: want it measured for Redis rows only", r.name, r.s.serverUsec)
 		}
+		if r.s.clientCPU <= 0 && processCPU() >= 0 {
+			t.Errorf("%s: client CPU %v for %d decisions", r.name, r.s.clientCPU, r.s.ops)
+		}
 		if r.s.serverUsec >= 0 && r.s.serverCalls < r.s.ops {
 			t.Errorf("%s: Redis counted %d script runs for %d decisions", r.name, r.s.serverCalls, r.s.ops)
 		}

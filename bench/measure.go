@@ -27,6 +27,18 @@ type sample struct {
 	// measured decisions, from INFO commandstats; -1 when not measured.
 	serverUsec  int64
 	serverCalls int64 // script runs Redis counted meanwhile
+	// clientCPU is the CPU time this process used meanwhile (the limiter's
+	// client side, the Go runtime and the timing itself); -1 when unknown.
+	clientCPU time.Duration
+}
+
+// clientPerDecision returns the µs of this process's CPU per decision, or
+// -1 when unknown.
+func (s *sample) clientPerDecision() float64 {
+	if s.clientCPU < 0 || s.ops == 0 {
+		return -1
+	}
+	return float64(s.clientCPU) / float64(time.Microsecond) / float64(s.ops)
 }
 
 // serverPerDecision returns the µs Redis spent per decision, or -1 when it
@@ -55,6 +67,11 @@ func (s *sample) perSecond() float64 {
 func combine(rounds []*sample) *sample {
 	out := &sample{}
 	for _, r := range rounds {
+		if r.clientCPU < 0 || out.clientCPU < 0 {
+			out.clientCPU = -1
+		} else {
+			out.clientCPU += r.clientCPU
+		}
 		if r.serverUsec < 0 || out.serverUsec < 0 {
 			out.serverUsec = -1
 		} else {
@@ -120,6 +137,7 @@ func measure(ctx context.Context, goroutines int, dur time.Duration, count int, 
 	)
 	lats := make([][]time.Duration, goroutines)
 	refused := make([]int64, goroutines)
+	cpu0 := processCPU()
 	start := time.Now()
 	if count <= 0 {
 		t := time.AfterFunc(dur, func() { stop.Store(true) })
@@ -153,10 +171,14 @@ func measure(ctx context.Context, goroutines int, dur time.Duration, count int, 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU()
 	if first != nil {
 		return nil, first
 	}
-	s := &sample{goroutines: goroutines, elapsed: elapsed, lat: slices.Concat(lats...), serverUsec: -1}
+	s := &sample{goroutines: goroutines, elapsed: elapsed, lat: slices.Concat(lats...), serverUsec: -1, clientCPU: -1}
+	if cpu0 >= 0 && cpu >= 0 {
+		s.clientCPU = cpu - cpu0
+	}
 	slices.Sort(s.lat)
 	s.ops = int64(len(s.lat))
 	for _, r := range refused {

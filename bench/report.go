@@ -30,7 +30,8 @@ func (rep *report) markdown(w io.Writer, redisDesc string) error {
 		"Each measurement runs %d interleaved rounds of %s (after a %s warm-up each); Decisions/s is the median round's, p50/p99 are over every decision of every round. "+
 		"\"vs ceiling\" is decisions/s divided by the no-op EVALSHA's at the same goroutine count. "+
 		"\"Redis µs/decision\" is the time Redis itself spent executing the decisions' scripts (INFO commandstats, EVALSHA usec over decisions): "+
-		"it excludes the network and the client, so a loaded host disturbs it far less than decisions/s.\n\n", rep.cfg.window, rep.cfg.rounds, rep.cfg.dur, rep.cfg.warmup)
+		"it excludes the network and the client, so a loaded host disturbs it far less than decisions/s. "+
+		"\"Client CPU µs/decision\" is the bench process's own CPU time (user+system, getrusage) over decisions: the limiter's Go side, go-redis, the runtime and the timing.\n\n", rep.cfg.window, rep.cfg.rounds, rep.cfg.dur, rep.cfg.warmup)
 	decisionsTable(b, rep.decisions)
 
 	fmt.Fprintf(b, "\n### Decisions per second, in-process quota stores\n\n")
@@ -73,8 +74,8 @@ func (rep *report) markdown(w io.Writer, redisDesc string) error {
 }
 
 func decisionsTable(b io.Writer, rows []row) {
-	fmt.Fprintf(b, "| Limiter | Algorithm | Cost | Goroutines | Decisions/s | vs ceiling | Rounds (min–max/s) | p50 | p99 | Redis µs/decision | Refused |\n")
-	fmt.Fprintf(b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(b, "| Limiter | Algorithm | Cost | Goroutines | Decisions/s | vs ceiling | Rounds (min–max/s) | p50 | p99 | Redis µs/decision | Client CPU µs/decision | Refused |\n")
+	fmt.Fprintf(b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		cost := "—"
 		if r.cost > 0 {
@@ -84,19 +85,21 @@ func decisionsTable(b io.Writer, rows []row) {
 		if n := len(r.s.rates); n > 1 {
 			spread = thousands(r.s.rates[0]) + "–" + thousands(r.s.rates[n-1])
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %d |\n", r.name, r.algo, cost, r.s.goroutines,
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.name, r.algo, cost, r.s.goroutines,
 			thousands(r.s.perSecond()), ratio(r.s, r.ceiling), spread, latency(r.s.percentile(50)), latency(r.s.percentile(99)),
-			serverTime(r.s), r.s.refused)
+			serverTime(r.s), perDecision(r.s.clientPerDecision()), r.s.refused)
 	}
 }
 
 // serverTime formats the µs Redis spent per decision, "—" when not measured.
-func serverTime(s *sample) string {
-	v := s.serverPerDecision()
-	if v < 0 {
+func serverTime(s *sample) string { return perDecision(s.serverPerDecision()) }
+
+// perDecision formats µs per decision, "—" when not measured (< 0).
+func perDecision(us float64) string {
+	if us < 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.1f", v)
+	return fmt.Sprintf("%.1f", us)
 }
 
 // ratio is s's decisions/s over the ceiling's.
