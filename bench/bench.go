@@ -251,28 +251,34 @@ func (r *runner) measureRedis(ctx context.Context, goroutines int, dur time.Dura
 }
 
 // windowSizes measures quota decisions with few and with many entries in
-// the window: for each fill, a budget of fill+count units over a day,
-// pre-filled with fill entries of 1 unit, then count admitted decisions
-// (the window grows to its limit) and count refused ones (the window is
-// full: each refusal walks to the oldest entry for its retry time).
+// the window. For each fill: a budget over a day, pre-filled with fill
+// entries of 1 unit, then count admitted decisions (the window grows to its
+// limit, fill+count), then count refused ones (the window is full: each
+// refusal finds its RetryAfter from the oldest entries). Each phase runs in
+// rounds that alternate between the fills, so a burst of host load hits
+// them alike.
 func (r *runner) windowSizes(ctx context.Context, store quota.Store) ([]row, error) {
 	ceil, err := r.ceilingAt(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
-	filler := slicesMax(r.cfg.goroutines)
-	var rows []row
+	per := (r.cfg.count + r.cfg.rounds - 1) / r.cfg.rounds // decisions per round
+	type filled struct {
+		fill          int
+		fn            op
+		admit, refuse []*sample
+	}
+	var fs []*filled
 	for _, fill := range r.cfg.fills {
-		limit := int64(fill + r.cfg.count)
-		lim, err := quota.New(store, "bench", []quota.Budget{{Name: "day" + strconv.Itoa(fill), Limit: limit, Window: quota.Sliding(24 * time.Hour)}})
+		name := "w" + strconv.Itoa(fill)
+		lim, err := quota.New(store, "bench", []quota.Budget{{Name: name, Limit: int64(fill + per*r.cfg.rounds), Window: quota.Sliding(24 * time.Hour)}})
 		if err != nil {
 			return nil, err
 		}
-		cred := quota.Credential{Secret: r.prefix + "window-" + strconv.Itoa(fill)}
-		ch := quota.Units("day"+strconv.Itoa(fill), 1)
-		fn := takeOp(lim, cred, ch)
+		cred := quota.Credential{Secret: r.prefix + "window-" + name}
+		f := &filled{fill: fill, fn: takeOp(lim, cred, quota.Units(name, 1))}
 		if fill > 0 {
-			pre, err := measure(ctx, filler, 0, fill, fn)
+			pre, err := measure(ctx, slicesMax(r.cfg.goroutines), 0, fill, f.fn)
 			if err != nil {
 				return nil, fmt.Errorf("bench: pre-fill %d entries: %w", fill, err)
 			}
@@ -283,26 +289,40 @@ func (r *runner) windowSizes(ctx context.Context, store quota.Store) ([]row, err
 		if err := r.checkUsed(ctx, lim, cred, int64(fill)); err != nil {
 			return nil, err
 		}
-		admit, err := r.measureRedis(ctx, 1, 0, r.cfg.count, fn)
-		if err != nil {
-			return nil, err
+		r.logf("pre-filled %d entries", fill)
+		fs = append(fs, f)
+	}
+	for _, refusing := range []bool{false, true} {
+		for range r.cfg.rounds {
+			for _, f := range fs {
+				s, err := r.measureRedis(ctx, 1, 0, per, f.fn)
+				if err != nil {
+					return nil, err
+				}
+				if refusing && s.refused != s.ops {
+					return nil, fmt.Errorf("bench: %d entries: %d of %d decisions admitted over the limit", f.fill, s.ops-s.refused, s.ops)
+				}
+				if !refusing && s.refused != 0 {
+					return nil, fmt.Errorf("bench: %d entries: %d of %d decisions refused under the limit", f.fill, s.refused, s.ops)
+				}
+				if refusing {
+					f.refuse = append(f.refuse, s)
+				} else {
+					f.admit = append(f.admit, s)
+				}
+			}
 		}
-		if admit.refused != 0 {
-			return nil, fmt.Errorf("bench: %d entries: %d of %d decisions refused under the limit", fill, admit.refused, admit.ops)
-		}
-		refuse, err := r.measureRedis(ctx, 1, 0, r.cfg.count, fn)
-		if err != nil {
-			return nil, err
-		}
-		if refuse.refused != refuse.ops {
-			return nil, fmt.Errorf("bench: %d entries: %d of %d decisions admitted over the limit", fill, refuse.ops-refuse.refused, refuse.ops)
-		}
-		name := fmt.Sprintf("quota redisstore Take, %s entries in window", thousands(float64(fill)))
+	}
+	var rows []row
+	for _, f := range fs {
+		admit, refuse := combine(f.admit), combine(f.refuse)
+		name := fmt.Sprintf("quota redisstore Take, %s entries in window", thousands(float64(f.fill)))
 		rows = append(rows,
 			row{name: name, algo: "admitted: appends one entry", cost: 1, s: admit, ceiling: ceil},
 			row{name: name, algo: "window full: refused, RetryAfter from the oldest entry", cost: 1, s: refuse, ceiling: ceil})
-		r.logf("%-46s admitted p50 %v p99 %v | refused p50 %v p99 %v", name,
-			admit.percentile(50), admit.percentile(99), refuse.percentile(50), refuse.percentile(99))
+		r.logf("%-46s admitted p50 %v p99 %v server %.1fµs | refused p50 %v p99 %v server %.1fµs", name,
+			admit.percentile(50), admit.percentile(99), admit.serverPerDecision(),
+			refuse.percentile(50), refuse.percentile(99), refuse.serverPerDecision())
 	}
 	return rows, nil
 }
