@@ -98,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds of each decisions measurement; the table shows the median round's decisions/s")
 	fs.DurationVar(&cfg.warmup, "warmup", 100*time.Millisecond, "warm-up before each round of each decisions measurement, not counted")
 	fs.DurationVar(&cfg.window, "window", time.Second, "sliding window of the decisions measurements")
-	fs.IntVar(&cfg.count, "count", 5000, "decisions in each phase (admitted, refused) of the window-size table, split across the rounds")
+	fs.IntVar(&cfg.count, "count", 6000, "decisions in each phase (admitted, refused) of the window-size table, split across the rounds")
 	fs.StringVar(&cfg.sqliteDir, "sqlite-dir", "", "directory for the SQLite file (default: a temporary directory)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

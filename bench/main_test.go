@@ -16,7 +16,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if !slices.Equal(cfg.goroutines, []int{1, 64}) || !slices.Equal(cfg.fills, []int{10, 100000}) {
 		t.Errorf("goroutines %v, fills %v: want [1 64] and [10 100000]", cfg.goroutines, cfg.fills)
 	}
-	if cfg.dur != time.Second || cfg.rounds != 3 || cfg.window != time.Second || cfg.count != 5000 || cfg.only != nil {
+	if cfg.dur != time.Second || cfg.rounds != 3 || cfg.window != time.Second || cfg.count != 6000 || cfg.only != nil {
 		t.Errorf("defaults %+v", cfg)
 	}
 }
