@@ -195,7 +195,7 @@ func (l *Limiter) register(ctx context.Context, fp, label string) {
 }
 
 func (l *Limiter) nonce() string {
-	return l.noncePfx + strconv.FormatUint(l.nonceSeq.Add(1), 36)
+	return l.noncePfx + strconv.FormatUint(l.nonceSeq.Add(1), 32)
 }
 
 // Take charges every budget ch names for cred, atomically: all pay or none
@@ -210,7 +210,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
-	// One allocation holds the request and, for up to four budgets, its debits.
+	// One allocation holds the request and, for up to two budgets, its debits.
 	sc := new(takeScratch)
 	debits := sc.debits[:0]
 	var maxCost int64
@@ -268,7 +268,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 
 type takeScratch struct {
 	req    TakeRequest
-	debits [4]Debit
+	debits [2]Debit
 }
 
 // unavailable applies the failure policy to a store error: nil means go

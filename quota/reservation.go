@@ -59,7 +59,7 @@ func reservationID(api, fp string, at time.Time, nonce string) string {
 	b.WriteString(fp)
 	b.WriteByte('/')
 	var buf [16]byte
-	b.Write(strconv.AppendInt(buf[:0], at.UnixMicro(), 36))
+	b.Write(strconv.AppendInt(buf[:0], at.UnixMicro(), 32))
 	b.WriteByte('.')
 	b.WriteString(nonce)
 	return b.String()
@@ -81,7 +81,7 @@ func ParseReservationID(id string) (*Reservation, error) {
 		return nil, invalidf("reservation ID %q: bad credential fingerprint", id)
 	}
 	ts, nonce, ok := strings.Cut(rest, ".")
-	us, err := strconv.ParseInt(ts, 36, 64)
+	us, err := strconv.ParseInt(ts, 32, 64)
 	if !ok || err != nil || nonce == "" || us <= 0 {
 		return nil, invalidf("reservation ID %q: bad TIME.NONCE part", id)
 	}
