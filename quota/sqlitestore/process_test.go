@@ -426,7 +426,7 @@ func TestSIGKILL(t *testing.T) {
 	for _, p := range printed {
 		parts := strings.Split(p.ID, "/")
 		ts, nonce, _ := strings.Cut(parts[len(parts)-1], ".")
-		us, err := strconv.ParseInt(ts, 36, 64)
+		us, err := strconv.ParseInt(ts, 32, 64)
 		if err != nil {
 			t.Fatalf("reservation ID %q: %v", p.ID, err)
 		}
