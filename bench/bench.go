@@ -23,12 +23,12 @@ import (
 // config is what one run measures; the flags in main set it.
 type config struct {
 	redisURL   string        // empty: start a redis-server
-	dur        time.Duration // per decisions measurement
-	warmup     time.Duration // before each decisions measurement, not counted
+	dur        time.Duration // each round of each decisions measurement
+	warmup     time.Duration // before each round, not counted
 	goroutines []int
 	window     time.Duration // sliding window of the decisions measurements
 	fills      []int         // entries in the window for the latency measurement
-	count      int           // decisions per window-size measurement
+	count      int           // decisions per phase of the window-size table
 	only       *regexp.Regexp
 	sqliteDir  string // empty: a temporary directory
 	rounds     int    // interleaved rounds of each decisions measurement
@@ -104,11 +104,17 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 		}
 		defer os.RemoveAll(dir)
 	}
-	ss, err := sqlitestore.Open(filepath.Join(dir, "bench-"+hex.EncodeToString(rnd[:])+".db"))
+	dbPath := filepath.Join(dir, "bench-"+hex.EncodeToString(rnd[:])+".db")
+	ss, err := sqlitestore.Open(dbPath)
 	if err != nil {
 		return nil, err
 	}
-	defer ss.Close()
+	defer func() {
+		_ = ss.Close()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(dbPath + suffix)
+		}
+	}()
 	localContenders := []contender{
 		quotaTake("quota MemoryStore Take", "same log in process memory, one mutex", true, quota.NewMemoryStore(), cfg.window),
 		quotaTake("quota sqlitestore Take", "same log in an SQLite file (WAL, BEGIN IMMEDIATE)", true, ss, cfg.window),
