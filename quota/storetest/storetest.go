@@ -272,6 +272,18 @@ func (s suite) retryAfterExact(t *testing.T) {
 	mustRefuse(t, l, key, quota.Units("units", 30))
 	clock.Set(T0.Add(time.Hour + time.Minute))
 	mustTake(t, l, key, quota.Units("units", 30))
+	// A deficit covered deep in the log (stores may read it in batches).
+	l2 := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 150, Window: quota.Sliding(time.Hour)})
+	for i := range 150 {
+		clock.Set(T0.Add(time.Duration(i) * time.Second))
+		mustTake(t, l2, key, quota.Units("units", 1))
+	}
+	for _, cost := range []int64{1, 4, 5, 37, 101, 150} {
+		want := T0.Add(time.Hour + time.Duration(cost-1)*time.Second)
+		if ee := mustRefuse(t, l2, key, quota.Units("units", cost)); !ee.RetryAt.Equal(want) {
+			t.Errorf("150 entries, cost %d: RetryAt %v, want %v", cost, ee.RetryAt, want)
+		}
+	}
 }
 
 func (s suite) sameInstant(t *testing.T) {

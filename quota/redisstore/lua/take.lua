@@ -33,9 +33,11 @@ for d = 1, n do
   if deficit > 0 then
     -- walk the oldest entries until their costs cover the deficit: the
     -- charge fits once the entry that covers it has expired
-    local freed, from = 0, 0
+    -- (a few entries first: one or two usually cover the deficit, and every
+    -- call after a budget runs out is a refusal; then 100 at a time)
+    local freed, from, size = 0, 0, 4
     while retry == 0 do
-      local batch = redis.call('ZRANGE', KEYS[k], from, from + 99, 'WITHSCORES')
+      local batch = redis.call('ZRANGE', KEYS[k], from, from + size - 1, 'WITHSCORES')
       if #batch == 0 then
         break
       end
@@ -46,7 +48,8 @@ for d = 1, n do
           break
         end
       end
-      from = from + 100
+      from = from + size
+      size = 100
     end
     if retry == 0 then
       -- the entries cover less than the sum claimed: the sum was stale
