@@ -195,7 +195,9 @@ func (l *Limiter) register(ctx context.Context, fp, label string) {
 }
 
 func (l *Limiter) nonce() string {
-	return l.noncePfx + strconv.FormatUint(l.nonceSeq.Add(1), 32)
+	var buf [32]byte
+	b := append(buf[:0], l.noncePfx...)
+	return string(strconv.AppendUint(b, l.nonceSeq.Add(1), 32))
 }
 
 // Take charges every budget ch names for cred, atomically: all pay or none
@@ -210,7 +212,8 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
-	// One allocation holds the request and, for up to two budgets, its debits.
+	// One allocation holds the request, for up to two budgets its debits,
+	// and the Reservation returned.
 	sc := new(takeScratch)
 	debits := sc.debits[:0]
 	var maxCost int64
@@ -258,7 +261,8 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if !res.OK {
 		return nil, l.exhausted(res, debits, fp, label)
 	}
-	r := &Reservation{
+	r := &sc.res
+	*r = Reservation{
 		ID: reservationID(l.api, fp, res.At, req.Nonce), API: l.api, Credential: fp, Label: label,
 		Method: ch.Method, At: res.At, Usage: res.Usage, nonce: req.Nonce,
 	}
@@ -269,6 +273,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 type takeScratch struct {
 	req    TakeRequest
 	debits [2]Debit
+	res    Reservation
 }
 
 // unavailable applies the failure policy to a store error: nil means go

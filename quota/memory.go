@@ -99,7 +99,7 @@ func NewMemoryStore() *MemoryStore {
 
 func nowOr(t time.Time) time.Time {
 	if t.IsZero() {
-		return time.Now().Truncate(time.Microsecond)
+		return time.UnixMicro(time.Now().UnixMicro()) // cheaper than Truncate
 	}
 	return t.Truncate(time.Microsecond)
 }
