@@ -90,7 +90,7 @@ func TestMeasureCount(t *testing.T) {
 func TestMeasureDuration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fn := func(context.Context) (bool, error) {
-			time.Sleep(time.Millisecond)
+			<-time.NewTimer(time.Millisecond).C // 1ms of the bubble's fake clock
 			return true, nil
 		}
 		s, err := measure(t.Context(), 4, 100*time.Millisecond, 0, fn)

@@ -17,9 +17,11 @@ import (
 
 // In these tests time is the synctest bubble's fake clock, which starts at
 // 2000-01-01 00:00 UTC and moves only when every goroutine in the bubble is
-// blocked: advance waits out d of fake time instantly.
+// blocked. advance blocks on a bubble timer, so the fake clock jumps d at
+// once (no wall time passes), then waits until the jobs the jump woke are
+// blocked again.
 func advance(d time.Duration) {
-	time.Sleep(d) // fake time: returns as soon as the bubble is idle
+	<-time.NewTimer(d).C
 	synctest.Wait()
 }
 

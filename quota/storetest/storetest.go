@@ -9,8 +9,9 @@
 // The suite drives each store through quota.Limiter with an injected clock
 // (fixed instants, never sleeping): boundary bursts, weighted costs,
 // multi-budget atomicity, exact RetryAfter, refund, exhaust, adjust, daily
-// reset across DST, expiry, concurrency, bad input, the catalog, and (when
-// the store implements it) quota.StateStore.
+// reset across DST, expiry, concurrency, bad input, the catalog, and
+// quota.StateStore, which every store must also implement (jobs keeps its
+// checkpoints and run history there).
 package storetest
 
 import (
@@ -686,7 +687,7 @@ func (s suite) concurrency(t *testing.T) {
 func (s suite) stateStore(t *testing.T) {
 	st, ok := s.store(t).(quota.StateStore)
 	if !ok {
-		t.Skip("store does not implement quota.StateStore")
+		t.Fatal("the store does not implement quota.StateStore, where the jobs package keeps checkpoints and run history")
 	}
 	ctx := context.Background()
 	if _, err := st.LoadState(ctx, "jobs/x/checkpoint"); !errors.Is(err, quota.ErrNotFound) {
