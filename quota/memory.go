@@ -394,9 +394,8 @@ func (s *MemoryStore) RememberCredential(ctx context.Context, api string, c Cred
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.api(api)
-	if old, ok := a.creds[c.ID]; !ok || c.Label != "" {
-		_ = old
-		a.creds[c.ID] = c.Label
+	if _, ok := a.creds[c.ID]; !ok || c.Label != "" {
+		a.creds[c.ID] = c.Label // a non-empty label replaces the old one
 	}
 	return nil
 }
