@@ -7,9 +7,13 @@
 // it) the miniredis fallback is a test failure instead. Prefix returns a key
 // prefix unique to the test, so tests never need FLUSHALL.
 //
-// Server always starts a redis-server of the test's own, which the test may
-// Kill and Restart (fault tests). Mini returns a miniredis, whose clock the
-// test moves with SetTime and FastForward.
+// Server starts a server of the test's own, which the test may Kill,
+// Restart, Pause and Resume (fault tests); NewCluster and NewSentinel start
+// a Redis Cluster and a Sentinel set-up. They use redis-server from PATH,
+// else in-process miniredis servers behind loopback proxies that play the
+// same faults (never a skipped test); with $QUOTA_REQUIRE_REDIS=1 the
+// fallback is a test failure. Each logs which it started. Mini returns a
+// miniredis, whose clock the test moves with SetTime and FastForward.
 //
 // A package whose tests use Client should call Main from its TestMain so the
 // shared redis-server is stopped when the tests end; without it the server
@@ -233,9 +237,14 @@ func MiniClient(t testing.TB, m *miniredis.Miniredis) *redis.Client {
 	return c
 }
 
-// Instance is a redis-server process of one test's own, on a loopback port,
-// with no persistence. Kill and Restart it to test faults. It is stopped
-// when the test ends.
+// Instance is a Redis server of one test's own on a loopback port, with no
+// persistence, that the test may Kill, Restart, Pause and Resume to play
+// faults. It is stopped when the test ends.
+//
+// It is a redis-server process when one is on PATH (Kind KindServer), else
+// an in-process miniredis behind a loopback TCP proxy the Instance owns
+// (Kind KindMini): the proxy plays the faults, so the API and what clients
+// see are the same in both modes.
 type Instance struct {
 	mu    sync.Mutex
 	port  int
@@ -245,25 +254,27 @@ type Instance struct {
 	ready string   // the log line that says the server is ready
 	cmd   *exec.Cmd
 	done  chan struct{} // closed when cmd exits
+
+	// The fallback: a miniredis behind a proxy (nil when real).
+	mini *miniredis.Miniredis
+	prx  *proxy
+	pass string // the miniredis's password, or ""
 }
 
-// Server starts a redis-server of the test's own on a free loopback port.
-// extra arguments go to redis-server (e.g. "--maxmemory", "1mb"). A fault
-// test needs a real server that it can kill, which miniredis is not: without
-// redis-server on PATH the test is skipped with a loud message, or fails
-// when $QUOTA_REQUIRE_REDIS=1 (CI).
+// Server starts a Redis server of the test's own on a free loopback port:
+// a redis-server process when one is on PATH, else (unless
+// $QUOTA_REQUIRE_REDIS=1, which makes that a test failure) an in-process
+// miniredis behind a loopback proxy that Kill, Restart, Pause and Resume
+// act on. extra arguments go to redis-server (e.g. "--maxmemory", "1mb");
+// the fallback supports only "--requirepass PASS" and fails the test on any
+// other. Kind tells which the test got; Server logs it.
 func Server(t testing.TB, extra ...string) *Instance {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		// Go alone runs `go test ./...` green: a fault test needs a real
-		// server it can kill, which miniredis cannot stand in for, so it is
-		// skipped out loud. CI sets $QUOTA_REQUIRE_REDIS=1, and there the
-		// missing server is a failure.
-		msg := "redistest: SKIPPED, NOT RUN: this test kills, restarts or clusters a redis-server of its own, and none is on PATH (apt-get install redis-server): " + err.Error()
 		if os.Getenv(EnvRequire) == "1" {
-			t.Fatal(msg + " ($" + EnvRequire + "=1)")
+			t.Fatalf("redistest: $%s=1 but no redis-server on PATH to start a server of the test's own (apt-get install redis-server): %v", EnvRequire, err)
 		}
-		t.Skip(msg)
+		return fallbackServer(t, "no redis-server on PATH", extra)
 	}
 	dir := t.TempDir()
 	var (
@@ -278,6 +289,50 @@ func Server(t testing.TB, extra ...string) *Instance {
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
+	for i := 0; i+1 < len(extra); i++ {
+		if extra[i] == "--requirepass" {
+			s.pass = extra[i+1]
+		}
+	}
+	t.Cleanup(s.stop)
+	t.Logf("redistest: Server: redis-server (pid %d) at %s", s.cmd.Process.Pid, s.Addr())
+	return s
+}
+
+// fallbackServer returns a miniredis behind a proxy of its own.
+func fallbackServer(t testing.TB, why string, extra []string) *Instance {
+	t.Helper()
+	m := miniredis.NewMiniRedis()
+	var pass string
+	for i := 0; i < len(extra); i++ {
+		switch {
+		case extra[i] == "--requirepass" && i+1 < len(extra):
+			pass = extra[i+1]
+			m.RequireAuth(pass)
+			i++
+		default:
+			t.Fatalf("redistest: Server argument %q is not supported by the miniredis fallback (%s); only --requirepass PASS is", extra[i], why)
+		}
+	}
+	s := proxied(t, m)
+	s.pass = pass
+	t.Logf("redistest: Server: FALLBACK in-process miniredis behind a loopback proxy at %s (%s)", s.Addr(), why)
+	return s
+}
+
+// proxied starts m and a proxy in front of it on a free loopback port, both
+// stopped when the test ends.
+func proxied(t testing.TB, m *miniredis.Miniredis) *Instance {
+	t.Helper()
+	if err := m.Start(); err != nil {
+		t.Fatalf("redistest: start miniredis: %v", err)
+	}
+	t.Cleanup(m.Close)
+	p := newProxy(m.Addr())
+	if err := p.listen("127.0.0.1:0"); err != nil {
+		t.Fatalf("redistest: proxy: %v", err)
+	}
+	s := &Instance{port: p.port(), mini: m, prx: p}
 	t.Cleanup(s.stop)
 	return s
 }
@@ -383,6 +438,18 @@ func (s *Instance) launch() error {
 	return nil
 }
 
+// Kind reports what the server is: KindServer (a redis-server process) or
+// KindMini (the in-process miniredis fallback).
+func (s *Instance) Kind() Kind {
+	if s.mini != nil {
+		return KindMini
+	}
+	return KindServer
+}
+
+// IsReal reports whether the server is a redis-server process.
+func (s *Instance) IsReal() bool { return s.mini == nil }
+
 // Addr returns the server's address, "127.0.0.1:PORT". It stays the same
 // across Restart.
 func (s *Instance) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -390,19 +457,31 @@ func (s *Instance) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // Port returns the server's port.
 func (s *Instance) Port() int { return s.port }
 
-// Client returns a new client of s, closed when the test ends.
+// Client returns a new client of s (with the --requirepass password, if
+// any), closed when the test ends.
 func (s *Instance) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.pass})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// Kill stops the server at once (SIGKILL), as a crash would, and waits for
-// it to exit. Its data is gone (no persistence).
+// Kill stops the server at once, as a crash would, and waits until it is
+// gone: a redis-server gets SIGKILL; the fallback's proxy closes its
+// listener and every connection (clients see connection refused or reset).
+// The data and loaded scripts are gone either way (no persistence).
 func (s *Instance) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.prx != nil {
+		s.prx.kill()
+		s.mini.FlushAll()
+		// A restarted redis-server has no scripts either.
+		c := redis.NewClient(&redis.Options{Addr: s.mini.Addr(), Password: s.pass, MaxRetries: -1})
+		_ = c.ScriptFlush(context.Background()).Err()
+		_ = c.Close()
+		return
+	}
 	if s.cmd == nil {
 		return
 	}
@@ -419,18 +498,54 @@ func (s *Instance) Restart() error {
 	defer s.mu.Unlock()
 	var err error
 	for range 5 { // the port may linger briefly after the kill
-		if err = s.launch(); err == nil {
+		if s.prx != nil {
+			err = s.prx.listen(s.Addr())
+		} else {
+			err = s.launch()
+		}
+		if err == nil {
 			return nil
 		}
 	}
 	return fmt.Errorf("redistest: restart on port %d: %w", s.port, err)
 }
 
+// Pause makes the server hang, as a stuck process does: connections stay
+// open and new ones are accepted, but nothing is answered until Resume. A
+// redis-server is stopped with SIGSTOP (Unix only; elsewhere Pause returns
+// an error), and Pause returns once the kernel reports it stopped; the
+// fallback's proxy stops forwarding and holds what it reads.
+func (s *Instance) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prx != nil {
+		return s.prx.setPaused(true)
+	}
+	if s.cmd == nil {
+		return errors.New("redistest: pause: the server is killed")
+	}
+	return pauseProcess(s.cmd.Process.Pid)
+}
+
+// Resume undoes Pause: the server answers again, including what it was
+// sent while paused.
+func (s *Instance) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prx != nil {
+		return s.prx.setPaused(false)
+	}
+	if s.cmd == nil {
+		return errors.New("redistest: resume: the server is killed")
+	}
+	return resumeProcess(s.cmd.Process.Pid)
+}
+
 func (s *Instance) stop() { s.Kill() }
 
 // Ping reports whether the server answers.
 func (s *Instance) Ping(ctx context.Context) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.pass, MaxRetries: -1})
 	defer c.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
 		return errors.Join(errors.New("redistest: ping "+s.Addr()), err)
