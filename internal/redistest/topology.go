@@ -227,7 +227,8 @@ func (c *Cluster) Slots() []redis.ClusterSlot {
 // Client returns a cluster client of c, closed when the test ends. Real,
 // it learns the layout from the nodes (CLUSTER SLOTS, MOVED); in the
 // fallback its ClusterSlots option gives it the layout, and it routes every
-// command by the slot of its first key.
+// command by the slot of its first key. (go-redis then names the nodes'
+// clients ":PORT", dropping the loopback host, in Options().Addr.)
 func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Helper()
 	opts := &redis.ClusterOptions{Addrs: c.Addrs()}
