@@ -24,7 +24,9 @@ func TestScriptFlush(t *testing.T) {
 		name   string
 		client func(t *testing.T) redis.UniversalClient
 	}{
-		{"redis-server", func(t *testing.T) redis.UniversalClient { return redistest.Server(t).Client(t) }},
+		// A server of the test's own: redis-server, or miniredis behind a
+		// proxy without one on PATH (Server logs which).
+		{"Server", func(t *testing.T) redis.UniversalClient { return redistest.Server(t).Client(t) }},
 		{"miniredis", func(t *testing.T) redis.UniversalClient { return redistest.MiniClient(t, redistest.Mini(t)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
