@@ -175,11 +175,11 @@ func TestBadInput(t *testing.T) {
 		{"storeurl.Open: bad redis db", openURL("redis://127.0.0.1:6379/x"), quota.ErrInvalid, `"x"`},
 		{"storeurl.Open: nothing listening", openURL("redis://" + deadStoreAddr(t) + "/0?dial_timeout=1s&max_retries=-1"), quota.ErrStoreUnavailable, "storeurl"},
 		{"redisstore: empty fingerprint", storeTake(&quota.TakeRequest{API: "youtube", Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, "empty credential fingerprint"},
-		{"redisstore: brace in fingerprint", storeTake(&quota.TakeRequest{API: "youtube", Credential: "ab}cd", Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `"ab}cd" holds a brace`},
-		{"redisstore: no debits", storeTake(&quota.TakeRequest{API: "youtube", Credential: fp, Nonce: "n1"}), quota.ErrInvalid, "names no budget"},
-		{"redisstore: cost over the limit", storeTake(&quota.TakeRequest{API: "youtube", Credential: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 101}}}), quota.ErrInvalid, `cost 101 for budget "units"`},
-		{"redisstore: colon in nonce", storeTake(&quota.TakeRequest{API: "youtube", Credential: fp, Nonce: "a:b", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `nonce "a:b"`},
-		{"redisstore: zero window", storeTake(&quota.TakeRequest{API: "youtube", Credential: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: 1}, Cost: 1}}}), quota.ErrInvalid, "zero window"},
+		{"redisstore: brace in fingerprint", storeTake(&quota.TakeRequest{API: "youtube", Owner: "ab}cd", Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `"ab}cd" holds a brace`},
+		{"redisstore: no debits", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1"}), quota.ErrInvalid, "names no budget"},
+		{"redisstore: cost over the limit", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 101}}}), quota.ErrInvalid, `cost 101 for budget "units"`},
+		{"redisstore: colon in nonce", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "a:b", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `nonce "a:b"`},
+		{"redisstore: zero window", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: 1}, Cost: 1}}}), quota.ErrInvalid, "zero window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()

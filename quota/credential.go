@@ -17,6 +17,11 @@ import (
 type Credential struct {
 	Secret string // the raw API key or token; never stored, logged or returned in errors
 	Label  string // optional human name, such as "yt-key-1"; stored as given
+	// Owner names the upstream's unit of billing the credential belongs to
+	// (a Google Cloud project for YouTube): budgets are kept per owner, so
+	// every credential of one owner shares its quota. Empty: the credential
+	// is its own owner. Owner names follow the rules of API names.
+	Owner string
 }
 
 // String returns the label, or "credential" when there is none. It never

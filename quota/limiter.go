@@ -243,7 +243,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	var req *TakeRequest
 	if err == nil {
 		req = &sc.req
-		*req = TakeRequest{API: l.api, Credential: fp, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
+		*req = TakeRequest{API: l.api, Owner: fp, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
 		res, err = l.store.Take(ctx, req)
 	}
 	if err != nil {
@@ -353,7 +353,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 			budgets = append(budgets, b)
 		}
 	}
-	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Credential: res.Credential, At: res.At, Nonce: res.nonce, Budgets: budgets, Now: l.now()})
+	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: res.Credential, At: res.At, Nonce: res.nonce, Budgets: budgets, Now: l.now()})
 	if err != nil {
 		return err
 	}
@@ -376,7 +376,7 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 	if err != nil {
 		return err
 	}
-	if err := l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Credential: fp, Budget: b, Until: until, Now: l.now()}); err != nil {
+	if err := l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: fp, Budget: b, Until: until, Now: l.now()}); err != nil {
 		return err
 	}
 	l.register(ctx, fp, label)
@@ -398,7 +398,7 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if err != nil {
 		return err
 	}
-	if err := l.store.Adjust(ctx, &AdjustRequest{API: l.api, Credential: fp, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}); err != nil {
+	if err := l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: fp, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}); err != nil {
 		return err
 	}
 	l.register(ctx, fp, label)
@@ -418,7 +418,7 @@ func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) 
 // StatusOf is Status for a credential known by its fingerprint (from List).
 func (l *Limiter) StatusOf(ctx context.Context, fingerprint string) ([]Usage, error) {
 	now := l.now()
-	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Credential: fingerprint, Budgets: l.budgets, Now: now})
+	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Owner: fingerprint, Budgets: l.budgets, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +442,7 @@ func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) (
 	if err != nil {
 		return nil, err
 	}
-	return l.store.Entries(ctx, &EntriesRequest{API: l.api, Credential: fp, Budget: b, Now: l.now()})
+	return l.store.Entries(ctx, &EntriesRequest{API: l.api, Owner: fp, Budget: b, Now: l.now()})
 }
 
 // List returns every API, budget and credential the store knows.

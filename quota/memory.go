@@ -201,7 +201,7 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 		s.sweep(nowUS)
 	}
 	for _, d := range req.Debits {
-		lgs = append(lgs, s.log(req.API, req.Credential, d.Budget, nowUS))
+		lgs = append(lgs, s.log(req.API, req.Owner, d.Budget, nowUS))
 	}
 	for i, d := range req.Debits {
 		lg := lgs[i]
@@ -268,7 +268,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range req.Budgets {
-		lg := s.logs[logKey{req.API, req.Credential, b.Name}]
+		lg := s.logs[logKey{req.API, req.Owner, b.Name}]
 		if lg == nil {
 			continue
 		}
@@ -289,7 +289,7 @@ func (s *MemoryStore) Exhaust(ctx context.Context, req *ExhaustRequest) error {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lg := s.log(req.API, req.Credential, req.Budget, now)
+	lg := s.log(req.API, req.Owner, req.Budget, now)
 	lg.exh = 0
 	if u := req.Until.UnixMicro(); !req.Until.IsZero() && u > now {
 		lg.exh = u
@@ -302,7 +302,7 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lg := s.log(req.API, req.Credential, req.Budget, now)
+	lg := s.log(req.API, req.Owner, req.Budget, now)
 	lg.clear()
 	if req.Used > 0 {
 		lg.push(memEntry{at: now, cost: req.Used, nonce: makeNonce(req.Nonce)})
@@ -318,7 +318,7 @@ func (s *MemoryStore) Usage(ctx context.Context, req *UsageRequest) ([]Usage, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, b := range req.Budgets {
-		lg := s.logs[logKey{req.API, req.Credential, b.Name}]
+		lg := s.logs[logKey{req.API, req.Owner, b.Name}]
 		if lg == nil {
 			lg = &memLog{window: b.Window}
 		}
@@ -334,7 +334,7 @@ func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lg := s.logs[logKey{req.API, req.Credential, req.Budget.Name}]
+	lg := s.logs[logKey{req.API, req.Owner, req.Budget.Name}]
 	if lg == nil {
 		return nil, nil
 	}

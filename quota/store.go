@@ -73,12 +73,15 @@ type Debit struct {
 
 // TakeRequest asks a Store for one decision.
 type TakeRequest struct {
-	API        string
-	Credential string // fingerprint
-	Nonce      string // unique per call; identifies the entries for Refund
-	Method     string // for the record; may be empty
-	Now        time.Time
-	Debits     []Debit
+	API string
+	// Owner is the account the budgets are kept under: the owner's name
+	// (Credential.Owner), or the credential's fingerprint when the credential
+	// is its own owner.
+	Owner  string
+	Nonce  string // unique per call; identifies the entries for Refund
+	Method string // for the record; may be empty
+	Now    time.Time
+	Debits []Debit
 }
 
 // TakeResult is a Store's decision.
@@ -92,47 +95,47 @@ type TakeResult struct {
 
 // RefundRequest names one reservation's entries.
 type RefundRequest struct {
-	API        string
-	Credential string
-	At         time.Time // when the reservation was recorded
-	Nonce      string
-	Budgets    []Budget // the budgets to look in
-	Now        time.Time
+	API     string
+	Owner   string    // as in TakeRequest
+	At      time.Time // when the reservation was recorded
+	Nonce   string
+	Budgets []Budget // the budgets to look in
+	Now     time.Time
 }
 
 // ExhaustRequest marks a budget spent.
 type ExhaustRequest struct {
-	API        string
-	Credential string
-	Budget     Budget
-	Until      time.Time
-	Now        time.Time
+	API    string
+	Owner  string // as in TakeRequest
+	Budget Budget
+	Until  time.Time
+	Now    time.Time
 }
 
 // AdjustRequest sets a budget's usage.
 type AdjustRequest struct {
-	API        string
-	Credential string
-	Budget     Budget
-	Used       int64 // >= 0
-	Nonce      string
-	Now        time.Time
+	API    string
+	Owner  string // as in TakeRequest
+	Budget Budget
+	Used   int64 // >= 0
+	Nonce  string
+	Now    time.Time
 }
 
 // UsageRequest asks for usage of several budgets.
 type UsageRequest struct {
-	API        string
-	Credential string
-	Budgets    []Budget
-	Now        time.Time
+	API     string
+	Owner   string // as in TakeRequest
+	Budgets []Budget
+	Now     time.Time
 }
 
 // EntriesRequest asks for one budget's counted entries.
 type EntriesRequest struct {
-	API        string
-	Credential string
-	Budget     Budget
-	Now        time.Time
+	API    string
+	Owner  string // as in TakeRequest
+	Budget Budget
+	Now    time.Time
 }
 
 // Usage is one budget's state for one credential.

@@ -44,7 +44,7 @@ func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys 
 // by its score At and nonce) from each named budget and returns the units
 // given back per budget.
 func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
-	if err := checkCred(req.API, req.Credential); err != nil {
+	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
 	if err := checkNonce(req.Nonce); err != nil {
@@ -62,7 +62,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		}
 		daily = daily || b.Window.IsDaily()
 	}
-	all := s.keys(req.API, req.Credential, n, func(i int) string { return req.Budgets[i].Name })
+	all := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name })
 	keys := make([]string, 0, 2*n)
 	for i := range n {
 		keys = append(keys, all[3*i], all[3*i+1])
@@ -92,13 +92,13 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 // Exhaust implements quota.Store: it marks the budget spent until
 // req.Until (the key expires then), or clears the mark.
 func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
-	if err := checkCred(req.API, req.Credential); err != nil {
+	if err := checkCred(req.API, req.Owner); err != nil {
 		return err
 	}
 	if err := checkBudget(req.Budget); err != nil {
 		return err
 	}
-	keys := s.keys(req.API, req.Credential, 1, func(int) string { return req.Budget.Name })
+	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
 	var until int64
 	if !req.Until.IsZero() {
 		until = req.Until.UnixMicro()
@@ -117,7 +117,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 // entry of req.Used units recorded now (none if 0) and clears any
 // exhaustion mark.
 func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
-	if err := checkCred(req.API, req.Credential); err != nil {
+	if err := checkCred(req.API, req.Owner); err != nil {
 		return err
 	}
 	if err := checkBudget(req.Budget); err != nil {
@@ -129,7 +129,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	if err := checkNonce(req.Nonce); err != nil {
 		return err
 	}
-	keys := s.keys(req.API, req.Credential, 1, func(int) string { return req.Budget.Name })
+	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
 	_, _, err := s.runSpecs(ctx, "adjust", adjustScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est)
 	})
@@ -139,7 +139,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 // Usage implements quota.Store: the usage of each budget for one
 // credential now, after dropping expired entries.
 func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
-	if err := checkCred(req.API, req.Credential); err != nil {
+	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
 	n := len(req.Budgets)
@@ -153,7 +153,7 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 		}
 		daily = daily || b.Window.IsDaily()
 	}
-	keys := s.keys(req.API, req.Credential, n, func(i int) string { return req.Budgets[i].Name })
+	keys := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name })
 	rest, _, err := s.runSpecs(ctx, "usage", usageScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := make([]any, 0, 1+5*n)
 		args = append(args, nowArg(req.Now))
@@ -182,13 +182,13 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 // Entries implements quota.Store: the entries the budget counts now,
 // oldest first.
 func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota.Entry, error) {
-	if err := checkCred(req.API, req.Credential); err != nil {
+	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
 	if err := checkBudget(req.Budget); err != nil {
 		return nil, err
 	}
-	keys := s.keys(req.API, req.Credential, 1, func(int) string { return req.Budget.Name })
+	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
 	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys[:2], req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return s.appendSpec([]any{nowArg(req.Now)}, req.Budget.Window, est)
 	})

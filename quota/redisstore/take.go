@@ -13,7 +13,7 @@ import (
 // give an error wrapping quota.ErrStoreUnavailable; bad requests one
 // wrapping quota.ErrInvalid.
 func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
-	if err := checkCred(req.API, req.Credential); err != nil {
+	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
 	if err := checkNonce(req.Nonce); err != nil {
@@ -33,7 +33,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		}
 		daily = daily || d.Window.IsDaily()
 	}
-	keys := s.keys(req.API, req.Credential, n, func(i int) string { return req.Debits[i].Name })
+	keys := s.keys(req.API, req.Owner, n, func(i int) string { return req.Debits[i].Name })
 	var est time.Time
 	if daily {
 		est = s.estimate(req.Now)

@@ -19,7 +19,7 @@ func TestHostClock(t *testing.T) {
 	st, _ := openTemp(t)
 	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
 	before := time.Now().Truncate(time.Microsecond)
-	res, err := st.Take(context.Background(), &quota.TakeRequest{API: "api", Credential: "c", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 4}}})
+	res, err := st.Take(context.Background(), &quota.TakeRequest{API: "api", Owner: "c", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 4}}})
 	after := time.Now()
 	if err != nil || !res.OK {
 		t.Fatalf("Take = %+v, %v", res, err)
@@ -118,7 +118,7 @@ func TestStoreValidates(t *testing.T) {
 	ctx := context.Background()
 	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
 	take := func(cred string, ds ...quota.Debit) error {
-		_, err := st.Take(ctx, &quota.TakeRequest{API: "api", Credential: cred, Nonce: "n", Now: t0, Debits: ds})
+		_, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: cred, Nonce: "n", Now: t0, Debits: ds})
 		return err
 	}
 	for name, tc := range map[string]struct {
@@ -137,14 +137,14 @@ func TestStoreValidates(t *testing.T) {
 			quota.ErrInvalid, "IANA"},
 		"bad api name":      {st.DefineBudgets(ctx, "a b", []quota.Budget{b}), quota.ErrInvalid, "api name"},
 		"empty fingerprint": {st.RememberCredential(ctx, "api", quota.CredentialInfo{Label: "x"}), quota.ErrInvalid, "fingerprint"},
-		"negative adjust": {st.Adjust(ctx, &quota.AdjustRequest{API: "api", Credential: "c", Budget: b, Used: -1, Now: t0}),
+		"negative adjust": {st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: "c", Budget: b, Used: -1, Now: t0}),
 			quota.ErrInvalid, "used -1"},
 	} {
 		if !errors.Is(tc.err, tc.want) || !strings.Contains(tc.err.Error(), tc.says) || !strings.HasPrefix(tc.err.Error(), "sqlitestore: ") {
 			t.Errorf("%s: err = %v, want %v saying %q", name, tc.err, tc.want, tc.says)
 		}
 	}
-	if n, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Credential: "c", Budget: b, Now: t0}); err != nil || len(n) != 0 {
+	if n, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: "c", Budget: b, Now: t0}); err != nil || len(n) != 0 {
 		t.Fatalf("bad requests recorded entries: %v, %v", n, err)
 	}
 }

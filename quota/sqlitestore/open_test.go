@@ -199,7 +199,7 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	}
 	ctx := context.Background()
 	b := quota.Budget{Name: "u", Limit: 10, Window: quota.Sliding(time.Hour)}
-	_, err := st.Take(ctx, &quota.TakeRequest{API: "a", Credential: "c", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 1}}})
+	_, err := st.Take(ctx, &quota.TakeRequest{API: "a", Owner: "c", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 1}}})
 	if !errors.Is(err, quota.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "sqlitestore: take: ") {
 		t.Errorf("Take after Close = %v, want sqlitestore: take: ...ErrStoreUnavailable", err)
 	}

@@ -80,7 +80,7 @@ func diffRun(t *testing.T, st quota.Store, budgets []quota.Budget, seed uint64, 
 					debits = append(debits, quota.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/5)})
 				}
 			}
-			req := &quota.TakeRequest{API: "api", Credential: cred, Nonce: fmt.Sprint("n", step), Now: now, Debits: debits}
+			req := &quota.TakeRequest{API: "api", Owner: cred, Nonce: fmt.Sprint("n", step), Now: now, Debits: debits}
 			want, errW := ref.Take(ctx, req)
 			got, errG := st.Take(ctx, req)
 			check(step, "Take", want, got, errW, errG)
@@ -96,7 +96,7 @@ func diffRun(t *testing.T, st quota.Store, budgets []quota.Budget, seed uint64, 
 			}
 		case op < 65 && len(grants) > 0:
 			g := grants[rng.IntN(len(grants))]
-			req := &quota.RefundRequest{API: "api", Credential: g.cred, At: g.at, Nonce: g.nonce, Budgets: g.budgets, Now: now}
+			req := &quota.RefundRequest{API: "api", Owner: g.cred, At: g.at, Nonce: g.nonce, Budgets: g.budgets, Now: now}
 			if rng.IntN(4) == 0 {
 				req.Budgets = budgets // by ID: every budget of the API
 			}
@@ -109,11 +109,11 @@ func diffRun(t *testing.T, st quota.Store, budgets []quota.Budget, seed uint64, 
 			if rng.IntN(5) == 0 {
 				until = time.Time{}
 			}
-			req := &quota.ExhaustRequest{API: "api", Credential: cred, Budget: b, Until: until, Now: now}
+			req := &quota.ExhaustRequest{API: "api", Owner: cred, Budget: b, Until: until, Now: now}
 			check(step, "Exhaust", nil, nil, ref.Exhaust(ctx, req), st.Exhaust(ctx, req))
 		case op < 73:
 			b := budgets[rng.IntN(len(budgets))]
-			req := &quota.AdjustRequest{API: "api", Credential: cred, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
+			req := &quota.AdjustRequest{API: "api", Owner: cred, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
 			check(step, "Adjust", nil, nil, ref.Adjust(ctx, req), st.Adjust(ctx, req))
 		default:
 			now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Minute))))
@@ -128,12 +128,12 @@ func diffRun(t *testing.T, st quota.Store, budgets []quota.Budget, seed uint64, 
 			look = creds
 		}
 		for _, c := range look {
-			ureq := &quota.UsageRequest{API: "api", Credential: c, Budgets: budgets, Now: now}
+			ureq := &quota.UsageRequest{API: "api", Owner: c, Budgets: budgets, Now: now}
 			want, errW := ref.Usage(ctx, ureq)
 			got, errG := st.Usage(ctx, ureq)
 			check(step, "Usage of "+c, want, got, errW, errG)
 			for _, b := range budgets {
-				ereq := &quota.EntriesRequest{API: "api", Credential: c, Budget: b, Now: now}
+				ereq := &quota.EntriesRequest{API: "api", Owner: c, Budget: b, Now: now}
 				want, errW := ref.Entries(ctx, ereq)
 				got, errG := st.Entries(ctx, ereq)
 				check(step, "Entries of "+c+"/"+b.Name, want, got, errW, errG)
@@ -261,7 +261,7 @@ func TestSweepDropsIdleCredentials(t *testing.T) {
 func TestLockTimeout(t *testing.T) {
 	st, path := openTemp(t, sqlitestore.WithBusyTimeout(50*time.Millisecond))
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
-	req := &quota.TakeRequest{API: "api", Credential: "c", Nonce: "n1", Now: t0, Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+	req := &quota.TakeRequest{API: "api", Owner: "c", Nonce: "n1", Now: t0, Debits: []quota.Debit{{Budget: b, Cost: 1}}}
 	ctx := context.Background()
 	if _, err := st.Take(ctx, req); err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func TestLockTimeout(t *testing.T) {
 	}
 	for name, op := range map[string]func() error{
 		"Exhaust": func() error {
-			return st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Credential: "c", Budget: b, Until: t0.Add(time.Hour), Now: t0})
+			return st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: "c", Budget: b, Until: t0.Add(time.Hour), Now: t0})
 		},
 		"DefineBudgets": func() error { return st.DefineBudgets(ctx, "api", []quota.Budget{b}) },
 		"SaveState":     func() error { return st.SaveState(ctx, "k", nil) },
@@ -292,7 +292,7 @@ func TestLockTimeout(t *testing.T) {
 		}
 	}
 	// Readers are not blocked by a writer.
-	us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Credential: "c", Budgets: []quota.Budget{b}, Now: t0})
+	us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: "c", Budgets: []quota.Budget{b}, Now: t0})
 	if err != nil || us[0].Used != 1 {
 		t.Fatalf("Usage while locked = %+v, %v", us, err)
 	}

@@ -205,7 +205,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	err := s.write(ctx, "take", func(tx *sql.Tx) error {
 		res = &quota.TakeResult{OK: true, At: now, Usage: make([]quota.Usage, len(req.Debits))}
 		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
-		logs, err := w.credLogs(req.API, req.Credential)
+		logs, err := w.credLogs(req.API, req.Owner)
 		if err != nil {
 			return err
 		}
@@ -221,7 +221,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 				}
 			}
 			if lgs[i] == nil {
-				if lgs[i], err = w.create(req.API, req.Credential, d.Budget); err != nil {
+				if lgs[i], err = w.create(req.API, req.Owner, d.Budget); err != nil {
 					return err
 				}
 			}
@@ -334,7 +334,7 @@ func (s *Store) sweep(ctx context.Context, now int64) (int, error) {
 
 // Refund implements quota.Store.
 func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
-	if req == nil || req.Credential == "" {
+	if req == nil || req.Owner == "" {
 		return nil, fmt.Errorf("sqlitestore: refund: %w: empty credential", quota.ErrInvalid)
 	}
 	for _, b := range req.Budgets {
@@ -349,7 +349,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		got = map[string]int64{}
 		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
 		for _, b := range req.Budgets {
-			lg, err := w.log(req.API, req.Credential, b, false)
+			lg, err := w.log(req.API, req.Owner, b, false)
 			if err != nil {
 				return err
 			}
@@ -390,7 +390,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 
 // Exhaust implements quota.Store.
 func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
-	if req == nil || req.Credential == "" {
+	if req == nil || req.Owner == "" {
 		return fmt.Errorf("sqlitestore: exhaust: %w: empty credential", quota.ErrInvalid)
 	}
 	if err := checkBudget("exhaust", req.Budget); err != nil {
@@ -400,7 +400,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	n := now.UnixMicro()
 	return s.write(ctx, "exhaust", func(tx *sql.Tx) error {
 		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
-		lg, err := w.log(req.API, req.Credential, req.Budget, true)
+		lg, err := w.log(req.API, req.Owner, req.Budget, true)
 		if err != nil {
 			return err
 		}
@@ -419,7 +419,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 
 // Adjust implements quota.Store.
 func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
-	if req == nil || req.Credential == "" {
+	if req == nil || req.Owner == "" {
 		return fmt.Errorf("sqlitestore: adjust: %w: empty credential", quota.ErrInvalid)
 	}
 	if err := checkBudget("adjust", req.Budget); err != nil {
@@ -432,7 +432,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	n := now.UnixMicro()
 	return s.write(ctx, "adjust", func(tx *sql.Tx) error {
 		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
-		lg, err := w.log(req.API, req.Credential, req.Budget, true)
+		lg, err := w.log(req.API, req.Owner, req.Budget, true)
 		if err != nil {
 			return err
 		}
@@ -454,7 +454,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 // Usage implements quota.Store. It reads a snapshot and writes nothing:
 // expired entries are subtracted, not deleted.
 func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
-	if req == nil || req.Credential == "" {
+	if req == nil || req.Owner == "" {
 		return nil, fmt.Errorf("sqlitestore: usage: %w: empty credential", quota.ErrInvalid)
 	}
 	for _, b := range req.Budgets {
@@ -474,7 +474,7 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 			}
 			var id, used, exh int64
 			err := tx.QueryRowContext(ctx, `SELECT id, used, exhausted_until FROM sums WHERE api = ? AND cred = ? AND budget = ?`,
-				req.API, req.Credential, b.Name).Scan(&id, &used, &exh)
+				req.API, req.Owner, b.Name).Scan(&id, &used, &exh)
 			if errors.Is(err, sql.ErrNoRows) {
 				out[i] = u
 				continue
@@ -513,7 +513,7 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 // Entries implements quota.Store: the entries counted in the window now,
 // oldest first (ties in the order they were recorded).
 func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota.Entry, error) {
-	if req == nil || req.Credential == "" {
+	if req == nil || req.Owner == "" {
 		return nil, fmt.Errorf("sqlitestore: entries: %w: empty credential", quota.ErrInvalid)
 	}
 	if err := checkBudget("entries", req.Budget); err != nil {
@@ -525,7 +525,7 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT e.at, e.cost, e.nonce FROM entries e JOIN sums s ON e.log = s.id
 			WHERE s.api = ? AND s.cred = ? AND s.budget = ? AND e.at >= ? ORDER BY e.at, e.rowid`,
-			req.API, req.Credential, req.Budget.Name, start)
+			req.API, req.Owner, req.Budget.Name, start)
 		if err != nil {
 			return err
 		}
@@ -551,7 +551,7 @@ func checkTake(req *quota.TakeRequest) error {
 	if req == nil {
 		return fmt.Errorf("sqlitestore: take: %w: nil request", quota.ErrInvalid)
 	}
-	if req.Credential == "" {
+	if req.Owner == "" {
 		return fmt.Errorf("sqlitestore: take: %w: empty credential", quota.ErrInvalid)
 	}
 	if len(req.Debits) == 0 {
