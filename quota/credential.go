@@ -2,9 +2,11 @@ package quota
 
 import (
 	"crypto/hmac"
+	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"sync"
 )
 
 // Credential is the upstream key or token a request is billed to. The
@@ -35,7 +37,7 @@ func (c Credential) String() string {
 
 // GoString implements fmt.GoStringer so %#v does not print the secret.
 func (c Credential) GoString() string {
-	return `quota.Credential{Secret: "<redacted>", Label: "` + c.Label + `"}`
+	return `quota.Credential{Secret: "<redacted>", Label: "` + c.Label + `", Owner: "` + c.Owner + `"}`
 }
 
 // LogValue implements slog.LogValuer so structured logs never hold the secret.
@@ -48,9 +50,11 @@ func (c Credential) LogValue() slog.Value { return slog.StringValue(c.String()) 
 // decoding fills Secret and Label as fields.
 func (c Credential) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
-// DefaultFingerprintKey is the HMAC key Fingerprint uses unless the limiter is
-// given WithFingerprintKey. Every process that shares a store must use the
-// same key to see the same credentials.
+// DefaultFingerprintKey is the HMAC key of the legacy fingerprint
+// derivation (Fingerprint with this public key), used before quotactl
+// derived fingerprints slowly. A limiter without WithFingerprintKey uses
+// DefaultFingerprint, and migrates a credential recorded under its legacy
+// fingerprint on first sight (CredentialUpdate.Legacy).
 const DefaultFingerprintKey = "quotactl/fingerprint/v1"
 
 // FingerprintLen is the length in hex digits of a credential fingerprint.
@@ -58,10 +62,60 @@ const FingerprintLen = 24
 
 // Fingerprint returns the stored identity of secret: HMAC-SHA256 keyed with
 // key, truncated to 96 bits, in hex. It cannot be reversed to the secret, and
-// with a private key it cannot be confirmed by guessing either.
+// with a private key it cannot be confirmed by guessing either. It is fast:
+// with a public key a short token falls to guessing, which is why a limiter
+// without a private key (WithFingerprintKey) uses DefaultFingerprint.
 func Fingerprint(key []byte, secret string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(secret))
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(m.Sum(sum[:0])[:FingerprintLen/2])
 }
+
+// FingerprintIterations is the PBKDF2 iteration count of DefaultFingerprint:
+// about 25 ms of one core per secret, so that confirming guesses against a
+// stored fingerprint costs that much per guess (a million-token search takes
+// about 7 core-hours instead of one second).
+const FingerprintIterations = 100_000
+
+// fingerprintSalt is DefaultFingerprint's salt. It is public and fixed, so
+// that every process sharing a store derives the same fingerprints with no
+// configuration.
+const fingerprintSalt = "quotactl/fingerprint/v2"
+
+// DefaultFingerprint returns the stored identity of secret when no private
+// key is configured: PBKDF2-HMAC-SHA256 over FingerprintIterations, with a
+// fixed salt, truncated to 96 bits, in hex. It is deliberately slow; results
+// are cached per process (up to a few thousand secrets), so a limiter pays
+// it once per secret. Guessing a low-entropy token is still possible at that
+// cost per guess: for tokens that are short or follow a pattern, give every
+// process a private key with WithFingerprintKey.
+func DefaultFingerprint(secret string) string {
+	slowMu.Lock()
+	fp, ok := slowCache[secret]
+	slowMu.Unlock()
+	if ok {
+		return fp
+	}
+	k, err := pbkdf2.Key(sha256.New, secret, []byte(fingerprintSalt), FingerprintIterations, FingerprintLen/2)
+	if err != nil {
+		// Only a FIPS-140 mode refuses; fall back to a keyed hash so the
+		// limiter still works (and still never stores the secret).
+		return Fingerprint([]byte(fingerprintSalt), secret)
+	}
+	fp = hex.EncodeToString(k)
+	slowMu.Lock()
+	if len(slowCache) >= slowCacheMax {
+		clear(slowCache)
+	}
+	slowCache[secret] = fp
+	slowMu.Unlock()
+	return fp
+}
+
+const slowCacheMax = 4096
+
+var (
+	slowMu    sync.Mutex
+	slowCache = make(map[string]string)
+)

@@ -23,7 +23,8 @@ type Limiter struct {
 	index   map[string]int
 
 	clock    func() time.Time
-	fpKey    []byte
+	fpKey    []byte // nil: DefaultFingerprint
+	owner    string // WithOwner
 	failOpen int64
 	log      *slog.Logger
 
@@ -32,17 +33,22 @@ type Limiter struct {
 	noncePfx  string
 	defined   atomic.Bool
 	fps       sync.Map // secret -> fingerprint
-	known     sync.Map // fingerprint -> struct{} once remembered in the store
-	labels    sync.Map // label -> fingerprint, for label-only credentials
+	accounts  sync.Map // resolveKey -> account, once registered in the store
+	labels    sync.Map // resolveKey (no fingerprint) -> CredentialInfo, for label-only credentials
 }
+
+// resolveKey is what the limiter caches a credential's account under: the
+// catalog records it once per process for each combination.
+type resolveKey struct{ fp, label, owner string }
 
 // New returns a Limiter for api's budgets over store. api and budget names
 // are letters, digits, '.', '_' and '-'; limits must be > 0; windows valid;
 // names unique. The budgets are recorded in the store (on first use) so that
 // quotactl can inspect them with no configuration.
 //
-// Defaults: the store's clock, DefaultFingerprintKey, fail closed,
-// slog.Default().
+// Defaults: the store's clock, DefaultFingerprint, no owner (each
+// credential is its own owner unless it or the store names one), fail
+// closed, slog.Default().
 func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, invalidf("nil store")
@@ -58,7 +64,6 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 		api:      api,
 		budgets:  append([]Budget(nil), budgets...),
 		index:    make(map[string]int, len(budgets)),
-		fpKey:    []byte(DefaultFingerprintKey),
 		failOpen: -1,
 	}
 	for i, b := range l.budgets {
@@ -66,6 +71,11 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 	}
 	for _, o := range opts {
 		o(l)
+	}
+	if l.owner != "" {
+		if err := checkName("owner", l.owner); err != nil {
+			return nil, err
+		}
 	}
 	if l.log == nil {
 		l.log = slog.Default()
@@ -127,71 +137,146 @@ func (l *Limiter) budget(name string) (Budget, error) {
 	return l.budgets[i], nil
 }
 
-// identify returns the fingerprint and label of c.
-func (l *Limiter) identify(ctx context.Context, c Credential) (fp, label string, err error) {
-	if c.Secret != "" {
-		if v, ok := l.fps.Load(c.Secret); ok {
-			return v.(string), c.Label, nil
-		}
-		fp := Fingerprint(l.fpKey, c.Secret)
-		l.fps.Store(c.Secret, fp)
-		return fp, c.Label, nil
+// Fingerprint returns the fingerprint the limiter stores for secret:
+// DefaultFingerprint, or Fingerprint with the key of WithFingerprintKey.
+func (l *Limiter) Fingerprint(secret string) string {
+	if v, ok := l.fps.Load(secret); ok {
+		return v.(string)
 	}
-	if c.Label == "" {
-		return "", "", invalidf("empty credential: give a secret, or the label of a credential the store knows")
+	var fp string
+	if l.fpKey != nil {
+		fp = Fingerprint(l.fpKey, secret)
+	} else {
+		fp = DefaultFingerprint(secret)
 	}
-	if v, ok := l.labels.Load(c.Label); ok {
-		return v.(string), c.Label, nil
-	}
-	fp, err = l.lookupLabel(ctx, c.Label)
-	if err != nil {
-		return "", "", err
-	}
-	l.labels.Store(c.Label, fp)
-	l.known.Store(fp, struct{}{})
-	return fp, c.Label, nil
+	l.fps.Store(secret, fp)
+	return fp
 }
 
-func (l *Limiter) lookupLabel(ctx context.Context, label string) (string, error) {
+// ident is a credential as the limiter meters it.
+type ident struct {
+	fp, label string
+	account   string // what stores key budgets by: owner name or fingerprint
+}
+
+// identify resolves c: its fingerprint, label and account. The first time a
+// process sees a credential it registers it in the store's catalog (one
+// call), which enforces unique labels and tells the recorded owner; the
+// answer is cached, so later calls cost nothing. An error (a label taken by
+// another credential, an unknown label, an unreachable store) comes before
+// anything is charged.
+func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
+	owner := c.Owner
+	if owner == "" {
+		owner = l.owner
+	}
+	if c.Owner != "" {
+		if err := checkName("owner", c.Owner); err != nil {
+			return ident{}, err
+		}
+	}
+	if c.Secret == "" {
+		return l.identifyLabel(ctx, c.Label, owner)
+	}
+	fp := l.Fingerprint(c.Secret)
+	k := resolveKey{fp, c.Label, owner}
+	if v, ok := l.accounts.Load(k); ok {
+		return ident{fp, c.Label, v.(string)}, nil
+	}
+	l.define(ctx)
+	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner}
+	if l.fpKey == nil {
+		u.Legacy = Fingerprint([]byte(DefaultFingerprintKey), c.Secret)
+	}
+	info, err := l.store.UpdateCredential(ctx, l.api, u)
+	if err != nil {
+		return ident{}, err
+	}
+	l.accounts.Store(k, info.Account())
+	return ident{fp, c.Label, info.Account()}, nil
+}
+
+// define records the budget definitions in the store, once per limiter. It
+// never blocks a decision: a failure is retried with the next credential.
+func (l *Limiter) define(ctx context.Context) {
+	if !l.defined.Load() && l.store.DefineBudgets(ctx, l.api, l.budgets) == nil {
+		l.defined.Store(true)
+	}
+}
+
+func (l *Limiter) identifyLabel(ctx context.Context, label, owner string) (ident, error) {
+	if label == "" {
+		return ident{}, invalidf("empty credential: give a secret, or the label of a credential the store knows")
+	}
+	k := resolveKey{label: label, owner: owner}
+	if v, ok := l.labels.Load(k); ok {
+		c := v.(CredentialInfo)
+		return ident{c.ID, label, c.Account()}, nil
+	}
+	c, err := l.lookupLabel(ctx, label)
+	if err != nil {
+		return ident{}, err
+	}
+	if owner != "" && owner != c.Account() {
+		if c, err = l.store.UpdateCredential(ctx, l.api, CredentialUpdate{Op: OpRegister, ID: c.ID, Owner: owner}); err != nil {
+			return ident{}, err
+		}
+	}
+	l.labels.Store(k, c)
+	return ident{c.ID, label, c.Account()}, nil
+}
+
+func (l *Limiter) lookupLabel(ctx context.Context, label string) (CredentialInfo, error) {
 	apis, err := l.store.List(ctx)
 	if err != nil {
-		return "", err
+		return CredentialInfo{}, err
 	}
-	var found []string
 	for _, a := range apis {
 		if a.Name != l.api {
 			continue
 		}
 		for _, c := range a.Credentials {
 			if c.Label == label {
-				found = append(found, c.ID)
+				return c.Filled(), nil
 			}
 		}
 	}
-	switch len(found) {
-	case 0:
-		return "", fmt.Errorf("%w: no credential labelled %q for api %q", ErrUnknownCredential, label, l.api)
-	case 1:
-		return found[0], nil
-	}
-	return "", invalidf("label %q names %d credentials of api %q; give the secret", label, len(found), l.api)
+	return CredentialInfo{}, fmt.Errorf("%w: no credential labelled %q for api %q", ErrUnknownCredential, label, l.api)
 }
 
-// register records the budget definitions and the credential in the store,
-// once per limiter and credential. It never blocks a decision: a failure is
-// retried on the next call.
-func (l *Limiter) register(ctx context.Context, fp, label string) {
-	if !l.defined.Load() {
-		if l.store.DefineBudgets(ctx, l.api, l.budgets) == nil {
-			l.defined.Store(true)
-		}
+// Rotate replaces the credential named from (its label or fingerprint) with
+// next, a new secret of the same owner: next takes the label (next.Label if
+// given, else the old one) and the old credential's account, so its usage
+// continues; the old fingerprint stays recorded under the account without a
+// label, so a process still using the old key during a rollout meters the
+// same budgets. It returns the new record.
+func (l *Limiter) Rotate(ctx context.Context, from string, next Credential) (CredentialInfo, error) {
+	if next.Secret == "" {
+		return CredentialInfo{}, invalidf("rotate %q: the new credential needs a secret", from)
 	}
-	if _, ok := l.known.Load(fp); ok {
-		return
-	}
-	if l.store.RememberCredential(ctx, l.api, CredentialInfo{ID: fp, Label: label}) == nil {
-		l.known.Store(fp, struct{}{})
-	}
+	return l.catalog(ctx, CredentialUpdate{Op: OpRotate, From: from, ID: l.Fingerprint(next.Secret), Label: next.Label, Owner: next.Owner})
+}
+
+// Relabel gives the credential named from (its label or fingerprint) the
+// label label (empty: none). Labels are unique per API.
+func (l *Limiter) Relabel(ctx context.Context, from, label string) (CredentialInfo, error) {
+	return l.catalog(ctx, CredentialUpdate{Op: OpRelabel, From: from, Label: label})
+}
+
+// Forget removes the credential named from (its label or fingerprint) from
+// the store's catalog. Its owner's usage stays; a later charge with the same
+// secret records it again, as its own owner unless it names one.
+func (l *Limiter) Forget(ctx context.Context, from string) (CredentialInfo, error) {
+	return l.catalog(ctx, CredentialUpdate{Op: OpForget, From: from})
+}
+
+func (l *Limiter) catalog(ctx context.Context, u CredentialUpdate) (CredentialInfo, error) {
+	l.define(ctx)
+	info, err := l.store.UpdateCredential(ctx, l.api, u)
+	// This process's view of labels and owners is stale either way.
+	l.accounts.Clear()
+	l.labels.Clear()
+	return info, err
 }
 
 func (l *Limiter) nonce() string {
@@ -238,32 +323,31 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 			}
 		}
 	}
-	fp, label, err := l.identify(ctx, cred)
+	id, err := l.identify(ctx, cred)
 	var res *TakeResult
 	var req *TakeRequest
 	if err == nil {
 		req = &sc.req
-		*req = TakeRequest{API: l.api, Owner: fp, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
+		*req = TakeRequest{API: l.api, Owner: id.account, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
 		res, err = l.store.Take(ctx, req)
 	}
 	if err != nil {
 		if err = l.unavailable(err, maxCost, ch.Method, cred); err == nil {
-			r := &Reservation{API: l.api, Credential: fp, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}
+			r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}
 			observe(ctx, r, false)
 			return r, nil
 		}
 		return nil, err
 	}
-	l.register(ctx, fp, label)
 	for i := range res.Usage {
 		res.Usage[i].finish(res.At)
 	}
 	if !res.OK {
-		return nil, l.exhausted(res, debits, fp, label)
+		return nil, l.exhausted(res, debits, id.fp, id.label)
 	}
 	r := &sc.res
 	*r = Reservation{
-		ID: reservationID(l.api, fp, res.At, req.Nonce), API: l.api, Credential: fp, Label: label,
+		ID: reservationID(l.api, id.account, res.At, req.Nonce), API: l.api, Credential: id.fp, Owner: id.account, Label: id.label,
 		Method: ch.Method, At: res.At, Usage: res.Usage, nonce: req.Nonce,
 	}
 	observe(ctx, r, false)
@@ -353,7 +437,11 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 			budgets = append(budgets, b)
 		}
 	}
-	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: res.Credential, At: res.At, Nonce: res.nonce, Budgets: budgets, Now: l.now()})
+	owner := res.Owner
+	if owner == "" {
+		owner = res.Credential
+	}
+	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: res.nonce, Budgets: budgets, Now: l.now()})
 	if err != nil {
 		return err
 	}
@@ -372,15 +460,11 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 	if err != nil {
 		return err
 	}
-	fp, label, err := l.identify(ctx, cred)
+	id, err := l.identify(ctx, cred)
 	if err != nil {
 		return err
 	}
-	if err := l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: fp, Budget: b, Until: until, Now: l.now()}); err != nil {
-		return err
-	}
-	l.register(ctx, fp, label)
-	return nil
+	return l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
 }
 
 // Adjust sets budget's usage for cred to used units recorded now, dropping
@@ -394,31 +478,28 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if used < 0 || used > b.Limit {
 		return invalidf("used %d for budget %q: must be between 0 and the limit %d", used, budget, b.Limit)
 	}
-	fp, label, err := l.identify(ctx, cred)
+	id, err := l.identify(ctx, cred)
 	if err != nil {
 		return err
 	}
-	if err := l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: fp, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}); err != nil {
-		return err
-	}
-	l.register(ctx, fp, label)
-	return nil
+	return l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()})
 }
 
 // Status returns cred's usage of every budget, in definition order: used,
 // limit, remaining, next reset or next free unit, exhausted-until.
 func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) {
-	fp, _, err := l.identify(ctx, cred)
+	id, err := l.identify(ctx, cred)
 	if err != nil {
 		return nil, err
 	}
-	return l.StatusOf(ctx, fp)
+	return l.StatusOf(ctx, id.account)
 }
 
-// StatusOf is Status for a credential known by its fingerprint (from List).
-func (l *Limiter) StatusOf(ctx context.Context, fingerprint string) ([]Usage, error) {
+// StatusOf is Status for an account: an owner name, or the fingerprint of a
+// credential that is its own owner (CredentialInfo.Owner from List).
+func (l *Limiter) StatusOf(ctx context.Context, account string) ([]Usage, error) {
 	now := l.now()
-	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Owner: fingerprint, Budgets: l.budgets, Now: now})
+	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Owner: account, Budgets: l.budgets, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -438,11 +519,11 @@ func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) (
 	if err != nil {
 		return nil, err
 	}
-	fp, _, err := l.identify(ctx, cred)
+	id, err := l.identify(ctx, cred)
 	if err != nil {
 		return nil, err
 	}
-	return l.store.Entries(ctx, &EntriesRequest{API: l.api, Owner: fp, Budget: b, Now: l.now()})
+	return l.store.Entries(ctx, &EntriesRequest{API: l.api, Owner: id.account, Budget: b, Now: l.now()})
 }
 
 // List returns every API, budget and credential the store knows.

@@ -31,7 +31,7 @@ type logKey struct{ api, cred, budget string }
 
 type memAPI struct {
 	budgets map[string]Budget
-	creds   map[string]string // fingerprint -> label
+	creds   map[string]CredentialInfo // fingerprint -> record, stored form
 }
 
 // memEntry holds no pointers, so a window of a million entries costs the
@@ -352,7 +352,7 @@ func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry
 func (s *MemoryStore) api(name string) *memAPI {
 	a := s.apis[name]
 	if a == nil {
-		a = &memAPI{budgets: map[string]Budget{}, creds: map[string]string{}}
+		a = &memAPI{budgets: map[string]Budget{}, creds: map[string]CredentialInfo{}}
 		s.apis[name] = a
 	}
 	return a
@@ -389,15 +389,27 @@ func (s *MemoryStore) DeleteBudget(ctx context.Context, api, budget string) erro
 	return nil
 }
 
-// RememberCredential implements Store.
-func (s *MemoryStore) RememberCredential(ctx context.Context, api string, c CredentialInfo) error {
+// UpdateCredential implements Store: the store's mutex makes the change
+// atomic.
+func (s *MemoryStore) UpdateCredential(ctx context.Context, api string, u CredentialUpdate) (CredentialInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.api(api)
-	if _, ok := a.creds[c.ID]; !ok || c.Label != "" {
-		a.creds[c.ID] = c.Label // a non-empty label replaces the old one
+	var creds []CredentialInfo
+	if a := s.apis[api]; a != nil {
+		creds = slices.Collect(maps.Values(a.creds))
 	}
-	return nil
+	ch, info, err := ApplyCredentialUpdate(api, creds, u)
+	if err != nil {
+		return CredentialInfo{}, err
+	}
+	a := s.api(api)
+	for _, c := range ch.Put {
+		a.creds[c.ID] = c
+	}
+	for _, id := range ch.Delete {
+		delete(a.creds, id)
+	}
+	return info, nil
 }
 
 // List implements Store.
@@ -412,7 +424,7 @@ func (s *MemoryStore) List(ctx context.Context) ([]APIInfo, error) {
 			info.Budgets = append(info.Budgets, a.budgets[b])
 		}
 		for _, id := range slices.Sorted(maps.Keys(a.creds)) {
-			info.Credentials = append(info.Credentials, CredentialInfo{ID: id, Label: a.creds[id]})
+			info.Credentials = append(info.Credentials, a.creds[id].Filled())
 		}
 		out = append(out, info)
 	}

@@ -13,13 +13,20 @@ type Option func(*Limiter)
 // host clock). For tests: a fake clock moves time without sleeping.
 func WithClock(clock func() time.Time) Option { return func(l *Limiter) { l.clock = clock } }
 
-// WithFingerprintKey sets the HMAC key credential fingerprints are computed
-// with. Default: DefaultFingerprintKey. Every process sharing a store must use
-// the same key. A private key keeps a guessable (low-entropy) token from being
-// confirmed by hashing guesses against the stored fingerprint.
+// WithFingerprintKey makes credential fingerprints a fast HMAC keyed with
+// key (Fingerprint). Default: DefaultFingerprint, a deliberately slow
+// derivation with no key. Every process sharing a store must use the same
+// key. A private key keeps a guessable (low-entropy) token from being
+// confirmed by hashing guesses against the stored fingerprint, at any cost.
 func WithFingerprintKey(key []byte) Option {
 	return func(l *Limiter) { l.fpKey = append([]byte(nil), key...) }
 }
+
+// WithOwner names the owner of every credential the limiter sees that does
+// not name one itself (Credential.Owner): all of them share one account's
+// budgets, as the keys of one Google Cloud project share its quota. Owner
+// names follow the rules of API names; New rejects a bad one.
+func WithOwner(owner string) Option { return func(l *Limiter) { l.owner = owner } }
 
 // FailOpen sets the failure policy for when the store is unreachable: charges
 // whose largest per-budget cost is at or under maxCost units go ahead

@@ -108,7 +108,8 @@ func TestCredentialNeverPrinted(t *testing.T) {
 		t.Fatalf("exhausted error = %v", err)
 	}
 	apis, _ := st.List(context.Background())
-	if fmt.Sprint(apis) != fmt.Sprintf("[{yt [{units 1 sliding:1h0m0s}] [{%s yt-key-1}]}]", fp) {
+	fp = quota.DefaultFingerprint(secret)
+	if fmt.Sprint(apis) != fmt.Sprintf("[{yt [{units 1 sliding:1h0m0s}] [{%s yt-key-1 %s}]}]", fp, fp) {
 		t.Fatalf("stored catalog = %v", apis)
 	}
 }
@@ -228,7 +229,7 @@ func TestReservationIDRoundTrip(t *testing.T) {
 	if err != nil || p.API != "youtube" || p.Credential != r.Credential || !p.At.Equal(r.At) {
 		t.Fatalf("ParseReservationID(%q) = %+v, %v", r.ID, p, err)
 	}
-	for _, bad := range []string{"", "a/b", "youtube/zz/1.x", "you tube/" + r.Credential + "/1.x", "youtube/" + r.Credential + "/nonce", "youtube/" + r.Credential + "/-1.x"} {
+	for _, bad := range []string{"", "a/b", "youtube/z z/1.x", "youtube/-zz/1.x", "you tube/" + r.Credential + "/1.x", "youtube/" + r.Credential + "/nonce", "youtube/" + r.Credential + "/-1.x"} {
 		if _, err := quota.ParseReservationID(bad); !errors.Is(err, quota.ErrInvalid) {
 			t.Errorf("ParseReservationID(%q) = %v, want ErrInvalid", bad, err)
 		}

@@ -9,15 +9,19 @@ import (
 // Reservation is a granted charge. Keep it to Refund the charge if the call
 // never reached the upstream.
 type Reservation struct {
-	// ID identifies the reservation across processes ("API/FINGERPRINT/
-	// TIME.NONCE"); ParseReservationID reads it back, so `quotactl refund ID`
-	// works from a shell script. Empty for an unmetered reservation.
-	ID         string    `json:"id"`
-	API        string    `json:"api"`
-	Credential string    `json:"credential"` // fingerprint
-	Label      string    `json:"label,omitempty"`
-	Method     string    `json:"method,omitempty"`
-	At         time.Time `json:"at"`
+	// ID identifies the reservation across processes ("API/ACCOUNT/
+	// TIME.NONCE", ACCOUNT being Owner); ParseReservationID reads it back, so
+	// `quotactl refund ID` works from a shell script. Empty for an unmetered
+	// reservation.
+	ID         string `json:"id"`
+	API        string `json:"api"`
+	Credential string `json:"credential"` // fingerprint
+	// Owner is the account charged: the owner's name, or the credential's
+	// fingerprint when it is its own owner.
+	Owner  string    `json:"owner"`
+	Label  string    `json:"label,omitempty"`
+	Method string    `json:"method,omitempty"`
+	At     time.Time `json:"at"`
 	// Usage has one element per charged budget: its cost, and used, limit
 	// and remaining after the charge.
 	Usage []Usage `json:"usage"`
@@ -66,24 +70,30 @@ func reservationID(api, fp string, at time.Time, nonce string) string {
 }
 
 // ParseReservationID reads a Reservation.ID back into a Reservation that
-// Limiter.Refund accepts (API, Credential, At and the nonce; no Usage, so
-// Refund looks in every budget of the API).
+// Limiter.Refund accepts (API, Owner, At and the nonce; no Usage, so Refund
+// looks in every budget of the API). IDs made before owners existed
+// (API/FINGERPRINT/TIME.NONCE) read the same way: the fingerprint was the
+// account. Credential is set when the account is a fingerprint.
 func ParseReservationID(id string) (*Reservation, error) {
 	parts := strings.Split(id, "/")
 	if len(parts) != 3 {
-		return nil, invalidf("reservation ID %q: want API/FINGERPRINT/TIME.NONCE", id)
+		return nil, invalidf("reservation ID %q: want API/ACCOUNT/TIME.NONCE", id)
 	}
-	api, fp, rest := parts[0], parts[1], parts[2]
+	api, owner, rest := parts[0], parts[1], parts[2]
 	if err := checkName("api", api); err != nil {
 		return nil, invalidf("reservation ID %q: %v", id, trimInvalid(err))
 	}
-	if len(fp) != FingerprintLen || strings.Trim(fp, "0123456789abcdef") != "" {
-		return nil, invalidf("reservation ID %q: bad credential fingerprint", id)
+	if err := checkName("owner", owner); err != nil {
+		return nil, invalidf("reservation ID %q: %v", id, trimInvalid(err))
+	}
+	var fp string
+	if len(owner) == FingerprintLen && strings.Trim(owner, "0123456789abcdef") == "" {
+		fp = owner
 	}
 	ts, nonce, ok := strings.Cut(rest, ".")
 	us, err := strconv.ParseInt(ts, 32, 64)
 	if !ok || err != nil || nonce == "" || us <= 0 {
 		return nil, invalidf("reservation ID %q: bad TIME.NONCE part", id)
 	}
-	return &Reservation{ID: id, API: api, Credential: fp, At: time.UnixMicro(us), nonce: nonce}, nil
+	return &Reservation{ID: id, API: api, Credential: fp, Owner: owner, At: time.UnixMicro(us), nonce: nonce}, nil
 }

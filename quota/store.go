@@ -52,9 +52,13 @@ type Store interface {
 	// DeleteBudget removes a budget definition (not its logs).
 	DeleteBudget(ctx context.Context, api, budget string) error
 
-	// RememberCredential records that a credential fingerprint is used with
-	// api, with its label (a non-empty label replaces the old one).
-	RememberCredential(ctx context.Context, api string, cred CredentialInfo) error
+	// UpdateCredential changes api's credential catalog in one atomic step:
+	// it registers a fingerprint, rotates a label to a new fingerprint,
+	// relabels or forgets a credential (see CredentialUpdate), and returns
+	// the record as stored afterwards. Every store applies the same rules,
+	// ApplyCredentialUpdate, to the API's catalog under its own lock or
+	// transaction, so labels stay unique per API across processes.
+	UpdateCredential(ctx context.Context, api string, u CredentialUpdate) (CredentialInfo, error)
 
 	// List returns every API the store knows, sorted by name, with its
 	// budget definitions and credentials.
@@ -163,11 +167,15 @@ type Entry struct {
 	Nonce string    `json:"nonce"`
 }
 
-// CredentialInfo is what a store knows of a credential: its fingerprint and
-// label.
+// CredentialInfo is what a store knows of a credential: its fingerprint,
+// label and owner. JSON fields: id, label, owner.
 type CredentialInfo struct {
 	ID    string `json:"id"` // fingerprint
 	Label string `json:"label,omitempty"`
+	// Owner is the account the credential's budgets are kept under: an
+	// owner name, or the credential's own fingerprint (ID) when it is its
+	// own owner. Stores fill it in List and UpdateCredential.
+	Owner string `json:"owner"`
 }
 
 // APIInfo is one API as a store knows it.

@@ -235,7 +235,7 @@ func TestTransportChargesThenSends(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(apis) != 1 || len(apis[0].Credentials) != 1 || apis[0].Credentials[0].Label != "yt-key-1" ||
-		apis[0].Credentials[0].ID != quota.Fingerprint([]byte(quota.DefaultFingerprintKey), trKey) {
+		apis[0].Credentials[0].ID != quota.DefaultFingerprint(trKey) {
 		t.Fatalf("stored credentials: %+v", apis)
 	}
 }
@@ -577,9 +577,10 @@ func TestTransportDoesNotRetryUnreplayableBody(t *testing.T) {
 
 func TestTransportCredentials(t *testing.T) {
 	ctx := context.Background()
-	fp := func(s string) string { return quota.Fingerprint([]byte(quota.DefaultFingerprintKey), s) }
+	fp := quota.DefaultFingerprint
 	t.Run("header and bearer", func(t *testing.T) {
-		e := newTrEnv(t, nil)
+		// Labels are unique per API: each credential gets its own.
+		e := newTrEnv(t, nil, quota.WithLabelFunc(func(r *http.Request) string { return "via-" + strings.ToLower(r.Header.Get("X-Goog-Api-Key")+"bearer")[:6] }))
 		for _, h := range []struct{ name, value, secret string }{
 			{"X-Goog-Api-Key", "header-key", "header-key"},
 			{"Authorization", "Bearer ya29.token", "ya29.token"},

@@ -541,7 +541,7 @@ func (s suite) catalog(t *testing.T) {
 	if err != nil || len(apis) != 1 || apis[0].Name != "youtube" || len(apis[0].Credentials) != 2 {
 		t.Fatalf("List = %+v, %v", apis, err)
 	}
-	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), key.Secret)
+	fp := quota.DefaultFingerprint(key.Secret)
 	var labels []string
 	for _, c := range apis[0].Credentials {
 		if c.ID == key.Secret || c.ID == "second-key-xyz" {

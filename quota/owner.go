@@ -1,0 +1,243 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrLabelTaken is wrapped by the error UpdateCredential (and so Take) returns
+// when a label is already held by another credential of the API. Labels are
+// unique per API; the message names the fix: rotate the label to the new
+// credential (Limiter.Rotate, `quotactl credential rotate`), or give this
+// credential another label.
+var ErrLabelTaken = errors.New("quota: label taken")
+
+// CredentialOp is what a CredentialUpdate does.
+type CredentialOp int
+
+const (
+	// OpRegister records a fingerprint with its label and owner. A
+	// non-empty Label replaces the recorded one (and must not be held by
+	// another credential); a non-empty Owner replaces the recorded owner;
+	// with neither recorded, the credential is its own owner. A fingerprint
+	// first seen whose Legacy fingerprint is recorded takes over the legacy
+	// record's label and account (see Legacy).
+	OpRegister CredentialOp = iota
+	// OpRotate gives the credential named by From (a label or a
+	// fingerprint) a successor ID: the new fingerprint takes the label
+	// (Label if given, else the old one) and the old credential's account,
+	// so usage continues; the old fingerprint stays recorded under the same
+	// account without a label, so a process still using the old key meters
+	// the same account.
+	OpRotate
+	// OpRelabel sets the label of the credential named by From to Label
+	// (empty: no label).
+	OpRelabel
+	// OpForget removes the credential named by From from the catalog. Its
+	// account's usage stays.
+	OpForget
+)
+
+// CredentialUpdate is one change to an API's credential catalog
+// (Store.UpdateCredential).
+type CredentialUpdate struct {
+	Op    CredentialOp
+	ID    string // OpRegister, OpRotate: the fingerprint to record
+	Label string // OpRegister, OpRotate, OpRelabel: the label to give
+	Owner string // OpRegister: the owner to record; empty keeps the recorded one
+	From  string // OpRotate, OpRelabel, OpForget: the label or fingerprint of the credential changed
+	// Legacy (OpRegister) is the fingerprint the same secret had under the
+	// legacy derivation. When ID is not recorded and Legacy is, the new
+	// fingerprint takes the legacy record's label and account, as OpRotate
+	// would: existing usage continues under the slow derivation.
+	Legacy string
+}
+
+// CredentialChange is what ApplyCredentialUpdate asks a store to write:
+// records to insert or replace (Owner empty when a credential is its own
+// owner, the stored form) and fingerprints to delete.
+type CredentialChange struct {
+	Put    []CredentialInfo
+	Delete []string
+}
+
+// Account returns the account c's budgets are kept under: its Owner, or
+// its fingerprint when it is its own owner.
+func (c CredentialInfo) Account() string {
+	if c.Owner != "" {
+		return c.Owner
+	}
+	return c.ID
+}
+
+// StoredForm returns c as stores keep it: Owner empty when the credential is
+// its own owner, so records written before owners existed read the same.
+func (c CredentialInfo) StoredForm() CredentialInfo {
+	if c.Owner == c.ID {
+		c.Owner = ""
+	}
+	return c
+}
+
+// Filled returns c with Owner set to its account, as stores return it.
+func (c CredentialInfo) Filled() CredentialInfo {
+	c.Owner = c.Account()
+	return c
+}
+
+// ApplyCredentialUpdate applies u to the catalog creds of api (every record
+// of the API, in stored or filled form) and returns the changes to write and
+// the updated record (filled). Stores call it under their lock or inside one
+// transaction, so that the catalog changes atomically. Errors wrap ErrInvalid,
+// ErrLabelTaken or ErrUnknownCredential.
+func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdate) (CredentialChange, CredentialInfo, error) {
+	var ch CredentialChange
+	byID := func(id string) (CredentialInfo, bool) {
+		for _, c := range creds {
+			if c.ID == id {
+				return c, true
+			}
+		}
+		return CredentialInfo{}, false
+	}
+	holder := func(label string, except ...string) (CredentialInfo, bool) {
+		if label == "" {
+			return CredentialInfo{}, false
+		}
+	next:
+		for _, c := range creds {
+			if c.Label != label {
+				continue
+			}
+			for _, e := range except {
+				if c.ID == e {
+					continue next
+				}
+			}
+			return c, true
+		}
+		return CredentialInfo{}, false
+	}
+	find := func(from string) (CredentialInfo, error) {
+		if from == "" {
+			return CredentialInfo{}, invalidf("name the credential to change: a label or a fingerprint")
+		}
+		if c, ok := holder(from); ok {
+			return c, nil
+		}
+		if c, ok := byID(from); ok {
+			return c, nil
+		}
+		return CredentialInfo{}, fmt.Errorf("%w: no credential of api %q has the label or fingerprint %q", ErrUnknownCredential, api, from)
+	}
+	taken := func(label string, c CredentialInfo) error {
+		return fmt.Errorf("%w: label %q of api %q is held by credential %s (owner %s): to replace that credential with this one, "+
+			"rotate it (quotactl credential rotate %s %s --credential-env VAR; in Go, Limiter.Rotate), or give this credential another label",
+			ErrLabelTaken, label, api, short(c.ID), c.Account(), api, label)
+	}
+	if err := CheckName("api", api); err != nil {
+		return ch, CredentialInfo{}, err
+	}
+	switch u.Op {
+	case OpRegister, OpRotate:
+		if err := checkFingerprint(u.ID); err != nil {
+			return ch, CredentialInfo{}, err
+		}
+	}
+	if u.Owner != "" {
+		if err := CheckName("owner", u.Owner); err != nil {
+			return ch, CredentialInfo{}, err
+		}
+	}
+	switch u.Op {
+	case OpRegister:
+		cur, ok := byID(u.ID)
+		if !ok && u.Legacy != "" && u.Legacy != u.ID {
+			if old, found := byID(u.Legacy); found {
+				return rotate(ch, old, u, holder, taken)
+			}
+		}
+		next := cur
+		next.ID = u.ID
+		if u.Label != "" {
+			if h, found := holder(u.Label, u.ID); found {
+				return ch, CredentialInfo{}, taken(u.Label, h)
+			}
+			next.Label = u.Label
+		}
+		if u.Owner != "" {
+			next.Owner = u.Owner
+		}
+		next = next.StoredForm()
+		if !ok || next != cur.StoredForm() {
+			ch.Put = append(ch.Put, next)
+		}
+		return ch, next.Filled(), nil
+	case OpRotate:
+		old, err := find(u.From)
+		if err != nil {
+			return ch, CredentialInfo{}, err
+		}
+		if old.ID == u.ID {
+			return ch, CredentialInfo{}, invalidf("rotate %q: the new secret is the credential's own", u.From)
+		}
+		if u.Owner != "" && u.Owner != old.Account() {
+			return ch, CredentialInfo{}, invalidf("rotate %q: a rotation keeps the owner %s; to move a credential to another owner, register it with that owner", u.From, old.Account())
+		}
+		return rotate(ch, old, u, holder, taken)
+	case OpRelabel:
+		c, err := find(u.From)
+		if err != nil {
+			return ch, CredentialInfo{}, err
+		}
+		if h, found := holder(u.Label, c.ID); found {
+			return ch, CredentialInfo{}, taken(u.Label, h)
+		}
+		c.Label = u.Label
+		ch.Put = append(ch.Put, c.StoredForm())
+		return ch, c.Filled(), nil
+	case OpForget:
+		c, err := find(u.From)
+		if err != nil {
+			return ch, CredentialInfo{}, err
+		}
+		ch.Delete = append(ch.Delete, c.ID)
+		return ch, c.Filled(), nil
+	}
+	return ch, CredentialInfo{}, invalidf("unknown credential operation %d", u.Op)
+}
+
+// rotate makes u.ID old's successor: it takes the label and old's account;
+// old stays recorded under the account without a label.
+func rotate(ch CredentialChange, old CredentialInfo, u CredentialUpdate,
+	holder func(string, ...string) (CredentialInfo, bool), taken func(string, CredentialInfo) error) (CredentialChange, CredentialInfo, error) {
+	label := u.Label
+	if label == "" {
+		label = old.Label
+	}
+	if h, found := holder(label, old.ID, u.ID); found {
+		return ch, CredentialInfo{}, taken(label, h)
+	}
+	account := old.Account()
+	next := CredentialInfo{ID: u.ID, Label: label, Owner: account}
+	prev := CredentialInfo{ID: old.ID, Owner: account}
+	ch.Put = append(ch.Put, prev.StoredForm(), next.StoredForm())
+	return ch, next.Filled(), nil
+}
+
+func checkFingerprint(fp string) error {
+	if fp == "" {
+		return invalidf("empty credential fingerprint")
+	}
+	if err := CheckName("fingerprint", fp); err != nil {
+		return err
+	}
+	return nil
+}
+
+func short(fp string) string {
+	if len(fp) > 8 {
+		return fp[:8]
+	}
+	return fp
+}
