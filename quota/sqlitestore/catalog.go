@@ -56,23 +56,58 @@ func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 	})
 }
 
-// RememberCredential implements quota.Store. Only the fingerprint and the
-// label are stored.
-func (s *Store) RememberCredential(ctx context.Context, api string, c quota.CredentialInfo) error {
+// UpdateCredential implements quota.Store: it reads the API's catalog and
+// writes the change in one immediate transaction, so that two processes
+// never give one label to two credentials. Only fingerprints, labels and
+// owner names are stored.
+func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.CredentialUpdate) (quota.CredentialInfo, error) {
 	if err := quota.CheckName("api", api); err != nil {
-		return fmt.Errorf("sqlitestore: remember credential: %w", err)
+		return quota.CredentialInfo{}, fmt.Errorf("sqlitestore: update credential: %w", err)
 	}
-	if c.ID == "" {
-		return fmt.Errorf("sqlitestore: remember credential: %w: empty fingerprint", quota.ErrInvalid)
-	}
-	return s.write(ctx, "remember credential", func(tx *sql.Tx) error {
+	var out quota.CredentialInfo
+	err := s.write(ctx, "update credential", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT fp, label, owner FROM creds WHERE api = ?`, api)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var creds []quota.CredentialInfo
+		for rows.Next() {
+			var c quota.CredentialInfo
+			if err := rows.Scan(&c.ID, &c.Label, &c.Owner); err != nil {
+				return err
+			}
+			creds = append(creds, c)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		ch, info, err := quota.ApplyCredentialUpdate(api, creds, u)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: %w", err)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO apis (name) VALUES (?) ON CONFLICT DO NOTHING`, api); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO creds (api, fp, label) VALUES (?, ?, ?)
-			ON CONFLICT (api, fp) DO UPDATE SET label = excluded.label WHERE excluded.label <> ''`, api, c.ID, c.Label)
-		return err
+		for _, c := range ch.Put {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO creds (api, fp, label, owner) VALUES (?, ?, ?, ?)
+				ON CONFLICT (api, fp) DO UPDATE SET label = excluded.label, owner = excluded.owner`, api, c.ID, c.Label, c.Owner); err != nil {
+				return err
+			}
+		}
+		for _, id := range ch.Delete {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM creds WHERE api = ? AND fp = ?`, api, id); err != nil {
+				return err
+			}
+		}
+		out = info
+		return nil
 	})
+	if err != nil {
+		return quota.CredentialInfo{}, err
+	}
+	return out, nil
 }
 
 // List implements quota.Store.
@@ -122,7 +157,7 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 		}
 		rows.Close()
 
-		rows, err = tx.QueryContext(ctx, `SELECT api, fp, label FROM creds ORDER BY api, fp`)
+		rows, err = tx.QueryContext(ctx, `SELECT api, fp, label, owner FROM creds ORDER BY api, fp`)
 		if err != nil {
 			return err
 		}
@@ -130,11 +165,11 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 		for rows.Next() {
 			var api string
 			var c quota.CredentialInfo
-			if err := rows.Scan(&api, &c.ID, &c.Label); err != nil {
+			if err := rows.Scan(&api, &c.ID, &c.Label, &c.Owner); err != nil {
 				return err
 			}
 			if i, ok := index[api]; ok {
-				out[i].Credentials = append(out[i].Credentials, c)
+				out[i].Credentials = append(out[i].Credentials, c.Filled())
 			}
 		}
 		return rows.Err()

@@ -1,4 +1,5 @@
--- Schema version 1 of the sqlitestore database (PRAGMA user_version = 1).
+-- Schema version 2 of the sqlitestore database (PRAGMA user_version = 2).
+-- Version 1 had no creds.owner; Open adds it in place (migrateV1).
 -- Times are microseconds since the Unix epoch (UTC), costs are units.
 
 -- APIs the store knows: named by DefineBudgets or RememberCredential.
@@ -15,15 +16,21 @@ CREATE TABLE budgets (
 	PRIMARY KEY (api, name)
 ) WITHOUT ROWID;
 
--- Credentials by fingerprint (never the secret), with the caller's label.
+-- Credentials by fingerprint (never the secret), with the caller's label
+-- (unique per API, enforced by quota.ApplyCredentialUpdate inside one
+-- immediate transaction) and owner: the account its budgets are kept under,
+-- '' when the credential is its own owner (sums.cred is then the
+-- fingerprint, as in version 1).
 CREATE TABLE creds (
 	api   TEXT NOT NULL,
 	fp    TEXT NOT NULL,
 	label TEXT NOT NULL DEFAULT '',
+	owner TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (api, fp)
 ) WITHOUT ROWID;
 
--- One row per log: the (api, credential, budget) triple. used is the running
+-- One row per log: the (api, account, budget) triple; cred is the account
+-- (an owner name, or a fingerprint). used is the running
 -- sum of the costs of the log's rows in entries, so a decision never sums the
 -- window.
 CREATE TABLE sums (

@@ -59,10 +59,15 @@ import (
 )
 
 // schemaVersion is the PRAGMA user_version of the schema this package writes.
-const schemaVersion = 1
+const schemaVersion = 2
 
 //go:embed schema.sql
 var schemaSQL string
+
+// migrateV1 brings a version 1 database (written before owners existed) to
+// version 2 in place: every credential recorded is its own owner (owner ''),
+// so its logs, kept under its fingerprint, stay its account's.
+const migrateV1 = `ALTER TABLE creds ADD COLUMN owner TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 2;`
 
 // ErrNotDatabase is returned by Open for a file that is not an SQLite
 // database. errors.Is(err, quota.ErrInvalid) also holds for it.
@@ -276,6 +281,11 @@ func (s *Store) init(dsn string) error {
 			return s.openErr(err)
 		}
 	}
+	if cur == 1 {
+		if _, err := tx.ExecContext(ctx, migrateV1); err != nil {
+			return s.openErr(err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return s.openErr(err)
 	}
@@ -337,7 +347,8 @@ func (s *Store) Close() error {
 // everything else (I/O, a lock not obtained within the busy timeout, a done
 // context, a closed store) wraps quota.ErrStoreUnavailable.
 func fail(op string, err error) error {
-	if errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrNotFound) || errors.Is(err, quota.ErrCostExceedsLimit) {
+	if errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrNotFound) || errors.Is(err, quota.ErrCostExceedsLimit) ||
+		errors.Is(err, quota.ErrLabelTaken) || errors.Is(err, quota.ErrUnknownCredential) {
 		return err
 	}
 	return fmt.Errorf("sqlitestore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)

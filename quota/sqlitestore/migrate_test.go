@@ -1,0 +1,117 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
+)
+
+// testdata/v1-before-owners.db was written by the code before owners
+// existed (schema version 1, legacy fingerprints: HMAC with the public
+// DefaultFingerprintKey), at 2026-03-02 09:00 UTC:
+//
+//	youtube/units  daily America/Los_Angeles, limit 10000
+//	youtube/search sliding 24h, limit 100
+//	AIzaSy-fixture-key-1 labelled yt-key-1: 700 units, then search.list
+//	                     (1 unit + 1 search)
+//	AIzaSy-fixture-key-2, no label: 42 units; search marked spent for 2h
+var (
+	fixtureT0   = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	fixtureKey1 = quota.Credential{Secret: "AIzaSy-fixture-key-1", Label: "yt-key-1"}
+	fixtureKey2 = quota.Credential{Secret: "AIzaSy-fixture-key-2"}
+)
+
+func openFixture(t *testing.T) (*sqlitestore.Store, string) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/v1-before-owners.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "quota.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatalf("open a version 1 store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, path
+}
+
+// TestMigrationBeforeOwners: a store written before owners existed opens
+// (migrated in place), lists its credentials as their own owners, and
+// meters on from the usage it holds: for a process that still derives the
+// legacy fingerprint (WithFingerprintKey(DefaultFingerprintKey)) and for
+// one on the default, slow derivation, which takes the legacy record over.
+func TestMigrationBeforeOwners(t *testing.T) {
+	ctx := context.Background()
+	st, path := openFixture(t)
+	var version int
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 2 {
+		t.Fatalf("user_version after open = %d, %v; want 2", version, err)
+	}
+	legacy1 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey1.Secret)
+	legacy2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey2.Secret)
+	apis, err := st.List(ctx)
+	if err != nil || len(apis) != 1 || len(apis[0].Credentials) != 2 {
+		t.Fatalf("List = %+v, %v", apis, err)
+	}
+	for _, c := range apis[0].Credentials {
+		if c.Owner != c.ID || (c.ID == legacy1) != (c.Label == "yt-key-1") {
+			t.Fatalf("migrated credential %+v: want its own owner, yt-key-1 on %s", c, legacy1)
+		}
+	}
+
+	clock := fixtureT0.Add(time.Hour)
+	now := func() time.Time { return clock }
+	old, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := old.Take(ctx, fixtureKey1, quota.Units("units", 9))
+	if err != nil || r.Usage[0].Used != 710 || r.Owner != legacy1 {
+		t.Fatalf("legacy-fingerprint take: %+v, %v; want used 710 on account %s", r, err, legacy1)
+	}
+	if _, err := old.Take(ctx, fixtureKey2, quota.Units("search", 1)); !errors.Is(err, quota.ErrExhausted) {
+		t.Fatalf("search for key 2: %v; want the mark written before owners to hold", err)
+	}
+
+	// The default derivation: a new fingerprint, which takes the legacy
+	// record's label and account, so usage continues.
+	l, err := quota.Load(ctx, st, "youtube", quota.WithClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = l.Take(ctx, fixtureKey1, quota.Units("units", 1))
+	if err != nil || r.Usage[0].Used != 711 || r.Owner != legacy1 || r.Credential == legacy1 {
+		t.Fatalf("default-derivation take: %+v, %v; want used 711 on account %s under a new fingerprint", r, err, legacy1)
+	}
+	r, err = l.Take(ctx, fixtureKey2, quota.Units("units", 8))
+	if err != nil || r.Usage[0].Used != 50 || r.Owner != legacy2 {
+		t.Fatalf("unlabelled key: %+v, %v; want used 50 on account %s", r, err, legacy2)
+	}
+	apis, _ = st.List(ctx)
+	byID := map[string]quota.CredentialInfo{}
+	for _, c := range apis[0].Credentials {
+		byID[c.ID] = c
+	}
+	slow := quota.DefaultFingerprint(fixtureKey1.Secret)
+	if c := byID[slow]; c.Label != "yt-key-1" || c.Owner != legacy1 {
+		t.Fatalf("new fingerprint record %+v: want label yt-key-1, owner %s", c, legacy1)
+	}
+	if c := byID[legacy1]; c.Label != "" || c.Owner != legacy1 {
+		t.Fatalf("legacy record %+v: want no label, same owner", c)
+	}
+	// A label-only process (quotactl take --label) finds the account too.
+	r, err = l.Take(ctx, quota.Credential{Label: "yt-key-1"}, quota.Units("units", 1))
+	if err != nil || r.Usage[0].Used != 712 {
+		t.Fatalf("label take: %+v, %v; want 712", r, err)
+	}
+}
