@@ -580,7 +580,9 @@ func TestTransportCredentials(t *testing.T) {
 	fp := quota.DefaultFingerprint
 	t.Run("header and bearer", func(t *testing.T) {
 		// Labels are unique per API: each credential gets its own.
-		e := newTrEnv(t, nil, quota.WithLabelFunc(func(r *http.Request) string { return "via-" + strings.ToLower(r.Header.Get("X-Goog-Api-Key")+"bearer")[:6] }))
+		e := newTrEnv(t, nil, quota.WithLabelFunc(func(r *http.Request) string {
+			return "via-" + strings.ToLower(r.Header.Get("X-Goog-Api-Key") + "bearer")[:6]
+		}))
 		for _, h := range []struct{ name, value, secret string }{
 			{"X-Goog-Api-Key", "header-key", "header-key"},
 			{"Authorization", "Bearer ya29.token", "ya29.token"},
