@@ -65,7 +65,7 @@ const schemaVersion = 2
 var schemaSQL string
 
 // migrateV1 brings a version 1 database (written before owners existed) to
-// version 2 in place: every credential recorded is its own owner (owner ”),
+// version 2 in place: every credential recorded is its own owner (an empty owner),
 // so its logs, kept under its fingerprint, stay its account's.
 const migrateV1 = `ALTER TABLE creds ADD COLUMN owner TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 2;`
 
