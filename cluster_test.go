@@ -135,7 +135,7 @@ func TestRedisCluster(t *testing.T) {
 			if _, err := l.Take(ctx, cred, spendCharge(7)); err != nil {
 				t.Fatal(err)
 			}
-			tags[redisstore.CredentialTag("youtube", quota.Fingerprint([]byte(quota.DefaultFingerprintKey), cred.Secret))] = i
+			tags[redisstore.CredentialTag("youtube", quota.DefaultFingerprint(cred.Secret))] = i
 		}
 		owner := slotOwners(t, cc)
 		var mu sync.Mutex

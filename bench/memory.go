@@ -62,7 +62,7 @@ func (r *runner) day(ctx context.Context) ([]memRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	tag := redisstore.CredentialTag("youtube", quota.Fingerprint([]byte(quota.DefaultFingerprintKey), cred.Secret))
+	tag := redisstore.CredentialTag("youtube", quota.DefaultFingerprint(cred.Secret))
 	var credKeys, catalog []string
 	var logKey string
 	for _, k := range all {

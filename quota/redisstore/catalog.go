@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,7 +19,12 @@ import (
 //
 //	PREFIX apis            set of API names
 //	PREFIX budgets:API     hash budget name -> JSON of quota.Budget
-//	PREFIX creds:API       hash fingerprint -> label
+//	PREFIX creds:API       hash fingerprint -> label, or label NUL owner
+//
+// A credential that is its own owner is stored as its label alone, the form
+// written before owners existed, so such stores read unchanged. Changes to
+// one API's credentials (UpdateCredential) are one optimistic transaction
+// (WATCH, MULTI, EXEC) on its creds hash: one key, so one Cluster slot.
 
 // DefineBudgets implements quota.Store: it records budget definitions for
 // api, replacing any of the same name.
@@ -70,28 +76,92 @@ func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 	return nil
 }
 
-// RememberCredential implements quota.Store: it records a fingerprint used
-// with api and its label (a non-empty label replaces the old one).
-func (s *Store) RememberCredential(ctx context.Context, api string, cred quota.CredentialInfo) error {
-	if err := checkCred(api, cred.ID); err != nil {
-		return err
+// UpdateCredential implements quota.Store: it reads the API's credentials
+// and writes the change in one transaction on the creds hash (WATCH, then
+// MULTI/EXEC, retried when another process changed the hash in between), so
+// two processes never give one label to two credentials.
+func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.CredentialUpdate) (quota.CredentialInfo, error) {
+	if err := quota.CheckName("api", api); err != nil {
+		return quota.CredentialInfo{}, fmt.Errorf("redisstore: %w", err)
 	}
-	return s.do(ctx, func(ctx context.Context) error {
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			key := s.catalogKey("creds:", api)
-			if cred.Label != "" {
-				p.HSet(ctx, key, cred.ID, cred.Label)
-			} else {
-				p.HSetNX(ctx, key, cred.ID, "")
+	key := s.catalogKey("creds:", api)
+	var (
+		out      quota.CredentialInfo
+		applyErr error
+	)
+	err := s.do(ctx, func(ctx context.Context) error {
+		for range maxCatalogRetries {
+			applyErr = nil
+			err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+				vals, err := tx.HGetAll(ctx, key).Result()
+				if err != nil {
+					return err
+				}
+				creds := make([]quota.CredentialInfo, 0, len(vals))
+				for id, v := range vals {
+					creds = append(creds, decodeCred(id, v))
+				}
+				ch, info, err := quota.ApplyCredentialUpdate(api, creds, u)
+				if err != nil {
+					applyErr = err
+					return nil
+				}
+				out = info
+				if len(ch.Put) == 0 && len(ch.Delete) == 0 {
+					return nil
+				}
+				_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					for _, c := range ch.Put {
+						p.HSet(ctx, key, c.ID, encodeCred(c))
+					}
+					if len(ch.Delete) > 0 {
+						p.HDel(ctx, key, ch.Delete...)
+					}
+					return nil
+				})
+				return err
+			}, key)
+			if errors.Is(err, redis.TxFailedErr) {
+				continue
 			}
-			p.SAdd(ctx, s.catalogKey("apis"), api)
-			return nil
-		})
-		if err != nil {
-			return failed(ctx, "remember credential", err)
+			if err != nil {
+				return err
+			}
+			if applyErr != nil {
+				return nil
+			}
+			return s.rdb.SAdd(ctx, s.catalogKey("apis"), api).Err()
 		}
-		return nil
+		return fmt.Errorf("the catalog of %q changed under %d attempts in a row", api, maxCatalogRetries)
 	})
+	if err != nil {
+		return quota.CredentialInfo{}, failed(ctx, "update credential", err)
+	}
+	if applyErr != nil {
+		return quota.CredentialInfo{}, fmt.Errorf("redisstore: %w", applyErr)
+	}
+	return out, nil
+}
+
+// maxCatalogRetries bounds the optimistic retries of one catalog change.
+const maxCatalogRetries = 64
+
+// encodeCred is the creds hash value of c (stored form).
+func encodeCred(c quota.CredentialInfo) string {
+	c = c.StoredForm()
+	if c.Owner == "" {
+		return c.Label
+	}
+	return c.Label + "\x00" + c.Owner
+}
+
+// decodeCred reads a creds hash value: "label" (its own owner, also the
+// form written before owners existed) or "label NUL owner".
+func decodeCred(id, v string) quota.CredentialInfo {
+	if i := strings.LastIndexByte(v, 0); i >= 0 && quota.CheckName("owner", v[i+1:]) == nil {
+		return quota.CredentialInfo{ID: id, Label: v[:i], Owner: v[i+1:]}
+	}
+	return quota.CredentialInfo{ID: id, Label: v}
 }
 
 // List implements quota.Store: every API the store knows, sorted by name,
@@ -134,7 +204,7 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 		}
 		cs := creds[i].Val()
 		for _, id := range slices.Sorted(maps.Keys(cs)) {
-			info.Credentials = append(info.Credentials, quota.CredentialInfo{ID: id, Label: cs[id]})
+			info.Credentials = append(info.Credentials, decodeCred(id, cs[id]).Filled())
 		}
 		out = append(out, info)
 	}

@@ -18,7 +18,7 @@ import (
 var secret = quota.Credential{Secret: "AIzaSy-redisstore-test-secret-42", Label: "yt-key-1"}
 
 func fingerprint(c quota.Credential) string {
-	return quota.Fingerprint([]byte(quota.DefaultFingerprintKey), c.Secret)
+	return quota.DefaultFingerprint(c.Secret)
 }
 
 func take(t *testing.T, l *quota.Limiter, cost int64) *quota.Reservation {

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,6 +76,12 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"Expiry", s.expiry},
 		{"Isolation", s.isolation},
 		{"Catalog", s.catalog},
+		{"OwnersShareUsage", s.ownersShare},
+		{"RotationKeepsUsage", s.rotation},
+		{"LabelCollision", s.labelCollision},
+		{"ForgetKeepsUsage", s.forget},
+		{"Relabel", s.relabel},
+		{"CatalogRace", s.catalogRace},
 		{"BadInput", s.badInput},
 		{"Concurrency", s.concurrency},
 		{"StateStore", s.stateStore},
@@ -727,5 +734,241 @@ func (s suite) stateStore(t *testing.T) {
 	names, err := st.Streams(ctx, "jobs/")
 	if err != nil || !slices.Equal(names, []string{"jobs/x/runs", "jobs/y/runs"}) {
 		t.Fatalf("Streams = %v, %v", names, err)
+	}
+}
+
+func credentials(t *testing.T, st quota.Store, api string) map[string]quota.CredentialInfo {
+	t.Helper()
+	apis, err := st.List(context.Background())
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	out := map[string]quota.CredentialInfo{}
+	for _, a := range apis {
+		if a.Name == api {
+			for _, c := range a.Credentials {
+				out[c.ID] = c
+			}
+		}
+	}
+	return out
+}
+
+// ownersShare: the credentials of one owner share its budgets, named on the
+// credential or through WithOwner; the store lists them under the owner.
+func (s suite) ownersShare(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
+	l := s.limiter(t, st, clock, b)
+	k1 := quota.Credential{Secret: "AIzaSy-project-key-1", Label: "yt-key-1", Owner: "my-project"}
+	k2 := quota.Credential{Secret: "AIzaSy-project-key-2", Label: "yt-key-2", Owner: "my-project"}
+	r := mustTake(t, l, k1, quota.Units("units", 4))
+	if r.Owner != "my-project" || !strings.HasPrefix(r.ID, "api/my-project/") {
+		t.Fatalf("reservation owner %q, ID %q; want my-project", r.Owner, r.ID)
+	}
+	if r := mustTake(t, l, k2, quota.Units("units", 4)); r.Usage[0].Used != 8 {
+		t.Fatalf("second key of the project: used %d, want 8 (shared)", r.Usage[0].Used)
+	}
+	mustRefuse(t, l, k1, quota.Units("units", 3))
+	// A third key through a limiter whose default owner is the project.
+	l3, err := quota.New(st, "api", []quota.Budget{b}, quota.WithClock(clock.Now), quota.WithOwner("my-project"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mustTake(t, l3, quota.Credential{Secret: "AIzaSy-project-key-3"}, quota.Units("units", 2)); r.Usage[0].Used != 10 {
+		t.Fatalf("WithOwner key: used %d, want 10", r.Usage[0].Used)
+	}
+	// A refund by ID from another process gives back to the owner.
+	p, err := quota.ParseReservationID(r.ID)
+	if err != nil || p.Owner != "my-project" {
+		t.Fatalf("ParseReservationID(%q) = %+v, %v", r.ID, p, err)
+	}
+	if err := l3.Refund(ctx, p); err != nil {
+		t.Fatalf("refund by ID: %v", err)
+	}
+	if got := used(t, l, k2, "units"); got != 6 {
+		t.Fatalf("after refund: used %d, want 6", got)
+	}
+	// Another credential, its own owner, is untouched.
+	if got := used(t, l, quota.Credential{Secret: "AIzaSy-other"}, "units"); got != 0 {
+		t.Fatalf("another owner: used %d, want 0", got)
+	}
+	cs := credentials(t, st, "api")
+	n := 0
+	for _, c := range cs {
+		if c.Owner == "my-project" {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("credentials listed under my-project: %d of %+v, want 3", n, cs)
+	}
+	if _, err := quota.New(st, "api", []quota.Budget{b}, quota.WithOwner("my project")); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("bad owner name: %v, want ErrInvalid", err)
+	}
+}
+
+// rotation: a new secret rotated in under a label continues the old one's
+// usage, and a process still on the old secret meters the same account.
+func (s suite) rotation(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
+	l := s.limiter(t, st, clock, b)
+	oldKey := quota.Credential{Secret: "AIzaSy-before-rotation", Label: "yt-key-1"}
+	r := mustTake(t, l, oldKey, quota.Units("units", 6))
+	account := r.Owner
+	newKey := quota.Credential{Secret: "AIzaSy-after-rotation", Label: "yt-key-1"}
+	info, err := l.Rotate(ctx, "yt-key-1", quota.Credential{Secret: newKey.Secret})
+	if err != nil {
+		t.Fatalf("Rotate: %v", err)
+	}
+	if info.Label != "yt-key-1" || info.Owner != account || info.ID == r.Credential {
+		t.Fatalf("rotated record %+v; want label yt-key-1 under %s", info, account)
+	}
+	// A fresh process with the new secret and the label: same account.
+	l2 := s.limiter(t, st, clock, b)
+	if r := mustTake(t, l2, newKey, quota.Units("units", 3)); r.Usage[0].Used != 9 || r.Owner != account {
+		t.Fatalf("new key after rotation: used %d on %q, want 9 on %s", r.Usage[0].Used, r.Owner, account)
+	}
+	// The old key, still in use somewhere during the rollout (no label now).
+	l3 := s.limiter(t, st, clock, b)
+	if r := mustTake(t, l3, quota.Credential{Secret: oldKey.Secret}, quota.Units("units", 1)); r.Usage[0].Used != 10 {
+		t.Fatalf("old key after rotation: used %d, want 10", r.Usage[0].Used)
+	}
+	mustRefuse(t, l2, newKey, quota.Units("units", 1))
+	cs := credentials(t, st, "api")
+	if c := cs[r.Credential]; c.Label != "" || c.Owner != account {
+		t.Fatalf("old record after rotation: %+v", c)
+	}
+	if _, err := l.Rotate(ctx, "nobody", quota.Credential{Secret: "x"}); !errors.Is(err, quota.ErrUnknownCredential) {
+		t.Fatalf("rotate an unknown label: %v, want ErrUnknownCredential", err)
+	}
+}
+
+// labelCollision: a label held by one secret, reused for another, is
+// refused before anything is charged, with a message naming the fix.
+func (s suite) labelCollision(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
+	l := s.limiter(t, st, clock, b)
+	mustTake(t, l, quota.Credential{Secret: "AIzaSy-first", Label: "yt-key-1"}, quota.Units("units", 2))
+	other := quota.Credential{Secret: "AIzaSy-DIFFERENT", Label: "yt-key-1"}
+	for _, lim := range []*quota.Limiter{l, s.limiter(t, st, clock, b)} {
+		_, err := lim.Take(ctx, other, quota.Units("units", 1))
+		if !errors.Is(err, quota.ErrLabelTaken) || !strings.Contains(err.Error(), "credential rotate") || strings.Contains(err.Error(), other.Secret) {
+			t.Fatalf("reused label: %v; want ErrLabelTaken naming the rotate fix", err)
+		}
+	}
+	if got := used(t, l, quota.Credential{Secret: "AIzaSy-DIFFERENT"}, "units"); got != 0 {
+		t.Fatalf("the refused credential was charged %d", got)
+	}
+	if got := used(t, l, quota.Credential{Label: "yt-key-1"}, "units"); got != 2 {
+		t.Fatalf("the label's credential: used %d, want 2", got)
+	}
+	n := 0
+	for _, c := range credentials(t, st, "api") {
+		if c.Label == "yt-key-1" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d credentials labelled yt-key-1, want 1", n)
+	}
+}
+
+// forget removes a credential from the catalog and keeps its owner's usage.
+func (s suite) forget(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
+	l := s.limiter(t, st, clock, b)
+	k1 := quota.Credential{Secret: "AIzaSy-forget-1", Label: "old", Owner: "proj"}
+	k2 := quota.Credential{Secret: "AIzaSy-forget-2", Label: "new", Owner: "proj"}
+	mustTake(t, l, k1, quota.Units("units", 5))
+	mustTake(t, l, k2, quota.Units("units", 1))
+	info, err := l.Forget(ctx, "old")
+	if err != nil || info.Owner != "proj" {
+		t.Fatalf("Forget = %+v, %v", info, err)
+	}
+	if _, ok := credentials(t, st, "api")[info.ID]; ok {
+		t.Fatal("forgotten credential still listed")
+	}
+	if got := used(t, l, k2, "units"); got != 6 {
+		t.Fatalf("owner's usage after forget: %d, want 6", got)
+	}
+	if _, err := l.Take(ctx, quota.Credential{Label: "old"}, quota.Units("units", 1)); !errors.Is(err, quota.ErrUnknownCredential) {
+		t.Fatalf("take by a forgotten label: %v, want ErrUnknownCredential", err)
+	}
+	if _, err := l.Forget(ctx, "old"); !errors.Is(err, quota.ErrUnknownCredential) {
+		t.Fatalf("forget twice: %v, want ErrUnknownCredential", err)
+	}
+}
+
+// relabel renames a credential; the new label must be free.
+func (s suite) relabel(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
+	l := s.limiter(t, st, clock, b)
+	mustTake(t, l, quota.Credential{Secret: "AIzaSy-relabel-1", Label: "a"}, quota.Units("units", 3))
+	mustTake(t, l, quota.Credential{Secret: "AIzaSy-relabel-2", Label: "b"}, quota.Units("units", 1))
+	if _, err := l.Relabel(ctx, "a", "b"); !errors.Is(err, quota.ErrLabelTaken) {
+		t.Fatalf("relabel onto a taken label: %v, want ErrLabelTaken", err)
+	}
+	info, err := l.Relabel(ctx, "a", "yt-key-9")
+	if err != nil || info.Label != "yt-key-9" {
+		t.Fatalf("Relabel = %+v, %v", info, err)
+	}
+	if got := used(t, l, quota.Credential{Label: "yt-key-9"}, "units"); got != 3 {
+		t.Fatalf("relabelled credential: used %d, want 3", got)
+	}
+	if _, err := l.Take(ctx, quota.Credential{Label: "a"}, quota.Units("units", 1)); !errors.Is(err, quota.ErrUnknownCredential) {
+		t.Fatalf("old label: %v, want ErrUnknownCredential", err)
+	}
+}
+
+// catalogRace: processes registering different secrets under one label at
+// once: exactly one gets it, the others are refused, nothing is charged for
+// them.
+func (s suite) catalogRace(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		l := s.limiter(t, st, clock, b)
+		wg.Go(func() {
+			_, errs[i] = l.Take(ctx, quota.Credential{Secret: fmt.Sprintf("AIzaSy-race-%d", i), Label: "shared"}, quota.Units("units", 1))
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, quota.ErrLabelTaken):
+			t.Fatalf("racing registration: %v", err)
+		}
+	}
+	labelled := 0
+	for _, c := range credentials(t, st, "api") {
+		if c.Label == "shared" {
+			labelled++
+		}
+	}
+	if ok != 1 || labelled != 1 {
+		t.Fatalf("%d takes succeeded, %d credentials labelled; want 1 and 1", ok, labelled)
 	}
 }

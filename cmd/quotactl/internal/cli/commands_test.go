@@ -169,7 +169,7 @@ func TestTakeJSON(t *testing.T) {
 	e.setup()
 	var res reservationJSON
 	decode(t, e.ok("--json", "take", "youtube", "--label", "yt-key-1", "--cost", "2", "--budget", "units", "--method", "videos.list"), &res)
-	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "AIzaSy-key-one")
+	fp := quota.DefaultFingerprint("AIzaSy-key-one")
 	if res.API != "youtube" || res.Credential != "yt-key-1" || res.Fingerprint != fp || res.Method != "videos.list" ||
 		!res.At.Equal(t0) || len(res.Usage) != 1 || res.Usage[0] != (usageJSON{Budget: "units", Cost: 2, Used: 3, Limit: 10, Remaining: 7, Reset: res.Usage[0].Reset}) ||
 		res.Usage[0].Reset == nil || !res.Usage[0].Reset.Equal(t0.Add(time.Hour)) {
@@ -200,7 +200,7 @@ func TestTakeCredentialSources(t *testing.T) {
 	e.ok("take", "youtube", "--credential-file", keyFile, "--label", "yt-key-2", "--cost", "1", "--budget", "units")
 	e.ok("take", "youtube", "--credential-env", "KEY2", "--cost", "1", "--budget", "units")
 	e.ok("take", "youtube", "--label", "yt-key-2", "--cost", "1", "--budget", "units")
-	if u := e.usage("youtube")["yt-key-2/units"]; u.Used != 3 || u.Fingerprint != quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "AIzaSy-key-two") {
+	if u := e.usage("youtube")["yt-key-2/units"]; u.Used != 3 || u.Fingerprint != quota.DefaultFingerprint("AIzaSy-key-two") {
 		t.Errorf("yt-key-2: %+v", u)
 	}
 
@@ -488,7 +488,7 @@ func TestList(t *testing.T) {
 	e.setup()
 	e.tty = true
 	out := e.ok("list")
-	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "AIzaSy-key-one")
+	fp := quota.DefaultFingerprint("AIzaSy-key-one")
 	want := strings.Join([]string{
 		"API      KIND        NAME      DETAIL",
 		"youtube  budget      search    3 units per day, reset at midnight America/Los_Angeles",
