@@ -231,17 +231,25 @@ func (l *Limiter) lookupLabel(ctx context.Context, label string) (CredentialInfo
 	if err != nil {
 		return CredentialInfo{}, err
 	}
+	var found []CredentialInfo
 	for _, a := range apis {
 		if a.Name != l.api {
 			continue
 		}
 		for _, c := range a.Credentials {
 			if c.Label == label {
-				return c.Filled(), nil
+				found = append(found, c.Filled())
 			}
 		}
 	}
-	return CredentialInfo{}, fmt.Errorf("%w: no credential labelled %q for api %q", ErrUnknownCredential, label, l.api)
+	switch len(found) {
+	case 0:
+		return CredentialInfo{}, fmt.Errorf("%w: no credential labelled %q for api %q", ErrUnknownCredential, label, l.api)
+	case 1:
+		return found[0], nil
+	}
+	// Only a store written before labels were unique holds this.
+	return CredentialInfo{}, invalidf("label %q names %d credentials of api %q: give the secret, or keep one label (quotactl credential relabel or forget, naming the other by fingerprint)", label, len(found), l.api)
 }
 
 // Rotate replaces the credential named from (its label or fingerprint) with

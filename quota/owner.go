@@ -122,8 +122,19 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 		if from == "" {
 			return CredentialInfo{}, invalidf("name the credential to change: a label or a fingerprint")
 		}
-		if c, ok := holder(from); ok {
-			return c, nil
+		var n int
+		var found CredentialInfo
+		for _, c := range creds {
+			if c.Label == from {
+				n, found = n+1, c
+			}
+		}
+		if n > 1 {
+			// Only a store written before labels were unique holds this.
+			return CredentialInfo{}, invalidf("label %q names %d credentials of api %q (recorded before labels were unique): name one by its fingerprint (quotactl credential list)", from, n, api)
+		}
+		if n == 1 {
+			return found, nil
 		}
 		if c, ok := byID(from); ok {
 			return c, nil
@@ -131,9 +142,9 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 		return CredentialInfo{}, fmt.Errorf("%w: no credential of api %q has the label or fingerprint %q", ErrUnknownCredential, api, from)
 	}
 	taken := func(label string, c CredentialInfo) error {
-		return fmt.Errorf("%w: label %q of api %q is held by credential %s (owner %s): to replace that credential with this one, "+
+		return fmt.Errorf("%w: %q of api %q is held by credential %s (owner %s): to replace that credential with this one, "+
 			"rotate it (quotactl credential rotate %s %s --credential-env VAR; in Go, Limiter.Rotate), or give this credential another label",
-			ErrLabelTaken, label, api, short(c.ID), c.Account(), api, label)
+			ErrLabelTaken, label, api, short(c.ID), short(c.Account()), api, label)
 	}
 	if err := CheckName("api", api); err != nil {
 		return ch, CredentialInfo{}, err
@@ -159,7 +170,7 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 		}
 		next := cur
 		next.ID = u.ID
-		if u.Label != "" {
+		if u.Label != "" && u.Label != cur.Label {
 			if h, found := holder(u.Label, u.ID); found {
 				return ch, CredentialInfo{}, taken(u.Label, h)
 			}

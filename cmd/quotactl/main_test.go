@@ -171,7 +171,7 @@ func TestBinarySession(t *testing.T) {
 	}
 	s := &session{t: t, bin: bin, dir: work, env: []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TZ=America/Los_Angeles",
-		"QUOTA_STORE=sqlite:quota.db", "YT_KEY=AIzaSyD-not-a-real-key",
+		"QUOTA_STORE=sqlite:quota.db", "YT_KEY=AIzaSyD-not-a-real-key", "NEW_KEY=AIzaSyD-the-rotated-key",
 	}}
 	fmt.Fprintf(&s.transcript, "$ export QUOTA_STORE=sqlite:quota.db TZ=America/Los_Angeles\n$ read -rs YT_KEY && export YT_KEY   # the API key; never a flag value\n")
 
@@ -202,11 +202,11 @@ func TestBinarySession(t *testing.T) {
 
 	code, out = s.run(true, "", "status")
 	s.want(code, 0, out, "status",
-		`(?m)^API +CREDENTIAL +BUDGET +USED +LEFT +USAGE +NEXT FREE +SPENT UNTIL$`,
-		`(?m)^youtube +yt-key-1 +units +9600/10000 +400 +\[###################-\]  96% +reset in \S+ \(\d{4}-\d\d-\d\d 00:00:00 P[SD]T\) +-$`,
-		`(?m)^youtube +yt-key-1 +search +1/100 +99 +\[#-+\]   1% +reset in `)
+		`(?m)^API +OWNER +CREDENTIALS +BUDGET +USED +LEFT +USAGE +NEXT FREE +SPENT UNTIL$`,
+		`(?m)^youtube +[0-9a-f]{8} +yt-key-1 +units +9600/10000 +400 +\[###################-\]  96% +reset in \S+ \(\d{4}-\d\d-\d\d 00:00:00 P[SD]T\) +-$`,
+		`(?m)^youtube +[0-9a-f]{8} +yt-key-1 +search +1/100 +99 +\[#-+\]   1% +reset in `)
 	code, out = s.run(false, "quotactl status | cat", "status")
-	s.want(code, 0, out, "status piped", `(?m)^youtube\tyt-key-1\tunits\t9600/10000\t400\t`)
+	s.want(code, 0, out, "status piped", `(?m)^youtube\t[0-9a-f]{8}\tyt-key-1\tunits\t9600/10000\t400\t`)
 	if strings.Contains(out, "CREDENTIAL") {
 		t.Errorf("piped status has a header:\n%s", out)
 	}
@@ -235,7 +235,7 @@ func TestBinarySession(t *testing.T) {
 	code, out = s.run(true, "", "adjust", "youtube", "--label", "yt-key-1", "--budget", "search", "--used", "40")
 	s.want(code, 0, out, "adjust", `^youtube/search for yt-key-1: 40 of 100 used\n$`)
 	code, out = s.run(true, "", "status", "youtube", "--label", "yt-key-1")
-	s.want(code, 0, out, "status after", `(?m)^youtube +yt-key-1 +search +40/100 +60 `, `(?m)^youtube +yt-key-1 +units +9600/10000 +400 `)
+	s.want(code, 0, out, "status after", `(?m)^youtube +[0-9a-f]{8} +yt-key-1 +search +40/100 +60 `, `(?m)^youtube +[0-9a-f]{8} +yt-key-1 +units +9600/10000 +400 `)
 
 	code, out = s.run(true, "", "take", "youtube", "--label", "yt-key-9", "--cost", "1")
 	s.want(code, 2, out, "unknown label")
@@ -243,10 +243,27 @@ func TestBinarySession(t *testing.T) {
 	s.want(code, 2, out, "reset without --yes")
 	code, out = s.run(true, "", "--store", "redis://127.0.0.1:1", "status")
 	s.want(code, 1, out, "unreachable store")
-	code, out = s.run(true, "", "list")
-	s.want(code, 0, out, "list", `(?m)^youtube +credential +yt-key-1 +fingerprint [0-9a-f]{24}$`)
+	// Key rotation: the new key cannot take the label by accident; rotated
+	// in, it continues the old key's usage.
+	fmt.Fprintf(&s.transcript, "$ read -rs NEW_KEY && export NEW_KEY   # the project's new API key\n")
+	code, out = s.run(true, "", "take", "youtube", "--credential-env", "NEW_KEY", "--label", "yt-key-1", "--cost", "1", "--budget", "search")
+	s.want(code, 2, out, "label taken")
+	if !strings.Contains(s.transcript.String(), "quotactl credential rotate youtube yt-key-1") {
+		t.Errorf("the label-taken error does not name the fix:\n%s", s.transcript.String())
+	}
+	code, out = s.run(true, "", "credential", "rotate", "youtube", "yt-key-1", "--credential-env", "NEW_KEY")
+	s.want(code, 0, out, "rotate", `^youtube: yt-key-1 is now [0-9a-f]{8}, owner [0-9a-f]{8}, usage kept; the old key [0-9a-f]{8} stays under the same owner without a label\n$`)
+	code, out = s.run(true, "", "take", "youtube", "--credential-env", "NEW_KEY", "--label", "yt-key-1", "--cost", "1", "--budget", "search")
+	s.want(code, 0, out, "take with the new key", `^youtube/[0-9a-f]{24}/`)
+	code, out = s.run(true, "", "status", "youtube")
+	s.want(code, 0, out, "status after rotation", `(?m)^youtube +[0-9a-f]{8} +yt-key-1,[0-9a-f]{8} +search +41/100 +59 `)
+	code, out = s.run(true, "", "credential", "list")
+	s.want(code, 0, out, "credential list", `(?m)^youtube +[0-9a-f]{8} +yt-key-1 +[0-9a-f]{24}$`, `(?m)^youtube +[0-9a-f]{8} +\(no label\) +[0-9a-f]{24}$`)
 
-	if strings.Contains(s.transcript.String(), "AIzaSyD-not-a-real-key") {
+	code, out = s.run(true, "", "list")
+	s.want(code, 0, out, "list", `(?m)^youtube +credential +yt-key-1 +fingerprint [0-9a-f]{24}, owner [0-9a-f]{8}$`)
+
+	if strings.Contains(s.transcript.String(), "AIzaSyD-not-a-real-key") || strings.Contains(s.transcript.String(), "the-rotated-key") {
 		t.Error("the transcript shows the API key")
 	}
 	path := filepath.Join("testdata", "transcript.txt")
@@ -269,7 +286,7 @@ func TestBinarySession(t *testing.T) {
 
 // commands returns a transcript's command lines, reservation IDs elided.
 func commands(transcript string) string {
-	id := regexp.MustCompile(`[a-z]+/[0-9a-f]{24}/[0-9a-z]+\.[0-9A-Z]+`)
+	id := regexp.MustCompile(`[a-z]+/[0-9A-Za-z][0-9A-Za-z._-]*/[0-9a-z]+\.[0-9A-Z]+`)
 	var out []string
 	for _, l := range strings.Split(transcript, "\n") {
 		if strings.HasPrefix(l, "$ ") {

@@ -48,6 +48,7 @@ func TestBadInput(t *testing.T) {
 	if err := os.WriteFile(notes, notesText, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	e.vars["KEY2"] = "AIzaSy-key-two"
 	before := e.snapshot()
 
 	tests := []struct {
@@ -78,6 +79,15 @@ func TestBadInput(t *testing.T) {
 		{"missing cost", []string{"take", "youtube", "--label", "yt-key-1"}, ExitUsage, []string{"missing --cost N"}},
 		{"missing credential", []string{"take", "youtube", "--cost", "1"}, ExitUsage, []string{"missing credential"}},
 		{"unknown label", []string{"take", "youtube", "--label", "yt-key-7", "--cost", "1"}, ExitUsage, []string{`unknown label "yt-key-7"`, "known: yt-key-1"}},
+		{"label taken", []string{"take", "youtube", "--credential-env", "KEY2", "--label", "yt-key-1", "--cost", "1"}, ExitUsage, []string{`label taken: "yt-key-1" of api "youtube" is held by`, "quotactl credential rotate youtube yt-key-1"}},
+		{"bad owner", []string{"take", "youtube", "--label", "yt-key-1", "--owner", "my project", "--cost", "1"}, ExitUsage, []string{`bad --owner "my project"`}},
+		{"rotate unknown label", []string{"credential", "rotate", "youtube", "yt-key-7", "--credential-env", "KEY2"}, ExitUsage, []string{`no credential of api "youtube" has the label or fingerprint "yt-key-7"`}},
+		{"rotate without a secret", []string{"credential", "rotate", "youtube", "yt-key-1"}, ExitUsage, []string{"missing new secret"}},
+		{"rotate to the same key", []string{"credential", "rotate", "youtube", "yt-key-1", "--credential-env", "KEY1"}, ExitUsage, []string{"the new secret is the credential's own"}},
+		{"relabel unknown", []string{"credential", "relabel", "youtube", "yt-key-7", "new"}, ExitUsage, []string{`"yt-key-7"`}},
+		{"relabel to nothing", []string{"credential", "relabel", "youtube", "yt-key-1", " "}, ExitUsage, []string{"empty NEW-LABEL"}},
+		{"forget unknown", []string{"credential", "forget", "youtube", "yt-key-7"}, ExitUsage, []string{`"yt-key-7"`}},
+		{"credential list unknown API", []string{"credential", "list", "vimeo"}, ExitUsage, []string{`unknown API "vimeo"`}},
 		{"credential env unset", []string{"take", "youtube", "--credential-env", "NO_SUCH_VAR", "--cost", "1"}, ExitUsage, []string{"$NO_SUCH_VAR is not set"}},
 		{"credential file missing", []string{"take", "youtube", "--credential-file", filepath.Join(dir, "nope"), "--cost", "1"}, ExitUsage, []string{"no such file"}},
 		{"unknown API", []string{"take", "vimeo", "--label", "yt-key-1", "--cost", "1"}, ExitUsage, []string{`no budgets for API "vimeo"`, "known: youtube"}},

@@ -147,7 +147,7 @@ func exitCode(err error) int {
 		return ExitExhausted
 	case errors.Is(err, quota.ErrCostExceedsLimit):
 		return ExitNeverFits
-	case errors.Is(err, quota.ErrInvalid), errors.Is(err, quota.ErrUnknownCredential):
+	case errors.Is(err, quota.ErrInvalid), errors.Is(err, quota.ErrUnknownCredential), errors.Is(err, quota.ErrLabelTaken):
 		return ExitUsage
 	}
 	return ExitError
@@ -241,11 +241,14 @@ func (g *globals) limiterOptions() []quota.Option {
 	return opts
 }
 
-func (g *globals) fingerprintKey() []byte {
+// fingerprint is the fingerprint the CLI's limiters store for secret:
+// quota.DefaultFingerprint, or the keyed hash when $QUOTA_FINGERPRINT_KEY
+// is set.
+func (g *globals) fingerprint(secret string) string {
 	if k, ok := g.env(fingerprintKeyEnv); ok && k != "" {
-		return []byte(k)
+		return quota.Fingerprint([]byte(k), secret)
 	}
-	return []byte(quota.DefaultFingerprintKey)
+	return quota.DefaultFingerprint(secret)
 }
 
 // apis lists what the store knows.

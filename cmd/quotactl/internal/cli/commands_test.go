@@ -288,11 +288,12 @@ func TestStatus(t *testing.T) {
 
 	e.tty = true
 	out := e.ok("status")
+	own := quota.DefaultFingerprint("AIzaSy-key-one")[:8] // its own owner
 	want := strings.Join([]string{
-		"API      CREDENTIAL  BUDGET  USED    LEFT  USAGE                        NEXT FREE                                  SPENT UNTIL",
-		"github   -           core    0/5000  5000  [--------------------]   0%  -                                          -",
-		"youtube  yt-key-1    search  1/3     0     [#######-------------]  33%  reset in 22h30m (2026-11-23 08:00:00 UTC)  in 2h (2026-11-22 11:30:00 UTC)",
-		"youtube  yt-key-1    units   5/10    5     [##########----------]  50%  in 30m (2026-11-22 10:00:00 UTC)           -",
+		"API      OWNER     CREDENTIALS  BUDGET  USED    LEFT  USAGE                        NEXT FREE                                  SPENT UNTIL",
+		"github   -         -            core    0/5000  5000  [--------------------]   0%  -                                          -",
+		"youtube  " + own + "  yt-key-1     search  1/3     0     [#######-------------]  33%  reset in 22h30m (2026-11-23 08:00:00 UTC)  in 2h (2026-11-22 11:30:00 UTC)",
+		"youtube  " + own + "  yt-key-1     units   5/10    5     [##########----------]  50%  in 30m (2026-11-22 10:00:00 UTC)           -",
 		"",
 	}, "\n")
 	if out != want {
@@ -301,7 +302,7 @@ func TestStatus(t *testing.T) {
 	e.tty = false
 	out = e.ok("status", "youtube", "--label", "yt-key-1")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
-		lines[1] != "youtube\tyt-key-1\tunits\t5/10\t5\t[##########----------]  50%\tin 30m (2026-11-22 10:00:00 UTC)\t-" {
+		lines[1] != "youtube\t"+own+"\tyt-key-1\tunits\t5/10\t5\t[##########----------]  50%\tin 30m (2026-11-22 10:00:00 UTC)\t-" {
 		t.Errorf("status piped:\n%q", out)
 	}
 
@@ -493,7 +494,7 @@ func TestList(t *testing.T) {
 		"API      KIND        NAME      DETAIL",
 		"youtube  budget      search    3 units per day, reset at midnight America/Los_Angeles",
 		"youtube  budget      units     10 units per sliding 1h",
-		"youtube  credential  yt-key-1  fingerprint " + fp,
+		"youtube  credential  yt-key-1  fingerprint " + fp + ", owner " + fp[:8],
 		"",
 	}, "\n")
 	if out != want {
@@ -502,7 +503,7 @@ func TestList(t *testing.T) {
 	var l []listJSON
 	decode(t, e.ok("--json", "list"), &l)
 	if len(l) != 1 || l[0].API != "youtube" || len(l[0].Budgets) != 2 || l[0].Budgets[1] != (budgetDefJSON{"units", 10, "sliding:1h0m0s"}) ||
-		len(l[0].Credentials) != 1 || l[0].Credentials[0] != (credentialJSON{"yt-key-1", fp}) {
+		len(l[0].Credentials) != 1 || l[0].Credentials[0] != (credentialJSON{"yt-key-1", fp, fp}) {
 		t.Errorf("list --json = %+v", l)
 	}
 }
@@ -554,7 +555,7 @@ func TestHelpExitsZero(t *testing.T) {
 	if out := e.ok("--help"); !strings.Contains(out, "Exit codes:") || !strings.Contains(out, "4  the cost is larger") {
 		t.Error("the root help does not document the exit codes")
 	}
-	if out := e.ok("status", "--help"); !strings.Contains(out, "JSON: an array of {api, credential, fingerprint, budget") {
+	if out := e.ok("status", "--help"); !strings.Contains(out, "JSON: an array of {api, owner, credentials: [{label, fingerprint}]") {
 		t.Error("status help does not document its JSON fields")
 	}
 }
@@ -584,5 +585,76 @@ func TestStoreErrors(t *testing.T) {
 	st.Close()
 	if _, err := os.Stat(strings.TrimPrefix(e.vars["QUOTA_STORE"], "sqlite:")); err != nil {
 		t.Errorf("$QUOTA_STORE's file: %v", err)
+	}
+}
+
+// TestOwnersAndRotation: --owner makes keys of one project share its
+// budgets; rotate keeps a label's usage; relabel and forget change the list
+// and keep usage; owners show in status, list, history and --json.
+func TestOwnersAndRotation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("budget", "set", "youtube/units", "--limit", "10", "--window", "1h")
+	e.vars["P1"], e.vars["P2"], e.vars["P3"] = "AIzaSy-project-one", "AIzaSy-project-two", "AIzaSy-project-new"
+	e.ok("take", "youtube", "--credential-env", "P1", "--label", "k1", "--owner", "my-project", "--cost", "4")
+	var res reservationJSON
+	decode(t, e.ok("--json", "take", "youtube", "--credential-env", "P2", "--label", "k2", "--owner", "my-project", "--cost", "5"), &res)
+	if res.Owner != "my-project" || res.Usage[0].Used != 9 || !strings.HasPrefix(res.ID, "youtube/my-project/") {
+		t.Fatalf("second key of the project: %+v; want owner my-project, used 9", res)
+	}
+	// A refund by ID from another process.
+	if out := e.ok("refund", res.ID); !strings.Contains(out, "refunded") {
+		t.Fatalf("refund: %q", out)
+	}
+	var rows []statusJSON
+	decode(t, e.ok("--json", "status", "youtube"), &rows)
+	if len(rows) != 1 || rows[0].Owner != "my-project" || rows[0].Used != 4 || len(rows[0].Credentials) != 2 {
+		t.Fatalf("status --json = %+v; want one owner row, used 4, two credentials", rows)
+	}
+	e.tty = true
+	if out := e.ok("status", "youtube"); !strings.Contains(out, "youtube  my-project  k1,k2        units   4/10") {
+		t.Errorf("status:\n%s", out)
+	}
+	e.tty = false
+
+	// Rotation: k1's secret is replaced; the owner keeps its usage.
+	e.ok("credential", "rotate", "youtube", "k1", "--credential-env", "P3")
+	decode(t, e.ok("--json", "take", "youtube", "--credential-env", "P3", "--label", "k1", "--cost", "1"), &res)
+	if res.Owner != "my-project" || res.Usage[0].Used != 5 {
+		t.Fatalf("after rotation: %+v; want used 5 on my-project", res)
+	}
+	var creds []credentialRowJSON
+	decode(t, e.ok("--json", "credential", "list", "youtube"), &creds)
+	if len(creds) != 3 {
+		t.Fatalf("credential list = %+v", creds)
+	}
+	for _, c := range creds {
+		if c.Owner != "my-project" {
+			t.Errorf("credential %+v not under my-project", c)
+		}
+	}
+	var hist []historyJSON
+	decode(t, e.ok("--json", "history", "youtube", "--label", "k2"), &hist)
+	if len(hist) != 1 || hist[0].Owner != "my-project" || hist[0].Used != 5 {
+		t.Fatalf("history --json = %+v", hist)
+	}
+
+	// Relabel, then forget: usage stays.
+	e.ok("credential", "relabel", "youtube", "k2", "k2-old")
+	if r := e.run("credential", "relabel", "youtube", "k2-old", "k1"); r.code != ExitUsage || !strings.Contains(r.errOut, "label taken") {
+		t.Fatalf("relabel onto k1: exit %d, %q", r.code, r.errOut)
+	}
+	out := e.ok("credential", "forget", "youtube", "k2-old")
+	if !strings.Contains(out, "owner my-project keeps its usage") {
+		t.Errorf("forget: %q", out)
+	}
+	decode(t, e.ok("--json", "status", "youtube"), &rows)
+	if len(rows) != 1 || rows[0].Used != 5 || len(rows[0].Credentials) != 2 {
+		t.Fatalf("after forget: %+v; want used 5, two credentials", rows)
+	}
+	var l []listJSON
+	decode(t, e.ok("--json", "list"), &l)
+	if len(l[0].Credentials) != 2 || l[0].Credentials[0].Owner != "my-project" {
+		t.Fatalf("list --json = %+v", l)
 	}
 }

@@ -304,7 +304,7 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 			return err
 		}
 	case len(info.Credentials) == 1:
-		c = cred{Credential: quota.Credential{Label: info.Credentials[0].Label}, Fingerprint: info.Credentials[0].ID}
+		c = cred{Credential: quota.Credential{Label: info.Credentials[0].Label}, Fingerprint: info.Credentials[0].ID, Account: info.Credentials[0].Owner}
 	case len(info.Credentials) > 1:
 		return usageErrorf("%s has %d credentials: say which with --label", opts.API, len(info.Credentials))
 	}
@@ -313,7 +313,7 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 		if err != nil {
 			return err
 		}
-		us, err := l.StatusOf(ctx, c.Fingerprint)
+		us, err := l.StatusOf(ctx, c.Account)
 		if err != nil {
 			return err
 		}

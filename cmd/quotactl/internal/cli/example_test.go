@@ -36,15 +36,16 @@ func ExampleMain() {
 	}
 	fmt.Print(run("budget set youtube/units --limit 10 --window 1h"))
 	id := run("take youtube --credential-env YT_KEY --label yt-key-1 --cost 6 --budget units")
-	// The ID is API/FINGERPRINT/TIME.NONCE; the nonce is random.
+	// The ID is API/ACCOUNT/TIME.NONCE (the account: the owner, here the
+	// credential's own fingerprint); the nonce is random.
 	fmt.Println("reservation", id[:strings.LastIndex(id, "/")])
 	now = now.Add(10 * time.Minute)
 	fmt.Print(run("take youtube --label yt-key-1 --cost 6"))
 	fmt.Print(run("status"))
 	// Output:
 	// youtube/units: 10 units per sliding 1h
-	// reservation youtube/0c9fa252ce44c0d0e01fb981
+	// reservation youtube/7f39bfee5a0c27c048bd400d
 	// quotactl: youtube/units is spent for yt-key-1 (used 6 of 10, this charge needs 6): frees up in 50m, at 2026-11-22 10:00:00 UTC
 	// exit 3
-	// youtube	yt-key-1	units	6/10	4	[############--------]  60%	in 50m (2026-11-22 10:00:00 UTC)	-
+	// youtube	7f39bfee	yt-key-1	units	6/10	4	[############--------]  60%	in 50m (2026-11-22 10:00:00 UTC)	-
 }

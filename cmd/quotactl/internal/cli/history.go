@@ -32,7 +32,10 @@ one line per bucket with its start time, a bar and the units. Without
 --every, the bucket is picked so the window has at most 24 buckets (1h for a
 24h or daily window).
 
-JSON: an array, one element per budget: {api, budget, credential,
+Budgets are kept per owner: the chart is the owner's, every credential of
+it together.
+
+JSON: an array, one element per budget: {api, owner, budget, credential,
 fingerprint, window, used, limit, from, to, every_seconds, buckets: [{start,
 end, units, calls}]}.`,
 		Example: `  quotactl history youtube --label yt-key-1
@@ -68,6 +71,7 @@ type bucketJSON struct {
 
 type historyJSON struct {
 	API          string       `json:"api"`
+	Owner        string       `json:"owner"`
 	Budget       string       `json:"budget"`
 	Credential   string       `json:"credential"`
 	Fingerprint  string       `json:"fingerprint"`
@@ -180,7 +184,7 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 			used += e.Cost
 		}
 		charts = append(charts, historyJSON{
-			API: info.Name, Budget: b.Name, Credential: c.Label, Fingerprint: c.Fingerprint, Window: b.Window.String(),
+			API: info.Name, Owner: c.Account, Budget: b.Name, Credential: c.Label, Fingerprint: c.Fingerprint, Window: b.Window.String(),
 			Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(), Buckets: bs,
 		})
 	}
@@ -203,7 +207,11 @@ const chartWidth = 40
 
 func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	every := time.Duration(h.EverySeconds * float64(time.Second))
-	fmt.Fprintf(w, "%s/%s for %s: %d of %d used in the window (%s), per %s\n", h.API, h.Budget, c.name(), h.Used, h.Limit, windowOf(h.Window), compact(every))
+	who := c.name()
+	if h.Owner != "" && h.Owner != c.Fingerprint {
+		who += " (owner " + ownerName(h.Owner) + ")"
+	}
+	fmt.Fprintf(w, "%s/%s for %s: %d of %d used in the window (%s), per %s\n", h.API, h.Budget, who, h.Used, h.Limit, windowOf(h.Window), compact(every))
 	var peak int64
 	for _, b := range h.Buckets {
 		peak = max(peak, b.Units)

@@ -19,10 +19,11 @@ func newCmdList(g *globals, runF func(context.Context, *listOptions) error) *cob
 		Use:   "list",
 		Short: "List the APIs, budgets and credentials the store knows",
 		Long: `List every API the store knows, with its budgets and the credentials used with
-it (label and fingerprint; never a secret).
+it, under their owner (label and fingerprint; never a secret). A credential
+that is its own owner shows its short fingerprint as the owner.
 
 JSON: an array of {api, budgets: [{name, limit, window}], credentials:
-[{label, fingerprint}]}.`,
+[{label, fingerprint, owner}]}.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -48,6 +49,7 @@ type budgetDefJSON struct {
 type credentialJSON struct {
 	Label       string `json:"label"`
 	Fingerprint string `json:"fingerprint"`
+	Owner       string `json:"owner,omitempty"`
 }
 
 func listRun(ctx context.Context, opts *listOptions) error {
@@ -63,13 +65,15 @@ func listRun(ctx context.Context, opts *listOptions) error {
 			l.Budgets = append(l.Budgets, budgetDefJSON{b.Name, b.Limit, b.Window.String()})
 			t.add(a.Name, "budget", b.Name, fmt.Sprintf("%d units per %s", b.Limit, windowText(b.Window)))
 		}
-		for _, c := range a.Credentials {
-			l.Credentials = append(l.Credentials, credentialJSON{c.Label, c.ID})
-			name := c.Label
-			if name == "" {
-				name = "(no label)"
+		for _, grp := range groupByOwner(a.Credentials) {
+			for _, c := range grp.Credentials {
+				l.Credentials = append(l.Credentials, credentialJSON{c.Label, c.ID, c.Owner})
+				name := c.Label
+				if name == "" {
+					name = "(no label)"
+				}
+				t.add(a.Name, "credential", name, "fingerprint "+c.ID+", owner "+ownerName(c.Owner))
 			}
-			t.add(a.Name, "credential", name, "fingerprint "+c.ID)
 		}
 		out = append(out, l)
 	}

@@ -40,7 +40,7 @@ JSON fields: id, api, refunded (true).`,
 func refundRun(ctx context.Context, opts *refundOptions) error {
 	res, err := quota.ParseReservationID(opts.ID)
 	if err != nil {
-		return usageErrorf("bad reservation ID %q: want API/FINGERPRINT/TIME.NONCE, as 'quotactl take' prints", opts.ID)
+		return usageErrorf("bad reservation ID %q: want API/ACCOUNT/TIME.NONCE, as 'quotactl take' prints", opts.ID)
 	}
 	l, _, err := opts.limiter(ctx, res.API)
 	if err != nil {

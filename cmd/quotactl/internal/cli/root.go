@@ -16,7 +16,11 @@ redis+cluster://HOST:PORT[,HOST:PORT...]; ?prefix= sets the Redis key prefix.
 
 Credentials are never flag values: --credential-env VAR reads the secret from an
 environment variable, --credential-file F from the first line of a file, and
---label L alone names a credential the store already knows. If the services
+--label L alone names a credential the store already knows. --owner NAME
+names the account a credential's budgets are kept under (a Google Cloud
+project for YouTube): every credential of one owner shares its quota; with
+none, a credential is its own owner, or the owner the store recorded for it
+('quotactl credential rotate'). Labels are unique per API. If the services
 sharing the store fingerprint credentials with a key of their own, put it in
 $QUOTA_FINGERPRINT_KEY.
 
@@ -60,6 +64,7 @@ func newRoot(g *globals) *cobra.Command {
 		newCmdAdjust(g, nil),
 		newCmdReset(g, nil),
 		newCmdList(g, nil),
+		newCmdCredential(g),
 		newCmdCosts(g),
 		newCmdJobs(g, nil),
 		newCmdVersion(g),

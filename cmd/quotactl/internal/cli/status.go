@@ -20,18 +20,24 @@ func newCmdStatus(g *globals, runF func(context.Context, *statusOptions) error) 
 	opts := &statusOptions{globals: g}
 	c := &cobra.Command{
 		Use:   "status [API] [--label L]",
-		Short: "Show what is used and left of every budget, per credential",
-		Long: `Show, per API, credential (its label, or the first 8 digits of its
-fingerprint) and budget: units used of the limit, units remaining, a usage
-bar, when capacity next frees up (a daily budget's reset, or when a sliding
-window's oldest entry leaves it), and until when the budget is marked spent.
+		Short: "Show what is used and left of every budget, per owner",
+		Long: `Show, per API, owner and budget: units used of the limit, units remaining, a
+usage bar, when capacity next frees up (a daily budget's reset, or when a
+sliding window's oldest entry leaves it), and until when the budget is marked
+spent. Budgets are kept per owner, the account every credential of one owner
+shares (a Google Cloud project for YouTube); OWNER is its name, or the first
+8 digits of the fingerprint of a credential that is its own owner, and
+CREDENTIALS lists the owner's credentials (labels, or short fingerprints).
+--label L shows the owner of the credential labelled L.
 
 On a terminal the table is aligned under a header; piped, rows are
 tab-separated without one.
 
-JSON: an array of {api, credential, fingerprint, budget, window, used, limit,
-remaining, reset, exhausted_until}; reset and exhausted_until are RFC 3339
-times, absent when there is none.`,
+JSON: an array of {api, owner, credentials: [{label, fingerprint}],
+credential, fingerprint, budget, window, used, limit, remaining, reset,
+exhausted_until}; credential and fingerprint are the owner's first credential
+(labelled ones first); reset and exhausted_until are RFC 3339 times, absent
+when there is none.`,
 		Args: rangeArgs(0, 1, "at most one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -48,16 +54,18 @@ times, absent when there is none.`,
 }
 
 type statusJSON struct {
-	API            string     `json:"api"`
-	Credential     string     `json:"credential"`
-	Fingerprint    string     `json:"fingerprint"`
-	Budget         string     `json:"budget"`
-	Window         string     `json:"window"`
-	Used           int64      `json:"used"`
-	Limit          int64      `json:"limit"`
-	Remaining      int64      `json:"remaining"`
-	Reset          *time.Time `json:"reset,omitempty"`
-	ExhaustedUntil *time.Time `json:"exhausted_until,omitempty"`
+	API            string           `json:"api"`
+	Owner          string           `json:"owner,omitempty"`
+	Credentials    []credentialJSON `json:"credentials,omitempty"`
+	Credential     string           `json:"credential"`
+	Fingerprint    string           `json:"fingerprint"`
+	Budget         string           `json:"budget"`
+	Window         string           `json:"window"`
+	Used           int64            `json:"used"`
+	Limit          int64            `json:"limit"`
+	Remaining      int64            `json:"remaining"`
+	Reset          *time.Time       `json:"reset,omitempty"`
+	ExhaustedUntil *time.Time       `json:"exhausted_until,omitempty"`
 }
 
 func statusRun(ctx context.Context, opts *statusOptions) error {
@@ -80,7 +88,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		}
 	}
 	out := []statusJSON{}
-	t := &table{header: []string{"API", "CREDENTIAL", "BUDGET", "USED", "LEFT", "USAGE", "NEXT FREE", "SPENT UNTIL"}}
+	t := &table{header: []string{"API", "OWNER", "CREDENTIALS", "BUDGET", "USED", "LEFT", "USAGE", "NEXT FREE", "SPENT UNTIL"}}
 	labelSeen := false
 	for _, info := range infos {
 		l, err := quota.New(opts.store, info.Name, info.Budgets, opts.limiterOptions()...)
@@ -89,17 +97,29 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		}
 		creds := selectCredentials(info, opts.Label)
 		labelSeen = labelSeen || len(creds) > 0
+		selected := map[string]bool{}
 		for _, c := range creds {
-			us, err := l.StatusOf(ctx, c.ID)
+			selected[c.Owner] = true
+		}
+		for _, grp := range groupByOwner(info.Credentials) {
+			if !selected[grp.Account] {
+				continue
+			}
+			us, err := l.StatusOf(ctx, grp.Account)
 			if err != nil {
 				return err
 			}
+			first := grp.Credentials[0]
+			var cj []credentialJSON
+			for _, c := range grp.Credentials {
+				cj = append(cj, credentialJSON{Label: c.Label, Fingerprint: c.ID})
+			}
 			for _, u := range us {
 				out = append(out, statusJSON{
-					API: info.Name, Credential: c.Label, Fingerprint: c.ID, Budget: u.Budget, Window: u.Window.String(),
+					API: info.Name, Owner: grp.Account, Credentials: cj, Credential: first.Label, Fingerprint: first.ID, Budget: u.Budget, Window: u.Window.String(),
 					Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
 				})
-				t.add(info.Name, credName(c), u.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), fmt.Sprint(u.Remaining),
+				t.add(info.Name, ownerName(grp.Account), names(grp.Credentials), u.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), fmt.Sprint(u.Remaining),
 					fmt.Sprintf("%s %3d%%", bar(u.Used, u.Limit, 20), percent(u.Used, u.Limit)), opts.nextFree(u), opts.spentUntil(u))
 			}
 		}
@@ -107,7 +127,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 			// Nothing charged yet: every budget is whole.
 			for _, b := range info.Budgets {
 				out = append(out, statusJSON{API: info.Name, Budget: b.Name, Window: b.Window.String(), Limit: b.Limit, Remaining: b.Limit})
-				t.add(info.Name, "-", b.Name, fmt.Sprintf("0/%d", b.Limit), fmt.Sprint(b.Limit), bar(0, b.Limit, 20)+"   0%", "-", "-")
+				t.add(info.Name, "-", "-", b.Name, fmt.Sprintf("0/%d", b.Limit), fmt.Sprint(b.Limit), bar(0, b.Limit, 20)+"   0%", "-", "-")
 			}
 		}
 	}

@@ -37,7 +37,12 @@ with --label to record its label. A secret is never a flag value.
 Exit code 3 when a budget cannot pay now (stderr names it and when it frees
 up); 4 when the cost is larger than a budget's limit.
 
-JSON fields: id, api, credential (label), fingerprint, method, at, usage: an
+With --owner NAME the credential's budgets are kept under that owner, shared
+with every credential of it (a Google Cloud project's keys). A label held by
+another credential is refused (exit 2): rotate it with 'quotactl credential
+rotate', or pick another label.
+
+JSON fields: id, api, owner, credential (label), fingerprint, method, at, usage: an
 array of {budget, cost, used, limit, remaining, reset}. When a budget is
 spent (exit 3), stdout gets {exhausted: {api, budget, credential, used, limit,
 cost, retry_at, retry_after_seconds, exhausted_until}}.`,
@@ -76,6 +81,7 @@ type usageJSON struct {
 type reservationJSON struct {
 	ID          string      `json:"id"`
 	API         string      `json:"api"`
+	Owner       string      `json:"owner"`
 	Credential  string      `json:"credential"`
 	Fingerprint string      `json:"fingerprint"`
 	Method      string      `json:"method,omitempty"`
@@ -138,7 +144,7 @@ func takeRun(ctx context.Context, opts *takeOptions) error {
 		return err
 	}
 	if opts.json {
-		out := reservationJSON{ID: res.ID, API: res.API, Credential: res.Label, Fingerprint: res.Credential, Method: res.Method, At: res.At.UTC()}
+		out := reservationJSON{ID: res.ID, API: res.API, Owner: res.Owner, Credential: res.Label, Fingerprint: res.Credential, Method: res.Method, At: res.At.UTC()}
 		for _, u := range res.Usage {
 			out.Usage = append(out.Usage, usageJSON{Budget: u.Budget, Cost: u.Cost, Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset)})
 		}
