@@ -359,7 +359,17 @@ func secrecyRun(t *testing.T, store quota.Store, e *exposure) []secret {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	tr := quota.NewTransport(l, table,
-		quota.WithBase(base), quota.WithTransportLogger(logger), quota.WithLabel("sim"),
+		quota.WithBase(base), quota.WithTransportLogger(logger),
+		// Labels are unique per API: one per way of carrying a credential.
+		quota.WithLabelFunc(func(r *http.Request) string {
+			switch {
+			case r.URL.Query().Get("key") != "":
+				return "sim-key"
+			case r.Header.Get("X-Goog-Api-Key") != "":
+				return "sim-header"
+			}
+			return "sim-bearer"
+		}),
 		quota.WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }))
 	client := &http.Client{Transport: tr}
 	videos := sim.URL() + "/youtube/v3/videos?part=snippet&chart=mostPopular&regionCode=US&maxResults=5"

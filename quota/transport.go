@@ -109,7 +109,9 @@ func WithCredential(c Credential) TransportOption {
 
 // WithLabel gives the credentials this Transport reads from requests a
 // human label, such as "yt-key-1", stored with their fingerprint and shown
-// by quotactl. Default: no label.
+// by quotactl. Default: no label. Labels are unique per API: give it to a
+// Transport that sees one credential; with several, a second secret under
+// the label is refused (ErrLabelTaken), so label them with WithLabelFunc.
 func WithLabel(label string) TransportOption {
 	return func(t *Transport) { t.label = label }
 }
