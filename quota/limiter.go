@@ -13,7 +13,9 @@ import (
 	"time"
 )
 
-// Limiter meters one API's budgets per credential over a Store. It is safe
+// Limiter meters one API's budgets per owner over a Store: every credential
+// of one owner (Credential.Owner, WithOwner, or the owner the store recorded)
+// shares its budgets; a credential with none is its own owner. It is safe
 // for concurrent use; make one per API and share it. Take is the method most
 // callers want; the Transport calls it for every outbound request.
 type Limiter struct {

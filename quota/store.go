@@ -142,7 +142,7 @@ type EntriesRequest struct {
 	Now    time.Time
 }
 
-// Usage is one budget's state for one credential.
+// Usage is one budget's state for one account.
 type Usage struct {
 	Budget    string `json:"budget"`
 	Window    Window `json:"window"`

@@ -7,7 +7,8 @@
 // names. The log of one (api, credential, budget) is a sorted set with one
 // member per call whatever its cost ("NONCE:COST", scored by the µs it was
 // recorded), next to a running sum and an exhausted-until key. All keys of
-// one credential share the hash tag "{API/FINGERPRINT}", so a multi-budget
+// one account share the hash tag "{API/ACCOUNT}" (ACCOUNT: the owner's name,
+// or the fingerprint of a credential that is its own owner), so a multi-budget
 // charge touches one Cluster slot. Keys expire when idle: a log lives until
 // its newest entry leaves the window.
 //
@@ -148,8 +149,9 @@ func (s *Store) keys(api, fp string, budgets int, name func(int) string) []strin
 	return out
 }
 
-// CredentialTag returns the hash tag shared by every key of one credential
-// of api: "{API/FINGERPRINT}".
+// CredentialTag returns the hash tag shared by every key of one account of
+// api: "{API/ACCOUNT}", where account is an owner name or the fingerprint of
+// a credential that is its own owner.
 func CredentialTag(api, fingerprint string) string { return "{" + api + "/" + fingerprint + "}" }
 
 func (s *Store) catalogKey(parts ...string) string { return s.prefix + strings.Join(parts, "") }

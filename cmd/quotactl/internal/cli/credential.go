@@ -448,6 +448,10 @@ func credentialForgetRun(ctx context.Context, opts *credentialForgetOptions) err
 	if opts.json {
 		return opts.printJSON(credentialRowJSON{info.Name, got.Owner, got.Label, got.ID})
 	}
-	_, err = fmt.Fprintf(opts.io.Out, "%s: forgot %s (%s); owner %s keeps its usage\n", info.Name, credName(got), shortFP(got.ID), ownerName(got.Owner))
+	what := shortFP(got.ID)
+	if got.Label != "" {
+		what = got.Label + " (" + what + ")"
+	}
+	_, err = fmt.Fprintf(opts.io.Out, "%s: forgot %s; owner %s keeps its usage\n", info.Name, what, ownerName(got.Owner))
 	return err
 }
