@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +114,44 @@ func TestMigrationBeforeOwners(t *testing.T) {
 	r, err = l.Take(ctx, quota.Credential{Label: "yt-key-1"}, quota.Units("units", 1))
 	if err != nil || r.Usage[0].Used != 712 {
 		t.Fatalf("label take: %+v, %v; want 712", r, err)
+	}
+}
+
+// TestMigrationDuplicateLabels: a store written before labels were unique
+// may hold one label on two fingerprints (the bug that made the label
+// unusable). Each secret still meters its own usage under that label; a
+// label-only take says how to fix it; relabel by fingerprint fixes it.
+func TestMigrationDuplicateLabels(t *testing.T) {
+	ctx := context.Background()
+	st, path := openFixture(t)
+	legacy1 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey1.Secret)
+	legacy2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey2.Secret)
+	if _, err := rawDB(t, path).Exec(`UPDATE creds SET label = 'yt-key-1' WHERE fp = ?`, legacy2); err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return fixtureT0.Add(time.Hour) }
+	l, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup2 := quota.Credential{Secret: fixtureKey2.Secret, Label: "yt-key-1"}
+	if r, err := l.Take(ctx, fixtureKey1, quota.Units("units", 1)); err != nil || r.Usage[0].Used != 702 {
+		t.Fatalf("key 1: %+v, %v; want 702", r, err)
+	}
+	if r, err := l.Take(ctx, dup2, quota.Units("units", 1)); err != nil || r.Usage[0].Used != 43 {
+		t.Fatalf("key 2 under the duplicated label: %+v, %v; want 43", r, err)
+	}
+	_, err = l.Take(ctx, quota.Credential{Label: "yt-key-1"}, quota.Units("units", 1))
+	if !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), "relabel") {
+		t.Fatalf("label-only take on a duplicated label: %v; want ErrInvalid naming relabel", err)
+	}
+	if _, err := l.Relabel(ctx, legacy1, "yt-key-1"); !errors.Is(err, quota.ErrLabelTaken) {
+		t.Fatalf("relabel onto the duplicated label: %v; want ErrLabelTaken", err)
+	}
+	if _, err := l.Relabel(ctx, legacy2, "yt-key-2"); err != nil {
+		t.Fatalf("relabel key 2 by fingerprint: %v", err)
+	}
+	if r, err := l.Take(ctx, quota.Credential{Label: "yt-key-1"}, quota.Units("units", 1)); err != nil || r.Usage[0].Used != 703 {
+		t.Fatalf("label-only take after the fix: %+v, %v; want 703", r, err)
 	}
 }

@@ -31,7 +31,7 @@ quota is spent though the meter has units left. --until is an RFC 3339 time
 budget's next reset, or, for a sliding window, one window length from now.
 'quotactl adjust' or 'quotactl reset' clears the mark.
 
-JSON fields: api, budget, credential, fingerprint, until.`,
+JSON fields: api, budget, owner, credential, fingerprint, until.`,
 		Example: `  quotactl exhaust youtube --label yt-key-1 --budget units --until reset`,
 		Args:    exactArgs(1, "one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -116,10 +116,11 @@ func exhaustRun(ctx context.Context, opts *exhaustOptions) error {
 		return opts.printJSON(struct {
 			API         string    `json:"api"`
 			Budget      string    `json:"budget"`
+			Owner       string    `json:"owner"`
 			Credential  string    `json:"credential"`
 			Fingerprint string    `json:"fingerprint"`
 			Until       time.Time `json:"until"`
-		}{info.Name, b.Name, c.Label, c.Fingerprint, until.UTC()})
+		}{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, until.UTC()})
 	}
 	_, err = fmt.Fprintf(opts.io.Out, "%s/%s for %s: marked spent until %s (%s)\n", info.Name, b.Name, c.name(), opts.absolute(until), relative(until.Sub(opts.now())))
 	return err
@@ -142,7 +143,7 @@ func newCmdAdjust(g *globals, runF func(context.Context, *adjustOptions) error) 
 the meter counted, and clear any exhaustion mark: to match what the upstream's
 console says was spent.
 
-JSON fields: api, budget, credential, fingerprint, used, limit.`,
+JSON fields: api, budget, owner, credential, fingerprint, used, limit.`,
 		Example: `  quotactl adjust youtube --label yt-key-1 --budget units --used 4120`,
 		Args:    exactArgs(1, "one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -168,6 +169,7 @@ JSON fields: api, budget, credential, fingerprint, used, limit.`,
 type adjustedJSON struct {
 	API         string `json:"api"`
 	Budget      string `json:"budget"`
+	Owner       string `json:"owner"`
 	Credential  string `json:"credential"`
 	Fingerprint string `json:"fingerprint"`
 	Used        int64  `json:"used"`
@@ -186,7 +188,7 @@ func adjustRun(ctx context.Context, opts *adjustOptions) error {
 		return err
 	}
 	if opts.json {
-		return opts.printJSON(adjustedJSON{info.Name, b.Name, c.Label, c.Fingerprint, opts.Used, b.Limit})
+		return opts.printJSON(adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, opts.Used, b.Limit})
 	}
 	_, err = fmt.Fprintf(opts.io.Out, "%s/%s for %s: %d of %d used\n", info.Name, b.Name, c.name(), opts.Used, b.Limit)
 	return err
@@ -209,7 +211,7 @@ func newCmdReset(g *globals, runF func(context.Context, *resetOptions) error) *c
 API, and clear any exhaustion mark, as if nothing had been spent. It cannot be
 undone, so it refuses to run without --yes (exit 2).
 
-JSON: an array of {api, budget, credential, fingerprint, used (0), limit}.`,
+JSON: an array of {api, budget, owner, credential, fingerprint, used (0), limit}.`,
 		Example: `  quotactl reset youtube --label yt-key-1 --budget search --yes`,
 		Args:    exactArgs(1, "one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -247,7 +249,7 @@ func resetRun(ctx context.Context, opts *resetOptions) error {
 		if err := l.Adjust(ctx, c.Credential, b.Name, 0); err != nil {
 			return err
 		}
-		out = append(out, adjustedJSON{info.Name, b.Name, c.Label, c.Fingerprint, 0, b.Limit})
+		out = append(out, adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, 0, b.Limit})
 	}
 	if opts.json {
 		return opts.printJSON(out)
