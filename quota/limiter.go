@@ -198,6 +198,54 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
 	return ident{fp, c.Label, info.Account()}, nil
 }
 
+// lookup resolves c for a read (Status, Entries) without writing to the
+// store: the cached account, else what the catalog records for the
+// fingerprint (or its legacy one), else the owner named or the fingerprint.
+func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
+	if c.Secret == "" {
+		return l.identify(ctx, c) // a label lookup reads only
+	}
+	owner := c.Owner
+	if owner == "" {
+		owner = l.owner
+	}
+	if c.Owner != "" {
+		if err := checkName("owner", c.Owner); err != nil {
+			return ident{}, err
+		}
+	}
+	fp := l.Fingerprint(c.Secret)
+	if v, ok := l.accounts.Load(resolveKey{fp, c.Label, owner}); ok {
+		return ident{fp, c.Label, v.(string)}, nil
+	}
+	if owner != "" {
+		return ident{fp, c.Label, owner}, nil
+	}
+	apis, err := l.store.List(ctx)
+	if err != nil {
+		return ident{}, err
+	}
+	var legacy string
+	if l.fpKey == nil {
+		legacy = Fingerprint([]byte(DefaultFingerprintKey), c.Secret)
+	}
+	account := fp
+	for _, a := range apis {
+		if a.Name != l.api {
+			continue
+		}
+		for _, r := range a.Credentials {
+			switch r.ID {
+			case fp:
+				return ident{fp, c.Label, r.Account()}, nil
+			case legacy:
+				account = r.Account()
+			}
+		}
+	}
+	return ident{fp, c.Label, account}, nil
+}
+
 // define records the budget definitions in the store, once per limiter. It
 // never blocks a decision: a failure is retried with the next credential.
 func (l *Limiter) define(ctx context.Context) {
@@ -495,10 +543,11 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	return l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()})
 }
 
-// Status returns cred's usage of every budget, in definition order: used,
-// limit, remaining, next reset or next free unit, exhausted-until.
+// Status returns the usage of every budget of cred's owner, in definition
+// order: used, limit, remaining, next reset or next free unit,
+// exhausted-until. It reads the store's catalog and writes nothing.
 func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) {
-	id, err := l.identify(ctx, cred)
+	id, err := l.lookup(ctx, cred)
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +578,7 @@ func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) (
 	if err != nil {
 		return nil, err
 	}
-	id, err := l.identify(ctx, cred)
+	id, err := l.lookup(ctx, cred)
 	if err != nil {
 		return nil, err
 	}
