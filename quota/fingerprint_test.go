@@ -1,37 +1,43 @@
 package quota_test
 
 import (
+	"bytes"
 	"context"
-	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
 )
 
-// TestDefaultFingerprintIsSlowDerivation: the default fingerprint is
-// PBKDF2-HMAC-SHA256 over FingerprintIterations (so confirming one guess
-// costs that many HMACs), not the fast legacy HMAC, and is the same in every
+// TestDefaultFingerprintIsSlowDerivation: the default fingerprint is the
+// iterated-and-salted S2K over SHA-256 (RFC 4880 3.7.1.3): salt||secret
+// repeated to FingerprintHashBytes bytes, hashed whole, so confirming one
+// guess costs that much hashing; not the fast legacy HMAC; the same in every
 // process (no per-process state).
 func TestDefaultFingerprintIsSlowDerivation(t *testing.T) {
 	const secret = "tok-731904"
-	k, err := pbkdf2.Key(sha256.New, secret, []byte("quotactl/fingerprint/v2"), quota.FingerprintIterations, quota.FingerprintLen/2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	unit := "quotactl/fingerprint/v2\x00" + secret
+	all := bytes.Repeat([]byte(unit), quota.FingerprintHashBytes/len(unit)+1)[:quota.FingerprintHashBytes]
+	want := sha256.Sum256(all)
 	fp := quota.DefaultFingerprint(secret)
-	if fp != hex.EncodeToString(k) || len(fp) != quota.FingerprintLen {
-		t.Fatalf("DefaultFingerprint = %s, want the PBKDF2 derivation %x", fp, k)
+	if fp != hex.EncodeToString(want[:quota.FingerprintLen/2]) || len(fp) != quota.FingerprintLen {
+		t.Fatalf("DefaultFingerprint = %s, want the S2K derivation %x", fp, want[:quota.FingerprintLen/2])
 	}
 	if fp == quota.Fingerprint([]byte(quota.DefaultFingerprintKey), secret) {
 		t.Fatal("the default fingerprint is the fast legacy one")
 	}
-	if quota.FingerprintIterations < 100_000 {
-		t.Fatalf("FingerprintIterations = %d: too cheap to guess against", quota.FingerprintIterations)
+	if quota.FingerprintHashBytes < 1<<24 {
+		t.Fatalf("FingerprintHashBytes = %d: too cheap to guess against", quota.FingerprintHashBytes)
+	}
+	// Secrets that differ only at the end differ.
+	long := strings.Repeat("k", 100)
+	if quota.DefaultFingerprint(long) == quota.DefaultFingerprint(long+"x") {
+		t.Fatal("secrets differing at the end share a fingerprint")
 	}
 	// A limiter without a key stores the slow fingerprint; with a key, the
 	// fast keyed one.

@@ -44,8 +44,8 @@ func ExampleMain() {
 	fmt.Print(run("status"))
 	// Output:
 	// youtube/units: 10 units per sliding 1h
-	// reservation youtube/7f39bfee5a0c27c048bd400d
+	// reservation youtube/8f1e99ea8146602ea9f5e4a7
 	// quotactl: youtube/units is spent for yt-key-1 (used 6 of 10, this charge needs 6): frees up in 50m, at 2026-11-22 10:00:00 UTC
 	// exit 3
-	// youtube	7f39bfee	yt-key-1	units	6/10	4	[############--------]  60%	in 50m (2026-11-22 10:00:00 UTC)	-
+	// youtube	8f1e99ea	yt-key-1	units	6/10	4	[############--------]  60%	in 50m (2026-11-22 10:00:00 UTC)	-
 }
