@@ -616,6 +616,12 @@ func TestOwnersAndRotation(t *testing.T) {
 		t.Errorf("status:\n%s", out)
 	}
 	e.tty = false
+	if out := e.ok("status", "--owner", "my-project"); strings.Count(out, "my-project") != 1 {
+		t.Errorf("status --owner my-project:\n%s", out)
+	}
+	if r := e.run("status", "--owner", "nobody"); r.code != ExitUsage || !strings.Contains(r.errOut, `unknown owner "nobody"`) {
+		t.Errorf("status --owner nobody: exit %d, %q", r.code, r.errOut)
+	}
 
 	// Rotation: k1's secret is replaced; the owner keeps its usage.
 	e.ok("credential", "rotate", "youtube", "k1", "--credential-env", "P3")

@@ -14,12 +14,13 @@ type statusOptions struct {
 	*globals
 	API   string // empty: every API
 	Label string // empty: every credential
+	Owner string // empty: every owner
 }
 
 func newCmdStatus(g *globals, runF func(context.Context, *statusOptions) error) *cobra.Command {
 	opts := &statusOptions{globals: g}
 	c := &cobra.Command{
-		Use:   "status [API] [--label L]",
+		Use:   "status [API] [--label L | --owner NAME]",
 		Short: "Show what is used and left of every budget, per owner",
 		Long: `Show, per API, owner and budget: units used of the limit, units remaining, a
 usage bar, when capacity next frees up (a daily budget's reset, or when a
@@ -28,7 +29,8 @@ spent. Budgets are kept per owner, the account every credential of one owner
 shares (a Google Cloud project for YouTube); OWNER is its name, or the first
 8 digits of the fingerprint of a credential that is its own owner, and
 CREDENTIALS lists the owner's credentials (labels, or short fingerprints).
---label L shows the owner of the credential labelled L.
+--label L shows the owner of the credential labelled L; --owner NAME shows
+that owner.
 
 On a terminal the table is aligned under a header; piped, rows are
 tab-separated without one.
@@ -49,7 +51,8 @@ when there is none.`,
 			return statusRun(cmd.Context(), opts)
 		},
 	}
-	c.Flags().StringVar(&opts.Label, "label", "", "only the credential with this label")
+	c.Flags().StringVar(&opts.Label, "label", "", "only the owner of the credential with this label")
+	c.Flags().StringVar(&opts.Owner, "owner", "", "only this owner (its name, or a credential's fingerprint)")
 	return c
 }
 
@@ -89,7 +92,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	out := []statusJSON{}
 	t := &table{header: []string{"API", "OWNER", "CREDENTIALS", "BUDGET", "USED", "LEFT", "USAGE", "NEXT FREE", "SPENT UNTIL"}}
-	labelSeen := false
+	labelSeen, ownerSeen := false, false
 	for _, info := range infos {
 		l, err := quota.New(opts.store, info.Name, info.Budgets, opts.limiterOptions()...)
 		if err != nil {
@@ -99,8 +102,11 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		labelSeen = labelSeen || len(creds) > 0
 		selected := map[string]bool{}
 		for _, c := range creds {
-			selected[c.Owner] = true
+			if opts.Owner == "" || c.Owner == opts.Owner {
+				selected[c.Owner] = true
+			}
 		}
+		ownerSeen = ownerSeen || len(selected) > 0
 		for _, grp := range groupByOwner(info.Credentials) {
 			if !selected[grp.Account] {
 				continue
@@ -123,7 +129,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 					fmt.Sprintf("%s %3d%%", bar(u.Used, u.Limit, 20), percent(u.Used, u.Limit)), opts.nextFree(u), opts.spentUntil(u))
 			}
 		}
-		if len(info.Credentials) == 0 && opts.Label == "" {
+		if len(info.Credentials) == 0 && opts.Label == "" && opts.Owner == "" {
 			// Nothing charged yet: every budget is whole.
 			for _, b := range info.Budgets {
 				out = append(out, statusJSON{API: info.Name, Budget: b.Name, Window: b.Window.String(), Limit: b.Limit, Remaining: b.Limit})
@@ -133,6 +139,9 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	if opts.Label != "" && !labelSeen {
 		return usageErrorf("unknown label %q: no credential of %s has it", opts.Label, apiScope(opts.API))
+	}
+	if opts.Owner != "" && !ownerSeen {
+		return usageErrorf("unknown owner %q: no credential of %s belongs to it", opts.Owner, apiScope(opts.API))
 	}
 	if opts.json {
 		return opts.printJSON(out)
