@@ -153,11 +153,11 @@ func TestBadInput(t *testing.T) {
 		{"ParseWindow: unknown kind", parseWindow("weekly:1"), quota.ErrInvalid, "kind must be sliding or daily"},
 
 		// ParseReservationID
-		{"ParseReservationID: empty", parseID(""), quota.ErrInvalid, "want API/FINGERPRINT/TIME.NONCE"},
-		{"ParseReservationID: two parts", parseID("youtube/" + fp), quota.ErrInvalid, "want API/FINGERPRINT/TIME.NONCE"},
+		{"ParseReservationID: empty", parseID(""), quota.ErrInvalid, "want API/ACCOUNT/TIME.NONCE"},
+		{"ParseReservationID: two parts", parseID("youtube/" + fp), quota.ErrInvalid, "want API/ACCOUNT/TIME.NONCE"},
 		{"ParseReservationID: bad api", parseID("you tube/" + fp + "/1.a"), quota.ErrInvalid, `api name "you tube"`},
-		{"ParseReservationID: short fingerprint", parseID("youtube/abc123/1.a"), quota.ErrInvalid, "bad credential fingerprint"},
-		{"ParseReservationID: fingerprint not hex", parseID("youtube/" + strings.Repeat("z", quota.FingerprintLen) + "/1.a"), quota.ErrInvalid, "bad credential fingerprint"},
+		{"ParseReservationID: bad account", parseID("youtube/my project/1.a"), quota.ErrInvalid, `owner name "my project"`},
+		{"ParseReservationID: empty account", parseID("youtube//1.a"), quota.ErrInvalid, "empty owner name"},
 		{"ParseReservationID: no nonce", parseID("youtube/" + fp + "/1k2j3"), quota.ErrInvalid, "bad TIME.NONCE part"},
 		{"ParseReservationID: bad time", parseID("youtube/" + fp + "/!!.a"), quota.ErrInvalid, "bad TIME.NONCE part"},
 		{"ParseReservationID: time zero", parseID("youtube/" + fp + "/0.a"), quota.ErrInvalid, "bad TIME.NONCE part"},
