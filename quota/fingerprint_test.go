@@ -112,3 +112,25 @@ func BenchmarkGuessFingerprint(b *testing.B) {
 }
 
 func errorsIsExhausted(err error) bool { return errors.Is(err, quota.ErrExhausted) }
+
+// TestLegacyMigrationWithOwner: naming an owner while upgrading does not
+// collide with the legacy record's label: the new fingerprint takes the
+// label under the named owner.
+func TestLegacyMigrationWithOwner(t *testing.T) {
+	ctx := context.Background()
+	st := quota.NewMemoryStore()
+	b := []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}}
+	key := quota.Credential{Secret: "tok-424242", Label: "yt-key-1"}
+	legacy, _ := quota.New(st, "api", b, quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	if _, err := legacy.Take(ctx, key, quota.Units("units", 3)); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := quota.New(st, "api", b, quota.WithOwner("my-project"))
+	r, err := l.Take(ctx, key, quota.Units("units", 1))
+	if err != nil || r.Owner != "my-project" || r.Usage[0].Used != 1 {
+		t.Fatalf("take with an owner after the upgrade: %+v, %v; want used 1 on my-project", r, err)
+	}
+	if r, err := l.Take(ctx, quota.Credential{Label: "yt-key-1"}, quota.Units("units", 1)); err != nil || r.Owner != "my-project" {
+		t.Fatalf("the label now names the new fingerprint under my-project: %+v, %v", r, err)
+	}
+}

@@ -165,7 +165,9 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 		cur, ok := byID(u.ID)
 		if !ok && u.Legacy != "" && u.Legacy != u.ID {
 			if old, found := byID(u.Legacy); found {
-				return rotate(ch, old, u, holder, taken)
+				// An owner named now wins for the new fingerprint; the
+				// legacy record keeps its account for older processes.
+				return rotate(ch, old, u, u.Owner, holder, taken)
 			}
 		}
 		next := cur
@@ -195,7 +197,7 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 		if u.Owner != "" && u.Owner != old.Account() {
 			return ch, CredentialInfo{}, invalidf("rotate %q: a rotation keeps the owner %s; to move a credential to another owner, register it with that owner", u.From, old.Account())
 		}
-		return rotate(ch, old, u, holder, taken)
+		return rotate(ch, old, u, "", holder, taken)
 	case OpRelabel:
 		c, err := find(u.From)
 		if err != nil {
@@ -218,9 +220,10 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 	return ch, CredentialInfo{}, invalidf("unknown credential operation %d", u.Op)
 }
 
-// rotate makes u.ID old's successor: it takes the label and old's account;
-// old stays recorded under the account without a label.
-func rotate(ch CredentialChange, old CredentialInfo, u CredentialUpdate,
+// rotate makes u.ID old's successor: it takes the label and old's account
+// (owner, when given, instead); old stays recorded under its account without
+// a label.
+func rotate(ch CredentialChange, old CredentialInfo, u CredentialUpdate, owner string,
 	holder func(string, ...string) (CredentialInfo, bool), taken func(string, CredentialInfo) error) (CredentialChange, CredentialInfo, error) {
 	label := u.Label
 	if label == "" {
@@ -231,6 +234,9 @@ func rotate(ch CredentialChange, old CredentialInfo, u CredentialUpdate,
 	}
 	account := old.Account()
 	next := CredentialInfo{ID: u.ID, Label: label, Owner: account}
+	if owner != "" {
+		next.Owner = owner
+	}
 	prev := CredentialInfo{ID: old.ID, Owner: account}
 	ch.Put = append(ch.Put, prev.StoredForm(), next.StoredForm())
 	return ch, next.Filled(), nil
