@@ -13,6 +13,11 @@ import (
 // default cost. A request is never silently free.
 var ErrUnknownMethod = errors.New("costs: unknown method")
 
+// ErrDeprecated is wrapped by Price for a request to a method the upstream
+// has deprecated and no longer supports (Method.Deprecated), such as
+// YouTube's comments.markAsSpam: the request is not sent.
+var ErrDeprecated = errors.New("costs: deprecated method")
+
 // SpecError is a problem in a cost table: what is wrong, in which field,
 // and, for a table read from a file, the file and line. It wraps
 // quota.ErrInvalid.

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -399,13 +400,15 @@ func (d *specDecoder) fields(n *node, field string, known []string, fn func(key 
 
 func (d *specDecoder) spec(root *node) (Spec, error) {
 	var s Spec
-	err := d.fields(root, "", []string{"api", "source", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
+	err := d.fields(root, "", []string{"api", "source", "owner", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
 		var err error
 		switch key {
 		case "api":
 			s.API, err = d.str(v, f)
 		case "source":
 			s.Source, err = d.str(v, f)
+		case "owner":
+			s.Owner, err = d.str(v, f)
 		case "budgets":
 			s.Budgets, err = d.budgets(v, f)
 		case "default":
@@ -476,6 +479,33 @@ func (d *specDecoder) strs(n *node, field string) ([]string, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// list reads a non-empty list of strings (or one string): an explicit empty
+// list is an error saying what to write instead (hint), so that a table has
+// one meaning and one form.
+func (d *specDecoder) list(n *node, field, hint string) ([]string, error) {
+	out, err := d.strs(n, field)
+	if err == nil && len(out) == 0 {
+		return nil, d.errf(n, field, "empty list: %s", hint)
+	}
+	return out, err
+}
+
+// duration reads a Go duration ("24h"), or an integer of nanoseconds (the
+// form a Spec marshals to in JSON).
+func (d *specDecoder) duration(n *node, field string) (time.Duration, error) {
+	if n.kind == scalarNode && !n.str {
+		if v, err := strconv.ParseInt(n.text, 10, 64); err == nil {
+			return time.Duration(v), nil
+		}
+	}
+	if n.kind == scalarNode {
+		if v, err := time.ParseDuration(n.text); err == nil {
+			return v, nil
+		}
+	}
+	return 0, d.errf(n, field, "want a duration such as 24h, got %s", n.describe())
 }
 
 func (d *specDecoder) budgets(n *node, field string) ([]quota.Budget, error) {
@@ -603,7 +633,7 @@ func (d *specDecoder) methodList(n *node, field string) ([]Method, error) {
 
 func (d *specDecoder) method(n *node, field, name string, withName bool) (Method, error) {
 	m := Method{Name: name}
-	known := []string{"routes", "cost", "free", "note"}
+	known := []string{"routes", "cost", "free", "note", "deprecated"}
 	if withName {
 		known = append([]string{"name"}, known...)
 	}
@@ -620,6 +650,8 @@ func (d *specDecoder) method(n *node, field, name string, withName bool) (Method
 			m.Free, err = d.bool(v, f)
 		case "note":
 			m.Note, err = d.str(v, f)
+		case "deprecated":
+			m.Deprecated, err = d.str(v, f)
 		}
 		return err
 	})
@@ -635,7 +667,7 @@ func (d *specDecoder) rules(n *node, field string) ([]Rule, error) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		d.lines[f] = it.line
 		var r Rule
-		err := d.fields(it, f, []string{"status", "reasons", "exhaust", "retry"}, func(key string, v *node, f string) error {
+		err := d.fields(it, f, []string{"status", "reasons", "limits", "exhaust", "retry", "hold", "for", "source"}, func(key string, v *node, f string) error {
 			var err error
 			switch key {
 			case "status":
@@ -646,11 +678,19 @@ func (d *specDecoder) rules(n *node, field string) ([]Rule, error) {
 					err = d.errf(v, f, "status %d out of range", s)
 				}
 			case "reasons":
-				r.Reasons, err = d.strs(v, f)
+				r.Reasons, err = d.list(v, f, "leave reasons out to match any reason")
+			case "limits":
+				r.Limits, err = d.list(v, f, "leave limits out to match any quota limit")
 			case "exhaust":
-				r.Exhaust, err = d.strs(v, f)
+				r.Exhaust, err = d.list(v, f, "name the budgets, or \"*\" for all the method charges")
 			case "retry":
 				r.Retry, err = d.bool(v, f)
+			case "hold":
+				r.Hold, err = d.list(v, f, "name the budgets whose methods the credential may not call")
+			case "for":
+				r.For, err = d.duration(v, f)
+			case "source":
+				r.Source, err = d.str(v, f)
 			}
 			return err
 		})

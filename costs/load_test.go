@@ -168,7 +168,15 @@ func TestParseErrorsNameLineAndField(t *testing.T) {
 		{"json truncated", "t.json", goodJSON, goodJSON[:40], 4, "", "unexpected end of file"},
 		{"json trailing", "t.json", goodJSON, goodJSON + "\n{}", 20, "", "data after"},
 		{"json status type", "t.json", `{"status": 429,`, `{"status": "429",`, 16, "responses[1].status", "want an integer"},
-		{"json rule status", "t.json", `{"status": 429,`, `{"status": 4290,`, 16, "responses[1].status", "100 to 599"},
+		{"json rule status", "t.json", `{"status": 429,`, `{"status": 4290,`, 16, "responses[1].status", "400 to 599"},
+		{"json rule status 100", "t.json", `{"status": 429,`, `{"status": 100,`, 16, "responses[1].status", "status 100: want an HTTP error status"},
+		{"yaml rule status 100", "t.yaml", "{status: 429,", "{status: 100,", 21, "responses[1].status", "status 100: want an HTTP error status"},
+		{"yaml FETCH route", "t.yaml", "    routes: [GET /v1/items]", "    routes: [FETCH /v1/items]", 12, "methods[items.list].routes[0]", `HTTP method "FETCH" is not one of GET, HEAD, POST`},
+		{"json FETCH route", "t.json", `"routes": "GET /v1/search"`, `"routes": "FETCH /v1/search"`, 11, "methods[items.search].routes[0]", `HTTP method "FETCH"`},
+		{"yaml empty reasons", "t.yaml", "{status: 403, reasons: [quotaExceeded]", "{status: 403, reasons: []", 20, "responses[0].reasons", "empty list: leave reasons out"},
+		{"yaml empty exhaust", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], exhaust: [], retry: true}", 22, "responses[2].exhaust", "empty list"},
+		{"yaml bad for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [search], for: a day}", 22, "responses[2].for", "want a duration"},
+		{"yaml hold no for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [search]}", 22, "responses[2].for", "hold needs for"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package costs
 
 import (
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -43,6 +44,11 @@ type route struct {
 	m       *Method
 }
 
+// httpMethods are the request methods a route may name: those of RFC 9110
+// and PATCH (RFC 5789). A client library never sends anything else, so a
+// route naming another verb (FETCH, GETT) is a typo that would never match.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+
 // parseRoute parses one route pattern; the error message names what is wrong.
 func parseRoute(s string) (*route, string) {
 	s = strings.TrimSpace(s)
@@ -55,10 +61,8 @@ func parseRoute(s string) (*route, string) {
 		if verb == "" {
 			return nil, "empty HTTP method"
 		}
-		for i := 0; i < len(verb); i++ {
-			if c := verb[i]; c < 'A' || c > 'Z' {
-				return nil, "HTTP method " + quote(verb) + " must be upper-case letters, or *"
-			}
+		if !slices.Contains(httpMethods, verb) {
+			return nil, "HTTP method " + quote(verb) + " is not one of " + strings.Join(httpMethods, ", ") + " (or * for any)"
 		}
 	}
 	path, query, hasQuery := strings.Cut(target, "?")

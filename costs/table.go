@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/quotactl/quotactl/quota"
@@ -20,6 +21,13 @@ type Spec struct {
 	API string `json:"api"`
 	// Source says where the costs come from: a URL and the date it was read.
 	Source string `json:"source,omitempty"`
+	// Owner, when set, names the kind of account the upstream keeps the
+	// budgets per, e.g. "project": Google bills YouTube quota per Cloud
+	// project, so every key and token of one project shares its budgets. A
+	// Transport over such a table meters every credential as one owner
+	// unless told which owner each belongs to (see quota.WithOwnerFunc).
+	// Empty: each credential is its own owner. A name like an API name.
+	Owner string `json:"owner,omitempty"`
 	// Budgets are the upstream's pools, e.g. 10,000 units a day.
 	Budgets []quota.Budget `json:"budgets"`
 	// Default, when not empty, is the cost of a request that matches no
@@ -49,6 +57,11 @@ type Method struct {
 	// Note says where the cost comes from when it is not the upstream's
 	// published table.
 	Note string `json:"note,omitempty"`
+	// Deprecated, when set, is the upstream's notice that the method is no
+	// longer supported. Price refuses such a request (ErrDeprecated), so it
+	// is never sent to spend units on a call the upstream no longer serves;
+	// Charge and Estimate still price it for planning.
+	Deprecated string `json:"deprecated,omitempty"`
 }
 
 // Charge returns the method's cost as a quota.Charge (no units when Free).
@@ -56,21 +69,48 @@ func (m Method) Charge() quota.Charge {
 	return quota.Charge{Method: m.Name, Units: maps.Clone(m.Cost)}
 }
 
-// Rule classifies upstream error responses: a response with Status and one
-// of Reasons (any reason when Reasons is empty) either means budgets are
-// spent until their next reset (Exhaust) or is transient and worth a retry
-// (Retry). The first matching rule wins.
+// Rule classifies upstream error responses: a response with Status, one of
+// Reasons (any reason when Reasons is empty) and, when Limits is set, a
+// quota limit of one of those kinds, means one of three things:
+//
+//   - Exhaust: budgets of the request's owner are spent until their next
+//     reset;
+//   - Retry: the failure is transient (a per-minute throttle, a backend
+//     hiccup) and worth a retry with backoff;
+//   - Hold: the credential that sent the request may not call the methods
+//     charging the Hold budgets for For (YouTube's per-channel upload cap),
+//     whatever the owner's budgets say; the owner's budgets are untouched.
+//
+// Exactly one of Exhaust, Retry and Hold is set. The first matching rule
+// wins.
 type Rule struct {
+	// Status is the HTTP status, 400 to 599: the Transport reads only error
+	// responses.
 	Status int `json:"status"`
 	// Reasons are the upstream's error reasons, e.g. "quotaExceeded" (for
 	// Google APIs, error.errors[].reason or error.details[].reason).
 	Reasons []string `json:"reasons,omitempty"`
+	// Limits narrows the rule to responses naming a quota limit of one of
+	// these kinds, e.g. "per day": matched, ignoring case, spaces, '_' and
+	// '-', within the google.rpc.ErrorInfo detail's metadata.quota_limit
+	// ("DefaultRequestsPerDayPerProject") or the error message ("limit
+	// 'Queries per day'"). It tells a daily limit from a per-minute one
+	// answered with the same status and reason.
+	Limits []string `json:"limits,omitempty"`
 	// Exhaust names the budgets the response says are spent, among those the
 	// request's method charges; "*" means every budget the method charges.
 	// A budget the method does not charge is left alone.
 	Exhaust []string `json:"exhaust,omitempty"`
 	// Retry marks the response as transient.
 	Retry bool `json:"retry,omitempty"`
+	// Hold names budgets whose methods the request's credential may not call
+	// for For (the methods of the request among those charging a Hold
+	// budget). For is required with Hold and forbidden without it.
+	Hold []string      `json:"hold,omitempty"`
+	For  time.Duration `json:"for,omitempty"`
+	// Source says where the rule comes from: a URL and the date it was read,
+	// or "not published" and the reasoning.
+	Source string `json:"source,omitempty"`
 }
 
 // Table prices HTTP requests to one API: it resolves a request's method
@@ -89,6 +129,9 @@ type Table struct {
 	Budgets []quota.Budget
 	// Source says where the costs come from.
 	Source string
+	// Owner is the kind of account the budgets are kept per (Spec.Owner),
+	// e.g. "project"; empty when each credential is its own owner.
+	Owner string
 
 	spec    Spec
 	methods map[string]*Method
@@ -101,7 +144,29 @@ type Table struct {
 var (
 	_ quota.Pricer     = (*Table)(nil)
 	_ quota.Classifier = (*Table)(nil)
+	_ quota.OwnerKind  = (*Table)(nil)
+	_ quota.Holder     = (*Table)(nil)
 )
+
+// OwnerKind implements quota.OwnerKind: the kind of account the table's
+// budgets are kept per (Owner), or "" when each credential is its own.
+func (t *Table) OwnerKind() string { return t.Owner }
+
+// HoldBudgets implements quota.Holder: the budgets a response rule can hold
+// for one credential (Rule.Hold), sorted. A Transport checks the store for
+// a hold only before requests charging one of them.
+func (t *Table) HoldBudgets() []string {
+	var out []string
+	for _, r := range t.spec.Responses {
+		for _, b := range r.Hold {
+			if !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // New checks spec and builds its Table. A problem is a *SpecError naming the
 // field: an invalid API or budget, a method without routes or cost, a cost
@@ -111,9 +176,15 @@ func New(spec Spec) (*Table, error) {
 	if err := quota.CheckName("api", spec.API); err != nil {
 		return nil, specErrorf("api", "%s", trimInvalid(err))
 	}
+	if spec.Owner != "" {
+		if err := quota.CheckName("owner", spec.Owner); err != nil {
+			return nil, specErrorf("owner", "%s", trimInvalid(err))
+		}
+	}
 	t := &Table{
 		API:     spec.API,
 		Source:  spec.Source,
+		Owner:   spec.Owner,
 		methods: make(map[string]*Method, len(spec.Methods)),
 		charges: make(map[*Method]quota.Charge, len(spec.Methods)),
 		budgets: make(map[string]quota.Budget, len(spec.Budgets)),
@@ -165,7 +236,7 @@ func New(spec Spec) (*Table, error) {
 		if len(m.Routes) == 0 {
 			return nil, specErrorf(field+".routes", "no routes: give at least one, e.g. \"GET /youtube/v3/videos\"")
 		}
-		mp := &Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note}
+		mp := &Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated}
 		for j, s := range m.Routes {
 			rfield := fmt.Sprintf("%s.routes[%d]", field, j)
 			r, msg := parseRoute(s)
@@ -185,27 +256,13 @@ func New(spec Spec) (*Table, error) {
 		ms = append(ms, *mp)
 	}
 	for i, r := range spec.Responses {
-		field := fmt.Sprintf("responses[%d]", i)
-		if r.Status < 100 || r.Status > 599 {
-			return nil, specErrorf(field+".status", "status %d: want an HTTP status, 100 to 599", r.Status)
-		}
-		if r.Retry == (len(r.Exhaust) > 0) {
-			return nil, specErrorf(field, "give exactly one of exhaust (budgets) and retry: true")
-		}
-		for j, name := range r.Exhaust {
-			if _, ok := t.budgets[name]; !ok && name != "*" {
-				return nil, specErrorf(fmt.Sprintf("%s.exhaust[%d]", field, j), "unknown budget %q (budgets: %s)", name, t.budgetNames())
-			}
-		}
-		for j, reason := range r.Reasons {
-			if reason == "" {
-				return nil, specErrorf(fmt.Sprintf("%s.reasons[%d]", field, j), "empty reason")
-			}
+		if err := t.checkRule(fmt.Sprintf("responses[%d]", i), r); err != nil {
+			return nil, err
 		}
 	}
 	t.router = newRouter(routes)
 	t.spec = Spec{
-		API: spec.API, Source: spec.Source, Budgets: slices.Clone(spec.Budgets),
+		API: spec.API, Source: spec.Source, Owner: spec.Owner, Budgets: slices.Clone(spec.Budgets),
 		Default: maps.Clone(spec.Default), Methods: ms, Responses: cloneRules(spec.Responses),
 	}
 	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })
@@ -213,11 +270,69 @@ func New(spec Spec) (*Table, error) {
 }
 
 func cloneRules(rs []Rule) []Rule {
+	if len(rs) == 0 {
+		return nil
+	}
 	out := make([]Rule, len(rs))
 	for i, r := range rs {
-		out[i] = Rule{Status: r.Status, Reasons: slices.Clone(r.Reasons), Exhaust: slices.Clone(r.Exhaust), Retry: r.Retry}
+		out[i] = Rule{
+			Status: r.Status, Reasons: cloneStrs(r.Reasons), Limits: cloneStrs(r.Limits), Exhaust: cloneStrs(r.Exhaust),
+			Retry: r.Retry, Hold: cloneStrs(r.Hold), For: r.For, Source: r.Source,
+		}
 	}
 	return out
+}
+
+// cloneStrs copies s, an empty list as nil: a table has one form, whether
+// built in Go or read back from its JSON (which leaves empty lists out).
+func cloneStrs(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// checkRule checks one response rule; field is "responses[i]".
+func (t *Table) checkRule(field string, r Rule) error {
+	if r.Status < 400 || r.Status > 599 {
+		return specErrorf(field+".status", "status %d: want an HTTP error status, 400 to 599 (the Transport reads only error responses)", r.Status)
+	}
+	actions := 0
+	for _, set := range []bool{len(r.Exhaust) > 0, r.Retry, len(r.Hold) > 0} {
+		if set {
+			actions++
+		}
+	}
+	if actions != 1 {
+		return specErrorf(field, "give exactly one of exhaust (budgets), retry: true and hold (budgets, with for)")
+	}
+	for j, name := range r.Exhaust {
+		if _, ok := t.budgets[name]; !ok && name != "*" {
+			return specErrorf(fmt.Sprintf("%s.exhaust[%d]", field, j), "unknown budget %q (budgets: %s)", name, t.budgetNames())
+		}
+	}
+	for j, name := range r.Hold {
+		if _, ok := t.budgets[name]; !ok {
+			return specErrorf(fmt.Sprintf("%s.hold[%d]", field, j), "unknown budget %q (budgets: %s)", name, t.budgetNames())
+		}
+	}
+	switch {
+	case len(r.Hold) > 0 && r.For <= 0:
+		return specErrorf(field+".for", "hold needs for: how long the upstream refuses the credential, e.g. 24h")
+	case len(r.Hold) == 0 && r.For != 0:
+		return specErrorf(field+".for", "for applies to hold only")
+	}
+	for _, l := range [...]struct {
+		name string
+		v    []string
+	}{{"reasons", r.Reasons}, {"limits", r.Limits}} {
+		for j, s := range l.v {
+			if strings.TrimSpace(s) == "" {
+				return specErrorf(fmt.Sprintf("%s.%s[%d]", field, l.name, j), "empty %s", strings.TrimSuffix(l.name, "s"))
+			}
+		}
+	}
+	return nil
 }
 
 func (t *Table) checkCost(field string, cost map[string]int64) error {
@@ -280,7 +395,7 @@ func (t *Table) Spec() Spec {
 func (t *Table) Methods() []Method {
 	out := make([]Method, len(t.spec.Methods))
 	for i, m := range t.spec.Methods {
-		out[i] = Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note}
+		out[i] = Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated}
 	}
 	return out
 }
@@ -291,7 +406,7 @@ func (t *Table) Method(name string) (Method, bool) {
 	if !ok {
 		return Method{}, false
 	}
-	return Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note}, true
+	return Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated}, true
 }
 
 // Default returns the table's default charge for requests that match no
@@ -353,10 +468,15 @@ func (t *Table) Resolve(httpMethod, target string) (string, bool) {
 // from req.Method, req.URL.Path and req.URL.RawQuery. A request that matches
 // no method gets the default charge (its Method is "VERB /path") if the
 // table declares one, else an error wrapping ErrUnknownMethod. A free
-// method's charge has no units. The returned Units map is shared: do not
+// method's charge has no units. A deprecated method (Method.Deprecated) is
+// an error wrapping ErrDeprecated. The returned Units map is shared: do not
 // modify it.
 func (t *Table) Price(req *http.Request) (quota.Charge, error) {
 	if r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery); r != nil {
+		if r.m.Deprecated != "" {
+			return quota.Charge{}, fmt.Errorf("%w: %s (%s): not sent, it would spend units on a call the upstream no longer serves",
+				ErrDeprecated, r.m.Name, r.m.Deprecated)
+		}
 		return t.charges[r.m], nil
 	}
 	if len(t.def.Units) > 0 {

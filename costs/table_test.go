@@ -176,7 +176,8 @@ func TestNewRejects(t *testing.T) {
 		{"cost over limit", func(s *costs.Spec) { s.Methods[0].Cost = map[string]int64{"search": 11} }, "methods[items.list].cost.search", "could never be paid"},
 		{"no routes", func(s *costs.Spec) { s.Methods[0].Routes = nil }, "methods[items.list].routes", "no routes"},
 		{"route without verb", func(s *costs.Spec) { s.Methods[0].Routes = []string{"/v1/items"} }, "methods[items.list].routes[0]", "want \"VERB /path\""},
-		{"lower-case verb", func(s *costs.Spec) { s.Methods[0].Routes = []string{"get /v1/items"} }, "methods[items.list].routes[0]", "upper-case"},
+		{"lower-case verb", func(s *costs.Spec) { s.Methods[0].Routes = []string{"get /v1/items"} }, "methods[items.list].routes[0]", `HTTP method "get" is not one of GET`},
+		{"unknown verb", func(s *costs.Spec) { s.Methods[0].Routes = []string{"FETCH /v1/items"} }, "methods[items.list].routes[0]", `HTTP method "FETCH" is not one of`},
 		{"relative path", func(s *costs.Spec) { s.Methods[0].Routes = []string{"GET v1/items"} }, "methods[items.list].routes[0]", "must start with /"},
 		{"empty segment", func(s *costs.Spec) { s.Methods[0].Routes = []string{"GET /v1//items"} }, "methods[items.list].routes[0]", "empty segment"},
 		{"partial wildcard", func(s *costs.Spec) { s.Methods[0].Routes = []string{"GET /v1/x{id}"} }, "methods[items.list].routes[0]", "whole segment"},
@@ -186,7 +187,17 @@ func TestNewRejects(t *testing.T) {
 		{"duplicate route", func(s *costs.Spec) { s.Methods[0].Routes = []string{"GET /v1/items/{other}"} }, "methods[items.get].routes[0]", "also a route of items.list"},
 		{"duplicate route with conditions", func(s *costs.Spec) { s.Methods[7].Routes = []string{"PUT /v1/files?upload_id"} }, "methods[ping].routes[0]", "also a route of files.chunk"},
 		{"default unknown budget", func(s *costs.Spec) { s.Default = map[string]int64{"x": 1} }, "default.x", "unknown budget"},
-		{"rule status", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 42, Retry: true}} }, "responses[0].status", "100 to 599"},
+		{"rule status", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 42, Retry: true}} }, "responses[0].status", "400 to 599"},
+		{"rule informational status", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 100, Retry: true}} }, "responses[0].status", "status 100: want an HTTP error status, 400 to 599"},
+		{"rule success status", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 200, Retry: true}} }, "responses[0].status", "400 to 599"},
+		{"rule hold without for", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 400, Hold: []string{"search"}}} }, "responses[0].for", "hold needs for"},
+		{"rule for without hold", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 400, Retry: true, For: time.Hour}} }, "responses[0].for", "hold only"},
+		{"rule hold and exhaust", func(s *costs.Spec) {
+			s.Responses = []costs.Rule{{Status: 400, Hold: []string{"search"}, For: time.Hour, Exhaust: []string{"search"}}}
+		}, "responses[0]", "exactly one"},
+		{"rule hold budget", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 400, Hold: []string{"serch"}, For: time.Hour}} }, "responses[0].hold[0]", "unknown budget"},
+		{"rule empty limit", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 429, Retry: true, Limits: []string{" "}}} }, "responses[0].limits[0]", "empty limit"},
+		{"bad owner", func(s *costs.Spec) { s.Owner = "cloud project" }, "owner", "only letters"},
 		{"rule both", func(s *costs.Spec) {
 			s.Responses = []costs.Rule{{Status: 403, Retry: true, Exhaust: []string{"units"}}}
 		}, "responses[0]", "exactly one"},

@@ -1,6 +1,9 @@
 package quota
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // Pricer prices an outbound HTTP request: the Charge a Transport takes
 // before it sends the request. costs.Table is the Pricer most callers want
@@ -41,9 +44,41 @@ type Verdict struct {
 	// every process sharing the store stops charging it.
 	Exhausted []string
 	// Transient marks a failure worth retrying (for example Google's 403
-	// userRateLimitExceeded).
+	// userRateLimitExceeded, or a 429 whose quota limit is per minute).
 	Transient bool
+	// Hold names budgets whose methods the request's credential may not call
+	// for HoldFor, whatever its owner's budgets say (YouTube's 400
+	// uploadLimitExceeded: a channel's uploads are capped per 24 hours). The
+	// Transport records the hold in the store, keyed by the credential (not
+	// its owner), so every process refuses those calls for that credential
+	// until it ends; the owner's budgets are left alone.
+	Hold    []string
+	HoldFor time.Duration
 	// Reason is the upstream's reason, for errors and logs, e.g.
 	// "quotaExceeded".
 	Reason string
+}
+
+// OwnerKind is implemented by a Pricer whose upstream keeps budgets per
+// owner rather than per credential: OwnerKind returns the kind of owner,
+// e.g. "project" (Google bills YouTube quota per Cloud project), or "" when
+// each credential is its own owner. costs.Table implements it (the
+// table's owner field).
+//
+// A Transport over such a Pricer that is given no owner mapping (no
+// WithOwnerFunc, no Owner on a WithCredential credential, no limiter-wide
+// owner) meters every credential it sees as one owner, named "unnamed-" +
+// kind ("unnamed-project"), and logs that once: it never lets several keys
+// of one project spend more than one project's quota.
+type OwnerKind interface {
+	OwnerKind() string
+}
+
+// Holder is implemented by a Classifier whose verdicts may hold a
+// credential (Verdict.Hold): HoldBudgets names the budgets that can be
+// held. A Transport checks the store for a hold (one extra read) only
+// before requests charging one of them, so other requests cost no extra
+// round trip. costs.Table implements it.
+type Holder interface {
+	HoldBudgets() []string
 }
