@@ -195,7 +195,9 @@ func TestNewRejects(t *testing.T) {
 		{"rule hold and exhaust", func(s *costs.Spec) {
 			s.Responses = []costs.Rule{{Status: 400, Hold: []string{"search"}, For: time.Hour, Exhaust: []string{"search"}}}
 		}, "responses[0]", "exactly one"},
-		{"rule hold budget", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 400, Hold: []string{"serch"}, For: time.Hour}} }, "responses[0].hold[0]", "unknown budget"},
+		{"rule hold budget", func(s *costs.Spec) {
+			s.Responses = []costs.Rule{{Status: 400, Hold: []string{"serch"}, For: time.Hour}}
+		}, "responses[0].hold[0]", "unknown budget"},
 		{"rule empty limit", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 429, Retry: true, Limits: []string{" "}}} }, "responses[0].limits[0]", "empty limit"},
 		{"bad owner", func(s *costs.Spec) { s.Owner = "cloud project" }, "owner", "only letters"},
 		{"rule both", func(s *costs.Spec) {
