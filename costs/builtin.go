@@ -19,9 +19,9 @@ var profiles embed.FS
 
 var builtins sync.Map // name -> *Table, parsed once
 
-// Builtins returns the names of the built-in tables, sorted:
-// "youtube" (Google's current YouTube Data API v3 rules) and
-// "youtube-legacy" (the older single-pool rules).
+// Builtins returns the names of the built-in tables, sorted: "youtube"
+// (Google's current YouTube Data API v3 rules), "youtube-2025-12" and
+// "youtube-legacy" (the dated single-pool rules before them).
 func Builtins() []string {
 	entries, _ := profiles.ReadDir("profiles")
 	var names []string
@@ -34,20 +34,27 @@ func Builtins() []string {
 
 // Builtin returns the named built-in table (see Builtins):
 //
-//   - "youtube": the YouTube Data API v3 under Google's current published
-//     rules: budget "units", 10,000 a day shared by every method except
+//   - "youtube": the YouTube Data API v3 under Google's rules since
+//     2026-06-01: budget "units", 10,000 a day shared by every method except
 //     those with buckets of their own — "search" (search.list, 100 calls a
 //     day), "uploads" (videos.insert, 100 calls a day) and "stats"
 //     (videos.batchGetStats, 10,000 calls a day) — all reset at midnight
-//     America/Los_Angeles. A 403 quotaExceeded or dailyLimitExceeded marks the
-//     method's budgets spent; a 429 rateLimitExceeded marks its own bucket
-//     spent.
-//   - "youtube-legacy": the older rules, one 10,000-unit daily pool in which
-//     search.list costs 100 units and videos.insert 1,600.
+//     America/Los_Angeles, kept per Cloud project (Owner "project"). A 403
+//     quotaExceeded or dailyLimitExceeded, or a 429 naming a daily limit,
+//     marks the method's budgets spent; any other 429 (a per-minute
+//     throttle) is retried; a 400 uploadLimitExceeded holds videos.insert
+//     for the credential (the channel) for 24 hours.
+//     comments.markAsSpam is deprecated upstream: Price refuses it.
+//   - "youtube-2025-12": the rules from 2025-12-04 to 2026-05-31, one
+//     10,000-unit daily pool in which search.list costs 100 units and
+//     videos.insert about 100 (priced 100).
+//   - "youtube-legacy": the rules before 2025-12-04, one 10,000-unit daily
+//     pool in which search.list costs 100 units and videos.insert 1,600.
 //
-// Both use the API name "youtube", so they address the same stored budgets.
-// The profiles' YAML is in the package source (profiles/), with the sources
-// of its numbers. An unknown name is an error listing the known ones.
+// All use the API name "youtube", so they address the same stored budgets,
+// and the same owner kind and response rules. The profiles' YAML is in the
+// package source (profiles/), with the source of every number. An unknown
+// name is an error listing the known ones.
 func Builtin(name string) (*Table, error) {
 	if t, ok := builtins.Load(name); ok {
 		return t.(*Table).clone(), nil

@@ -121,11 +121,28 @@ func (t *Table) Classify(req *http.Request, resp *http.Response, body []byte) qu
 		if len(rule.Limits) > 0 && !matchLimit(info.limits, rule.Limits) {
 			continue
 		}
+		var method string
+		if len(rule.Hold) > 0 {
+			if r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery); r != nil {
+				method = r.m.Name
+			}
+			if !slices.Contains(rule.Hold, method) {
+				continue
+			}
+		}
+		if reason == "" {
+			if !parsed {
+				info, parsed = parseError(body), true
+			}
+			if len(info.reasons) > 0 {
+				reason = info.reasons[0]
+			}
+		}
 		switch {
 		case rule.Retry:
 			return quota.Verdict{Transient: true, Reason: reason}
 		case len(rule.Hold) > 0:
-			return quota.Verdict{Hold: t.charged(req, rule.Hold), HoldFor: rule.For, Reason: reason}
+			return quota.Verdict{Hold: []string{method}, HoldFor: rule.For, Reason: reason}
 		}
 		return quota.Verdict{Exhausted: t.charged(req, rule.Exhaust), Reason: reason}
 	}

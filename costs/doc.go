@@ -8,7 +8,9 @@
 //	client := &http.Client{Transport: quota.NewTransport(lim, table)}
 //
 // Builtin has the YouTube Data API v3 under Google's current rules
-// ("youtube") and under the older single-pool rules ("youtube-legacy").
+// ("youtube", since 2026-06-01) and under the dated single-pool rules
+// before them ("youtube-2025-12": 2025-12-04 to 2026-05-31;
+// "youtube-legacy": before 2025-12-04).
 // Other tables load from JSON or YAML files (Load, Parse) or are built in Go
 // (New). Methods, Charge and Estimate serve planning: what a run of so many
 // calls would cost per budget.
@@ -19,6 +21,7 @@
 //
 //	api: youtube                   # the API's name (required)
 //	source: https://...            # where the numbers come from (optional)
+//	owner: project                 # budgets are kept per project (optional; see Owners)
 //	budgets:                       # the upstream's pools (at least one)
 //	  - name: units                # letters, digits, '.', '_', '-'
 //	    limit: 10000               # units per window, > 0
@@ -34,13 +37,22 @@
 //	    routes: ["GET /youtube/v3/captions/{id}"]
 //	    cost: {units: 200}
 //	    note: where the cost comes from   # optional
+//	  comments.markAsSpam:         # deprecated upstream: Price refuses it
+//	    routes: [POST /youtube/v3/comments/markAsSpam]
+//	    cost: {units: 50}
+//	    deprecated: "This method has been deprecated and is no longer supported."
 //	  media.upload:                # a method that costs nothing must say so
 //	    routes: ["PUT /upload/youtube/v3/{resource...}?upload_id"]
 //	    free: true
 //	responses:                     # how to read upstream errors (optional)
 //	  - {status: 403, reasons: [quotaExceeded], exhaust: "*"}
-//	  - {status: 429, reasons: [rateLimitExceeded], exhaust: [search]}
-//	  - {status: 403, reasons: [userRateLimitExceeded], retry: true}
+//	  - {status: 429, limits: [per day], exhaust: "*"}   # a daily limit: spent
+//	  - {status: 429, retry: true}                       # a per-minute throttle
+//	  - status: 400                # one credential may not call a method for a while
+//	    reasons: [uploadLimitExceeded]
+//	    hold: [videos.insert]
+//	    for: 24h
+//	    source: https://developers.google.com/youtube/v3/docs/errors (read 2026-11-22)
 //
 // The same in JSON uses the same field names ({"api": "youtube", "budgets":
 // [...], "methods": {"videos.list": {"routes": [...], "cost": {...}}}}).
@@ -56,12 +68,44 @@
 // over routes without, then literal paths over patterns, then more literal
 // segments over fewer; two methods may not declare the same route.
 //
-// A response rule matches an upstream response by status and, when it lists
-// reasons, by the error reason in the body (Google's error.errors[].reason
-// or error.details[].reason). exhaust names the budgets the response says are
-// spent, among those the request's method charges ("*": all of them); the
-// Transport marks them spent until their next reset. retry: true marks the
-// response as transient. The first matching rule wins.
+// A route's VERB is one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS,
+// CONNECT and TRACE.
+//
+// A response rule matches an upstream error response (status 400 to 599)
+// by status; when it lists reasons, by the error reason in the body
+// (Google's error.errors[].reason or error.details[].reason); when it lists
+// limits, by the kind of quota limit the body names (the
+// google.rpc.ErrorInfo detail's metadata.quota_limit, such as
+// "SearchRequestsPerDayPerProject", or the error message: "per day"
+// matches both, ignoring case, spaces, '_' and '-'). It does one of three
+// things: exhaust names the budgets the response says are spent, among
+// those the request's method charges ("*": all of them), and the Transport
+// marks them spent until their next reset; retry: true marks the response
+// as transient (retried with backoff, budgets left open); hold names
+// methods the request's credential may not call for the duration for,
+// which the Transport records in the store for that credential alone. The
+// first matching rule wins. source says where the rule comes from. An
+// explicit empty list (reasons: []) is an error: leave the field out.
+//
+// # Owners
+//
+// An upstream may keep its budgets per account rather than per credential:
+// Google bills YouTube quota per Cloud project, so every API key and OAuth
+// token of one project shares the 10,000 units. owner: project says so
+// (Table.Owner, quota.OwnerKind). A quota.Transport over such a table
+// needs to know which owner each credential belongs to
+// (quota.WithOwnerFunc, Credential.Owner, or a limiter-wide owner); given
+// none, it meters every credential it sees as one owner named
+// "unnamed-project" and logs that once, so that several keys can never
+// spend more than one project's quota.
+//
+// # Sources
+//
+// The built-in profiles (profiles/*.yaml in the package source) say where
+// every number and rule comes from: a method without a note is a row of
+// Google's quota table (the table's source); every other cost has a note
+// with its URL and the date it was read, or "not published" and the
+// reasoning behind the price chosen; every response rule has a source.
 //
 // A bad file is a *SpecError naming the file, the line and the field, e.g.
 //

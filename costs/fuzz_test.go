@@ -68,6 +68,12 @@ func FuzzResolve(f *testing.F) {
 		}
 		req := &http.Request{Method: verb, URL: u, Header: http.Header{}}
 		ch, err := tb.Price(req)
+		if m.Deprecated != "" {
+			if !errors.Is(err, costs.ErrDeprecated) {
+				t.Fatalf("Price(%s %s) = %+v, %v; want ErrDeprecated for %s", verb, target, ch, err, name)
+			}
+			return
+		}
 		if err != nil || ch.Method != name {
 			t.Fatalf("Price(%s %s) = %+v, %v; Resolve said %s", verb, target, ch, err, name)
 		}

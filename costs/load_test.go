@@ -175,8 +175,8 @@ func TestParseErrorsNameLineAndField(t *testing.T) {
 		{"json FETCH route", "t.json", `"routes": "GET /v1/search"`, `"routes": "FETCH /v1/search"`, 11, "methods[items.search].routes[0]", `HTTP method "FETCH"`},
 		{"yaml empty reasons", "t.yaml", "{status: 403, reasons: [quotaExceeded]", "{status: 403, reasons: []", 20, "responses[0].reasons", "empty list: leave reasons out"},
 		{"yaml empty exhaust", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], exhaust: [], retry: true}", 22, "responses[2].exhaust", "empty list"},
-		{"yaml bad for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [search], for: a day}", 22, "responses[2].for", "want a duration"},
-		{"yaml hold no for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [search]}", 22, "responses[2].for", "hold needs for"},
+		{"yaml bad for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [items.list], for: a day}", 22, "responses[2].for", "want a duration"},
+		{"yaml hold no for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [items.list]}", 22, "responses[2].for", "hold needs for"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -77,9 +77,9 @@ func (m Method) Charge() quota.Charge {
 //     reset;
 //   - Retry: the failure is transient (a per-minute throttle, a backend
 //     hiccup) and worth a retry with backoff;
-//   - Hold: the credential that sent the request may not call the methods
-//     charging the Hold budgets for For (YouTube's per-channel upload cap),
-//     whatever the owner's budgets say; the owner's budgets are untouched.
+//   - Hold: the credential that sent the request may not call the Hold
+//     methods for For (YouTube's per-channel upload cap), whatever the
+//     owner's budgets say; the owner's budgets are untouched.
 //
 // Exactly one of Exhaust, Retry and Hold is set. The first matching rule
 // wins.
@@ -103,9 +103,9 @@ type Rule struct {
 	Exhaust []string `json:"exhaust,omitempty"`
 	// Retry marks the response as transient.
 	Retry bool `json:"retry,omitempty"`
-	// Hold names budgets whose methods the request's credential may not call
-	// for For (the methods of the request among those charging a Hold
-	// budget). For is required with Hold and forbidden without it.
+	// Hold names methods the request's credential may not call for For; the
+	// rule matches only requests to one of them. For is required with Hold
+	// and forbidden without it.
 	Hold []string      `json:"hold,omitempty"`
 	For  time.Duration `json:"for,omitempty"`
 	// Source says where the rule comes from: a URL and the date it was read,
@@ -152,10 +152,10 @@ var (
 // budgets are kept per (Owner), or "" when each credential is its own.
 func (t *Table) OwnerKind() string { return t.Owner }
 
-// HoldBudgets implements quota.Holder: the budgets a response rule can hold
+// HoldMethods implements quota.Holder: the methods a response rule can hold
 // for one credential (Rule.Hold), sorted. A Transport checks the store for
-// a hold only before requests charging one of them.
-func (t *Table) HoldBudgets() []string {
+// a hold only before requests to one of them.
+func (t *Table) HoldMethods() []string {
 	var out []string
 	for _, r := range t.spec.Responses {
 		for _, b := range r.Hold {
@@ -304,7 +304,7 @@ func (t *Table) checkRule(field string, r Rule) error {
 		}
 	}
 	if actions != 1 {
-		return specErrorf(field, "give exactly one of exhaust (budgets), retry: true and hold (budgets, with for)")
+		return specErrorf(field, "give exactly one of exhaust (budgets), retry: true and hold (methods, with for)")
 	}
 	for j, name := range r.Exhaust {
 		if _, ok := t.budgets[name]; !ok && name != "*" {
@@ -312,8 +312,8 @@ func (t *Table) checkRule(field string, r Rule) error {
 		}
 	}
 	for j, name := range r.Hold {
-		if _, ok := t.budgets[name]; !ok {
-			return specErrorf(fmt.Sprintf("%s.hold[%d]", field, j), "unknown budget %q (budgets: %s)", name, t.budgetNames())
+		if m, ok := t.methods[name]; !ok || m.Free {
+			return specErrorf(fmt.Sprintf("%s.hold[%d]", field, j), "%q is not a method of the table that costs units", name)
 		}
 	}
 	switch {

@@ -190,14 +190,14 @@ func TestNewRejects(t *testing.T) {
 		{"rule status", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 42, Retry: true}} }, "responses[0].status", "400 to 599"},
 		{"rule informational status", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 100, Retry: true}} }, "responses[0].status", "status 100: want an HTTP error status, 400 to 599"},
 		{"rule success status", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 200, Retry: true}} }, "responses[0].status", "400 to 599"},
-		{"rule hold without for", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 400, Hold: []string{"search"}}} }, "responses[0].for", "hold needs for"},
+		{"rule hold without for", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 400, Hold: []string{"items.list"}}} }, "responses[0].for", "hold needs for"},
 		{"rule for without hold", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 400, Retry: true, For: time.Hour}} }, "responses[0].for", "hold only"},
 		{"rule hold and exhaust", func(s *costs.Spec) {
-			s.Responses = []costs.Rule{{Status: 400, Hold: []string{"search"}, For: time.Hour, Exhaust: []string{"search"}}}
+			s.Responses = []costs.Rule{{Status: 400, Hold: []string{"items.list"}, For: time.Hour, Exhaust: []string{"search"}}}
 		}, "responses[0]", "exactly one"},
 		{"rule hold budget", func(s *costs.Spec) {
 			s.Responses = []costs.Rule{{Status: 400, Hold: []string{"serch"}, For: time.Hour}}
-		}, "responses[0].hold[0]", "unknown budget"},
+		}, "responses[0].hold[0]", "not a method"},
 		{"rule empty limit", func(s *costs.Spec) { s.Responses = []costs.Rule{{Status: 429, Retry: true, Limits: []string{" "}}} }, "responses[0].limits[0]", "empty limit"},
 		{"bad owner", func(s *costs.Spec) { s.Owner = "cloud project" }, "owner", "only letters"},
 		{"rule both", func(s *costs.Spec) {

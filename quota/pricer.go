@@ -46,8 +46,8 @@ type Verdict struct {
 	// Transient marks a failure worth retrying (for example Google's 403
 	// userRateLimitExceeded, or a 429 whose quota limit is per minute).
 	Transient bool
-	// Hold names budgets whose methods the request's credential may not call
-	// for HoldFor, whatever its owner's budgets say (YouTube's 400
+	// Hold names methods (Charge.Method) the request's credential may not
+	// call for HoldFor, whatever its owner's budgets say (YouTube's 400
 	// uploadLimitExceeded: a channel's uploads are capped per 24 hours). The
 	// Transport records the hold in the store, keyed by the credential (not
 	// its owner), so every process refuses those calls for that credential
@@ -75,10 +75,10 @@ type OwnerKind interface {
 }
 
 // Holder is implemented by a Classifier whose verdicts may hold a
-// credential (Verdict.Hold): HoldBudgets names the budgets that can be
+// credential (Verdict.Hold): HoldMethods names the methods that can be
 // held. A Transport checks the store for a hold (one extra read) only
-// before requests charging one of them, so other requests cost no extra
-// round trip. costs.Table implements it.
+// before requests to one of them, so other requests cost no extra round
+// trip. costs.Table implements it.
 type Holder interface {
-	HoldBudgets() []string
+	HoldMethods() []string
 }
