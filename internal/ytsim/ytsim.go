@@ -2,15 +2,20 @@
 // tests and for the examples: it serves enough of the API for ingestion
 // (videos.list chart=mostPopular with paging, videos.list by id,
 // search.list), accepts every route of the cost table with a minimal JSON
-// body, and enforces Google's quota rules itself, per API key, with its own
-// (injectable) clock: the same cost table, reset at midnight
-// America/Los_Angeles, answered with Google's real error bodies (403
-// quotaExceeded; 400 keyInvalid for a missing or unknown key).
+// body, and enforces Google's quota rules itself, per Google Cloud project,
+// with its own (injectable) clock: the same cost table, reset at midnight
+// America/Los_Angeles, answered with Google's documented error bodies (403
+// quotaExceeded; 400 keyInvalid for a missing or unknown key; 400
+// uploadLimitExceeded past a channel's upload cap, WithUploadCap).
 //
-// It counts what it charges per key and budget (Used, Charged) and what it
-// receives (Received), so a test can check the meter against the upstream,
-// and it injects failures on demand (Inject): 5xx answers, 429s with
-// Retry-After, dropped connections.
+// Keys belong to projects (WithProject); every key of a project shares its
+// quota, as Google bills it. A key no project claims is a project of its
+// own.
+//
+// It counts what it charges per project and budget (Used, Charged) and
+// what it receives per key (Received), so a test can check the meter
+// against the upstream, and it injects failures on demand (Inject): 5xx
+// answers, per-minute and daily 429s with Retry-After, dropped connections.
 package ytsim
 
 import (
@@ -38,22 +43,27 @@ type Server struct {
 	ts      *httptest.Server
 	table   *costs.Table
 	clock   func() time.Time
-	keys    map[string]bool // nil: every non-empty key is valid
+	keys    map[string]bool   // nil: every non-empty key is valid
+	project map[string]string // key -> project; a key not here is its own project
+	upCap   int               // uploads per key per 24 hours; 0: no cap
 	limits  map[string]int64
 	popular int // mostPopular items per region
 	results int // search results per query
 
 	mu       sync.Mutex
-	state    map[string]*keyState
+	state    map[string]*keyState        // per project
+	received map[string]map[string]int64 // key -> budget -> requests
+	uploads  map[string][]time.Time      // key -> accepted uploads, oldest first
 	faults   []Fault
 	requests int64
+	exceeded int64
 	seq      int64
 }
 
+// keyState is one project's quota.
 type keyState struct {
-	day      map[string]dayCount // budget -> today's usage
-	charged  map[string]int64    // budget -> units ever charged
-	received map[string]int64    // budget -> requests received that charge it
+	day     map[string]dayCount // budget -> today's usage
+	charged map[string]int64    // budget -> units ever charged
 }
 
 type dayCount struct {
@@ -90,6 +100,23 @@ func WithKeys(keys ...string) Option {
 	}
 }
 
+// WithProject makes keys (API keys or bearer tokens) belong to project:
+// they share its quota, as the keys and tokens of one Google Cloud project
+// do. Default: every key is a project of its own.
+func WithProject(project string, keys ...string) Option {
+	return func(s *Server) {
+		for _, k := range keys {
+			s.project[k] = project
+		}
+	}
+}
+
+// WithUploadCap caps the videos.insert calls one key (a channel) may make in
+// any 24 hours: past it the server answers 400 uploadLimitExceeded, as
+// YouTube does per channel, and bills the call like any invalid request.
+// Default: no cap.
+func WithUploadCap(n int) Option { return func(s *Server) { s.upCap = n } }
+
 // WithPopular sets how many videos chart=mostPopular lists per region
 // (paged by maxResults). Default: 200, as YouTube does.
 func WithPopular(n int) Option { return func(s *Server) { s.popular = n } }
@@ -111,11 +138,14 @@ func NewHandler(opts ...Option) *Server { return newServer(opts...) }
 
 func newServer(opts ...Option) *Server {
 	s := &Server{
-		clock:   time.Now,
-		limits:  map[string]int64{},
-		popular: 200,
-		results: 100,
-		state:   map[string]*keyState{},
+		clock:    time.Now,
+		limits:   map[string]int64{},
+		project:  map[string]string{},
+		popular:  200,
+		results:  100,
+		state:    map[string]*keyState{},
+		received: map[string]map[string]int64{},
+		uploads:  map[string][]time.Time{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -161,6 +191,9 @@ type Fault struct {
 	// Reason is the error reason in the body. Defaults: backendError for
 	// 5xx, rateLimitExceeded for 429, quotaExceeded for 403.
 	//
+	// A 429 names its quota limit as Google does, in the message and the
+	// google.rpc.ErrorInfo detail: per minute unless Daily is set.
+	//
 	// The server bills a faulted request as Google does: every request that
 	// reaches it, except those refused because a quota is spent (the faults
 	// the cost table's response rules read as exhausting a budget of the
@@ -169,6 +202,9 @@ type Fault struct {
 	// Path limits the fault to requests whose path has this prefix; empty
 	// matches any request.
 	Path string
+	// Daily makes a 429 name a per-day limit (the daily quota is spent)
+	// instead of a per-minute one (a short-term throttle).
+	Daily bool
 }
 
 // Inject queues faults: each later request (with a valid key, and a path
@@ -180,12 +216,21 @@ func (s *Server) Inject(faults ...Fault) {
 	s.faults = append(s.faults, faults...)
 }
 
-// Used returns the units key has been charged in budget today (by the
-// server's clock): what the upstream's console would show.
+// Project returns the project key belongs to (key itself when no project
+// claims it).
+func (s *Server) Project(key string) string {
+	if p, ok := s.project[key]; ok {
+		return p
+	}
+	return key
+}
+
+// Used returns the units the project of key has been charged in budget
+// today (by the server's clock): what the upstream's console would show.
 func (s *Server) Used(key, budget string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.state[key]
+	st := s.state[s.Project(key)]
 	if st == nil {
 		return 0
 	}
@@ -200,11 +245,12 @@ func (s *Server) Used(key, budget string) int64 {
 	return dc.used
 }
 
-// Charged returns all the units key was ever charged in budget.
+// Charged returns all the units the project of key was ever charged in
+// budget.
 func (s *Server) Charged(key, budget string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.state[key]; st != nil {
+	if st := s.state[s.Project(key)]; st != nil {
 		return st.charged[budget]
 	}
 	return 0
@@ -215,10 +261,15 @@ func (s *Server) Charged(key, budget string) int64 {
 func (s *Server) Received(key, budget string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.state[key]; st != nil {
-		return st.received[budget]
-	}
-	return 0
+	return s.received[key][budget]
+}
+
+// QuotaExceeded returns how many requests the server refused with 403
+// quotaExceeded because a project's quota was spent.
+func (s *Server) QuotaExceeded() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exceeded
 }
 
 // Requests returns how many requests the server received in all.
@@ -259,9 +310,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m, _ := s.table.Method(name)
 
 	s.mu.Lock()
-	st := s.keyState(key)
+	st := s.keyState(s.Project(key))
+	rc := s.received[key]
+	if rc == nil {
+		rc = map[string]int64{}
+		s.received[key] = rc
+	}
 	for b := range m.Cost {
-		st.received[b]++
+		rc[b]++
 	}
 	fault, hasFault := s.popFault(r.URL.Path)
 	if hasFault && !s.billed(r, fault) {
@@ -270,8 +326,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if spent := s.charge(st, m.Cost); spent != "" {
+		s.exceeded++
 		s.mu.Unlock()
 		writeQuotaExceeded(w)
+		return
+	}
+	if name == "videos.insert" && !hasFault && !s.upload(key) {
+		s.mu.Unlock()
+		writeError(w, http.StatusBadRequest, uploadMessage, "youtube.video", "uploadLimitExceeded", "")
 		return
 	}
 	s.seq++
@@ -285,13 +347,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serve(w, r, name, seq)
 }
 
-func (s *Server) keyState(key string) *keyState {
-	st := s.state[key]
+func (s *Server) keyState(project string) *keyState {
+	st := s.state[project]
 	if st == nil {
-		st = &keyState{day: map[string]dayCount{}, charged: map[string]int64{}, received: map[string]int64{}}
-		s.state[key] = st
+		st = &keyState{day: map[string]dayCount{}, charged: map[string]int64{}}
+		s.state[project] = st
 	}
 	return st
+}
+
+// upload records an upload by key (a channel) and reports whether its
+// 24-hour cap allows it. A refused upload was billed (charge ran first),
+// as Google bills every request, invalid ones included.
+func (s *Server) upload(key string) bool {
+	if s.upCap <= 0 {
+		return true
+	}
+	now := s.clock()
+	ups := s.uploads[key]
+	for len(ups) > 0 && !ups[0].After(now.Add(-24*time.Hour)) {
+		ups = ups[1:]
+	}
+	if len(ups) >= s.upCap {
+		s.uploads[key] = ups
+		return false
+	}
+	s.uploads[key] = append(ups, now)
+	return true
 }
 
 // charge takes cost from key's budgets today, all or nothing; it returns
@@ -357,7 +439,9 @@ func faultResponse(f Fault) (int, http.Header, []byte) {
 		if reason == "" {
 			reason = "rateLimitExceeded"
 		}
-		body = errorBody(f.Status, "Resource has been exhausted (e.g. check quota).", "youtube.quota", reason, "RESOURCE_EXHAUSTED")
+		body = RateLimitBody(reason, f.Daily)
+	case f.Status == http.StatusBadRequest && reason == "uploadLimitExceeded":
+		body = errorBody(f.Status, uploadMessage, "youtube.video", reason, "")
 	case f.Status >= 500:
 		if reason == "" {
 			reason = "backendError"
@@ -405,6 +489,54 @@ func apiKey(r *http.Request) string {
 		return strings.TrimSpace(a[7:])
 	}
 	return ""
+}
+
+// uploadMessage is Google's message for a channel past its upload cap.
+const uploadMessage = "The user has exceeded the number of videos they may upload."
+
+// RateLimitBody returns the body of a 429 in Google's documented shape: the
+// v1 errors[] list with reason, and a google.rpc.ErrorInfo detail
+// (RATE_LIMIT_EXCEEDED) whose metadata.quota_limit, like the message, names
+// a per-minute limit, or a per-day one when daily is set.
+func RateLimitBody(reason string, daily bool) []byte {
+	period, limit := "minute", "DefaultRequestsPerMinutePerProject"
+	if daily {
+		period, limit = "day", "DefaultRequestsPerDayPerProject"
+	}
+	msg := "Quota exceeded for quota metric 'Queries' and limit 'Queries per " + period +
+		"' of service 'youtube.googleapis.com' for consumer 'project_number:123456789'."
+	type item struct {
+		Message string `json:"message"`
+		Domain  string `json:"domain"`
+		Reason  string `json:"reason"`
+	}
+	type detail struct {
+		Type     string            `json:"@type"`
+		Reason   string            `json:"reason"`
+		Domain   string            `json:"domain"`
+		Metadata map[string]string `json:"metadata"`
+	}
+	type body struct {
+		Code    int      `json:"code"`
+		Message string   `json:"message"`
+		Errors  []item   `json:"errors"`
+		Status  string   `json:"status"`
+		Details []detail `json:"details"`
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]body{"error": {
+		Code: http.StatusTooManyRequests, Message: msg, Errors: []item{{msg, "global", reason}}, Status: "RESOURCE_EXHAUSTED",
+		Details: []detail{{
+			Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: "RATE_LIMIT_EXCEEDED", Domain: "googleapis.com",
+			Metadata: map[string]string{
+				"consumer": "projects/123456789", "service": "youtube.googleapis.com",
+				"quota_metric": "youtube.googleapis.com/default", "quota_limit": limit,
+			},
+		}},
+	}})
+	return buf.Bytes()
 }
 
 // quotaMessage is Google's message for a spent daily quota.

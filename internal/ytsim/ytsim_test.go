@@ -216,7 +216,7 @@ func TestFaults(t *testing.T) {
 	s.Inject(
 		ytsim.Fault{Status: 503},
 		ytsim.Fault{Status: 429, RetryAfter: 1500 * time.Millisecond},
-		ytsim.Fault{Status: 429, Path: "/youtube/v3/search"},
+		ytsim.Fault{Status: 429, Path: "/youtube/v3/search", Daily: true},
 		ytsim.Fault{Status: 403},
 	)
 	target := "/youtube/v3/videos?id=v&key=k"
@@ -225,7 +225,8 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("%d %s", code, b)
 	}
 	code, h, b := get(t, s, "GET", target)
-	if code != 429 || h.Get("Retry-After") != "2" || !strings.Contains(string(b), "rateLimitExceeded") {
+	if code != 429 || h.Get("Retry-After") != "2" || !strings.Contains(string(b), "rateLimitExceeded") ||
+		!strings.Contains(string(b), `"quota_limit":"DefaultRequestsPerMinutePerProject"`) || !strings.Contains(string(b), "RATE_LIMIT_EXCEEDED") {
 		t.Fatalf("%d %v %s", code, h, b)
 	}
 	// The search fault waits for a search; the 403 comes next.
@@ -234,12 +235,12 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("%d %s", code, b)
 	}
 	code, _, b = get(t, s, "GET", "/youtube/v3/search?q=x&key=k")
-	if code != 429 {
+	if code != 429 || !strings.Contains(string(b), "per day") || !strings.Contains(string(b), "PerDayPerProject") {
 		t.Fatalf("%d %s", code, b)
 	}
-	// Billing: the 503 and the 429 with Retry-After reached the upstream
-	// and are billed; the quota refusals (403 quotaExceeded, 429 on search's
-	// own bucket) are not.
+	// Billing: the 503 and the per-minute 429 reached the upstream and are
+	// billed; the quota refusals (403 quotaExceeded, the daily 429 on
+	// search's own bucket) are not.
 	if s.Used("k", "units") != 2 || s.Used("k", "search") != 0 || s.Received("k", "units") != 3 {
 		t.Fatalf("units used %d, search used %d, received %d", s.Used("k", "units"), s.Used("k", "search"), s.Received("k", "units"))
 	}
@@ -322,5 +323,59 @@ func TestEveryRouteServedAndCharged(t *testing.T) {
 				t.Fatalf("%s: a free method was charged", r)
 			}
 		}
+	}
+}
+
+// Keys of one project share its quota; a key no project claims is a
+// project of its own.
+func TestProjects(t *testing.T) {
+	s := ytsim.New(ytsim.WithProject("proj-a", "k1", "k2"), ytsim.WithLimit("units", 3))
+	defer s.Close()
+	for i, k := range []string{"k1", "k2", "k1"} {
+		if code, _, b := get(t, s, "GET", "/youtube/v3/videos?id=v&key="+k); code != 200 {
+			t.Fatalf("call %d with %s: %d %s", i, k, code, b)
+		}
+	}
+	code, _, b := get(t, s, "GET", "/youtube/v3/videos?id=v&key=k2")
+	if code != 403 || !strings.Contains(string(b), "quotaExceeded") {
+		t.Fatalf("4th call of the project: %d %s, want 403 quotaExceeded", code, b)
+	}
+	if s.Used("k1", "units") != 3 || s.Used("k2", "units") != 3 || s.Received("k1", "units") != 2 || s.Received("k2", "units") != 2 || s.QuotaExceeded() != 1 {
+		t.Fatalf("used %d/%d received %d/%d exceeded %d", s.Used("k1", "units"), s.Used("k2", "units"), s.Received("k1", "units"), s.Received("k2", "units"), s.QuotaExceeded())
+	}
+	if s.Project("k1") != "proj-a" || s.Project("k3") != "k3" {
+		t.Fatalf("projects %q %q", s.Project("k1"), s.Project("k3"))
+	}
+	// Another key is another project, with its own quota.
+	if code, _, _ := get(t, s, "GET", "/youtube/v3/videos?id=v&key=k3"); code != 200 || s.Used("k3", "units") != 1 {
+		t.Fatalf("k3: %d, used %d", code, s.Used("k3", "units"))
+	}
+}
+
+// A channel past its upload cap gets 400 uploadLimitExceeded for 24 hours,
+// billed; another channel of the project still uploads.
+func TestUploadCap(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 7, 4, 10, 0, 0, 0, la(t))}
+	s := ytsim.New(ytsim.WithClock(clk.Now), ytsim.WithUploadCap(2), ytsim.WithProject("p", "chan-a", "chan-b"))
+	defer s.Close()
+	up := "/upload/youtube/v3/videos?part=snippet&key="
+	for i := 0; i < 2; i++ {
+		if code, _, b := get(t, s, "POST", up+"chan-a"); code != 200 {
+			t.Fatalf("upload %d: %d %s", i, code, b)
+		}
+	}
+	code, _, b := get(t, s, "POST", up+"chan-a")
+	if code != 400 || !strings.Contains(string(b), `"reason":"uploadLimitExceeded"`) || !strings.Contains(string(b), "youtube.video") {
+		t.Fatalf("3rd upload: %d %s", code, b)
+	}
+	if s.Used("chan-a", "uploads") != 3 {
+		t.Fatalf("uploads used %d, want 3 (the refused one billed)", s.Used("chan-a", "uploads"))
+	}
+	if code, _, _ := get(t, s, "POST", up+"chan-b"); code != 200 {
+		t.Fatalf("another channel: %d", code)
+	}
+	clk.Set(clk.Now().Add(24*time.Hour + time.Second))
+	if code, _, b := get(t, s, "POST", up+"chan-a"); code != 200 {
+		t.Fatalf("after 24 hours: %d %s", code, b)
 	}
 }
