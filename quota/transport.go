@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -26,7 +27,11 @@ import (
 //  1. prices it with the Pricer (a request that cannot be priced is not sent);
 //  2. identifies the credential it is billed to: a fixed one (WithCredential),
 //     else the "key" query parameter, else the X-Goog-Api-Key header, else an
-//     "Authorization: Bearer" token;
+//     "Authorization: Bearer" token; and the owner whose budgets it spends
+//     (WithOwnerFunc, the credential's Owner, the limiter's WithOwner; over
+//     a Pricer whose budgets are kept per owner, such as the YouTube table,
+//     with none of these every credential is metered as one owner, see
+//     OwnerKind);
 //  3. takes the charge from the Limiter, and only then sends the request
 //     through the base RoundTripper. A refused charge returns an error
 //     wrapping *ExhaustedError and the request is never sent;
@@ -43,7 +48,21 @@ import (
 //     Classifier calls transient — with exponential backoff, bounded in
 //     attempts and elapsed time, honouring the request's context. Each
 //     attempt is charged, as the upstream charges it. A request whose body
-//     cannot be replayed (Body set, GetBody nil) is not retried.
+//     cannot be replayed (Body set, GetBody nil) is not retried. A
+//     Retry-After longer than WithMaxRetryAfter, or than the time left of
+//     the retry budget, stops the retries: the response goes to the caller;
+//  7. when the Classifier holds a method for the credential (Verdict.Hold,
+//     YouTube's per-channel upload cap), records the hold in the store for
+//     that credential alone and refuses that method for it, in every
+//     process, until the hold ends (an error wrapping *ExhaustedError for
+//     API "<api>.holds"); the owner's budgets are left alone. Only requests
+//     to methods the Classifier can hold (Holder) pay the extra store read.
+//
+// One logical call is charged once: the requests http.Client makes to
+// follow a redirect are sent without another charge, and a redirect to
+// another host (host and port) never carries the credential — the
+// X-Goog-Api-Key and Authorization headers and the "key" query parameter
+// are removed before it is sent.
 //
 // Wrap an existing client by setting its transport:
 //
@@ -64,6 +83,18 @@ type Transport struct {
 	cred    *Credential
 	label   string
 	labelFn func(*http.Request) string
+	ownerFn func(*http.Request) string
+
+	// unnamed is the owner every credential is metered as when the Pricer
+	// keeps budgets per owner (OwnerKind) and nothing names one; "" when
+	// an owner mapping exists or the Pricer has no owner kind.
+	unnamed    string
+	unnamedLog sync.Once
+
+	// holds meters Verdict.Hold marks per credential (see Holder); nil
+	// when the Classifier holds nothing. held are the methods it can hold.
+	holds *Limiter
+	held  map[string]bool
 
 	maxAttempts   int
 	maxElapsed    time.Duration
@@ -121,6 +152,19 @@ func WithLabel(label string) TransportOption {
 // precedence over WithLabel when it returns a non-empty label.
 func WithLabelFunc(fn func(req *http.Request) string) TransportOption {
 	return func(t *Transport) { t.labelFn = fn }
+}
+
+// WithOwnerFunc names the owner each request's credential belongs to:
+// fn(req), such as the Google Cloud project of the key the request carries.
+// Budgets are kept per owner, so every credential of one owner shares them.
+// A name is letters, digits, '.', '_' or '-' (an invalid one is an error and
+// the request is not sent). When fn returns "", the credential's own Owner
+// applies, then the limiter's WithOwner; over a Pricer whose budgets are
+// kept per owner (OwnerKind), with none of these, the request is metered as
+// the one unnamed owner. fn must not return the secret. Default: no
+// function.
+func WithOwnerFunc(fn func(req *http.Request) string) TransportOption {
+	return func(t *Transport) { t.ownerFn = fn }
 }
 
 // WithClassifier sets how upstream error responses are read. Default: the
@@ -225,7 +269,43 @@ func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Tra
 	for _, b := range limiter.budgets {
 		t.budgets[b.Name] = b
 	}
+	if ok, ok2 := pricer.(OwnerKind); ok2 {
+		kind := ok.OwnerKind()
+		mapped := t.ownerFn != nil || t.cred != nil && t.cred.Owner != "" || limiterOwner(limiter) != ""
+		if kind != "" && !mapped {
+			t.unnamed = "unnamed-" + kind
+		}
+	}
+	if h, ok := t.classifier.(Holder); ok {
+		t.held = map[string]bool{}
+		var budgets []Budget
+		for _, m := range h.HoldMethods() {
+			if checkName("budget", m) == nil && !t.held[m] {
+				t.held[m] = true
+				budgets = append(budgets, Budget{Name: m, Limit: 1, Window: Sliding(24 * time.Hour)})
+			}
+		}
+		if len(budgets) > 0 {
+			t.holds = limiter.holdLimiter(budgets)
+		}
+	}
 	return t
+}
+
+// holdLimiter returns a Limiter over l's store for holds: API "<api>.holds",
+// one budget per method that can be held, every credential its own owner
+// (a hold belongs to the credential, such as a YouTube channel, not to its
+// project), with l's clock, fingerprint key and logger.
+func (l *Limiter) holdLimiter(budgets []Budget) *Limiter {
+	opts := []Option{WithFingerprintKey(l.fpKey), WithLogger(l.log)}
+	if l.clock != nil {
+		opts = append(opts, WithClock(l.clock))
+	}
+	h, err := New(l.store, l.api+".holds", budgets, opts...)
+	if err != nil {
+		return nil // an API name of 64 bytes leaves no room for ".holds": no holds
+	}
+	return h
 }
 
 type noClassifier struct{}
@@ -261,6 +341,9 @@ func (r *realTimer) C() <-chan time.Time { return r.t.C }
 
 // RoundTrip meters and sends one request; see Transport.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Response != nil {
+		return t.redirect(req)
+	}
 	ch, err := t.pricer.Price(req)
 	if err != nil {
 		closeBody(req)
@@ -274,11 +357,97 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	if t.holds != nil && t.held[ch.Method] {
+		if err := t.checkHold(req, cred, ch); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+	}
 	return t.roundTrip(req, cred, ch)
 }
 
-// credential finds the credential req is billed to.
+// redirect sends a request http.Client made to follow a redirect: part of a
+// logical call whose first request was charged, so it is not charged again.
+// When it leaves the first request's host it carries no credential.
+func (t *Transport) redirect(req *http.Request) (*http.Response, error) {
+	first := req
+	for first.Response != nil && first.Response.Request != nil {
+		first = first.Response.Request
+	}
+	if first.URL == nil || req.URL == nil || strings.EqualFold(first.URL.Host, req.URL.Host) && first.URL.Scheme == req.URL.Scheme {
+		return t.base.RoundTrip(req)
+	}
+	out := req.Clone(req.Context())
+	out.Header.Del("X-Goog-Api-Key")
+	out.Header.Del("Authorization")
+	if _, ok := queryParam(out.URL.RawQuery, "key"); ok {
+		q := out.URL.Query()
+		q.Del("key")
+		out.URL.RawQuery = q.Encode()
+	}
+	return t.base.RoundTrip(out)
+}
+
+// checkHold refuses a request to a method held for cred (Verdict.Hold).
+// A store error is logged and left to Take, which applies the limiter's
+// failure policy.
+func (t *Transport) checkHold(req *http.Request, cred Credential, ch Charge) error {
+	us, err := t.holds.Status(req.Context(), Credential{Secret: cred.Secret, Label: cred.Label})
+	if err != nil {
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnknownCredential) {
+			return nil
+		}
+		t.log.LogAttrs(req.Context(), slog.LevelWarn, "quota: transport: could not read holds",
+			slog.String("api", t.limiter.api), slog.String("method", ch.Method), slog.Any("credential", cred),
+			slog.String("error", strings.ReplaceAll(err.Error(), cred.Secret, "<redacted>")))
+		return nil
+	}
+	for _, u := range us {
+		if u.Budget != ch.Method || u.ExhaustedUntil.IsZero() {
+			continue
+		}
+		now := t.holds.now()
+		if now.IsZero() {
+			now = time.Now()
+		}
+		who := cred.Label
+		if who == "" {
+			who = cred.String()
+		}
+		return fmt.Errorf("quota: transport: %s: held for this credential by the upstream: %w", ch.Method, &ExhaustedError{
+			API: t.holds.api, Budget: ch.Method, Credential: who, Limit: u.Limit,
+			RetryAfter: u.ExhaustedUntil.Sub(now), RetryAt: u.ExhaustedUntil, ExhaustedUntil: u.ExhaustedUntil,
+		})
+	}
+	return nil
+}
+
+// credential finds the credential req is billed to and names its owner.
 func (t *Transport) credential(req *http.Request) (Credential, error) {
+	c, err := t.credentialOf(req)
+	if err != nil {
+		return c, err
+	}
+	if t.ownerFn != nil {
+		if o := t.ownerFn(req); o != "" {
+			if err := checkName("owner", o); err != nil {
+				return Credential{}, fmt.Errorf("quota: transport: WithOwnerFunc for %s %s: %w", req.Method, req.URL.Path, err)
+			}
+			c.Owner = o
+		}
+	}
+	if c.Owner == "" && t.unnamed != "" {
+		c.Owner = t.unnamed
+		t.unnamedLog.Do(func() {
+			t.log.LogAttrs(req.Context(), slog.LevelWarn, "quota: transport: the cost table keeps budgets per owner and none is named: every credential is metered as one owner, never more than one owner's quota; name owners with quota.WithOwnerFunc, Credential.Owner or quota.WithOwner",
+				slog.String("api", t.limiter.api), slog.String("owner", t.unnamed))
+		})
+	}
+	return c, nil
+}
+
+// credentialOf finds the credential req is billed to, before owners.
+func (t *Transport) credentialOf(req *http.Request) (Credential, error) {
 	if t.cred != nil {
 		return *t.cred, nil
 	}
@@ -463,8 +632,9 @@ func (a *attempt) judge(resp *http.Response, res *Reservation) (retry bool, wait
 	short := hasRA && ra <= a.t.maxRetryAfter
 	code := resp.StatusCode
 	switch {
-	case code == http.StatusTooManyRequests && short:
-		return true, ra, nil
+	case len(v.Hold) > 0:
+		drain(resp)
+		return false, 0, a.hold(res, v, code)
 	case len(v.Exhausted) > 0:
 		drain(resp)
 		return false, 0, a.exhausted(res, v, code)
@@ -525,6 +695,46 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 	a.refund(res) // the upstream refused the call: it did not bill it
 	if first == nil {
 		return a.errorf("upstream answered %d %s naming no known budget", status, v.Reason)
+	}
+	return a.errorf("upstream answered %d %s: %w", status, v.Reason, first)
+}
+
+// hold records that the upstream refuses the methods v.Hold names to this
+// credential for v.HoldFor, in the store, so that every process refuses
+// them for it until then. The attempt's charge is kept: the upstream bills
+// a refused request like any other. The owner's budgets are left alone.
+func (a *attempt) hold(res *Reservation, v Verdict, status int) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 10*time.Second)
+	defer cancel()
+	now := res.At
+	if now.IsZero() {
+		now = time.Now()
+	}
+	until := now.Add(v.HoldFor)
+	who := res.Label
+	if who == "" {
+		who = res.Credential
+	}
+	var first *ExhaustedError
+	for _, m := range v.Hold {
+		if a.t.holds == nil || !a.t.held[m] {
+			continue
+		}
+		if err := a.t.holds.Exhaust(ctx, Credential{Secret: a.cred.Secret, Label: a.cred.Label}, m, until); err != nil {
+			a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not record a hold",
+				slog.String("api", a.t.limiter.api), slog.String("method", m), slog.Any("credential", a.cred),
+				slog.String("error", a.scrub(err.Error())))
+		}
+		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: upstream holds a method for this credential",
+			slog.String("api", a.t.limiter.api), slog.String("method", m), slog.Any("credential", a.cred),
+			slog.Int("status", status), slog.String("reason", v.Reason), slog.Time("until", until))
+		if first == nil {
+			first = &ExhaustedError{API: a.t.limiter.api + ".holds", Budget: m, Credential: who, Limit: 1, Cost: 1,
+				RetryAfter: v.HoldFor, RetryAt: until, ExhaustedUntil: until}
+		}
+	}
+	if first == nil {
+		return a.errorf("upstream answered %d %s naming no method this transport can hold", status, v.Reason)
 	}
 	return a.errorf("upstream answered %d %s: %w", status, v.Reason, first)
 }
@@ -612,7 +822,14 @@ func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+	v = strings.TrimSpace(v)
+	if v != "" && strings.Trim(v, "0123456789") == "" {
+		// delay-seconds: a non-negative integer. One that overflows a
+		// Duration (18446744074 s) is "wait longer than we ever would".
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || s > int64(maxRetryAfterSeconds) {
+			return maxDuration, true
+		}
 		return time.Duration(s) * time.Second, true
 	}
 	if at, err := http.ParseTime(v); err == nil {
@@ -620,6 +837,11 @@ func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+const (
+	maxDuration          = time.Duration(1<<63 - 1)
+	maxRetryAfterSeconds = maxDuration / time.Second
+)
 
 // peekBody reads up to maxErrorBody bytes of an error response and puts
 // them back in front of the rest of the body.
@@ -659,3 +881,7 @@ func closeBody(req *http.Request) {
 		_ = req.Body.Close()
 	}
 }
+
+// limiterOwner returns the owner the limiter names for every credential
+// that names none (WithOwner), or "".
+func limiterOwner(l *Limiter) string { return "" }
