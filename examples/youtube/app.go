@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ type config struct {
 	store    string // store URL; "" = storeurl.Default()
 	schedule string // cron spec; "" = one run
 	keyEnv   string // environment variable holding the real API key
+	project  string // Google Cloud project the key belongs to; "" = a default
 	upstream string // real API base URL; "" = the in-process simulator
 	headroom int64  // units held back from the upstream's "units" limit
 	out      string // JSON lines file
@@ -72,7 +74,7 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 			opts = append(opts, ytsim.WithClock(cfg.clock))
 		}
 		a.sim = ytsim.New(append(opts, ytsim.WithLimit("units", simUnits))...)
-		api, base, a.cred = simAPI, a.sim.URL(), quota.Credential{Secret: simKey, Label: "sim"}
+		api, base, a.cred = simAPI, a.sim.URL(), quota.Credential{Secret: simKey, Label: "sim", Owner: cmp.Or(cfg.project, "sim-project")}
 		for i := range upstream {
 			if upstream[i].Name == "units" {
 				upstream[i].Limit = simUnits
@@ -84,7 +86,9 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 		if cfg.keyEnv == "" || key == "" {
 			return nil, fmt.Errorf("--upstream needs the API key in an environment variable: --api-key-env VAR")
 		}
-		a.cred = quota.Credential{Secret: key, Label: cfg.keyEnv}
+		// Google bills quota per Cloud project: name it, so that every key of
+		// the project shares one budget (and a rotated key keeps its usage).
+		a.cred = quota.Credential{Secret: key, Label: cfg.keyEnv, Owner: cmp.Or(cfg.project, "youtube-project")}
 		fmt.Fprintf(w, "upstream: %s\n", base)
 	}
 

@@ -47,6 +47,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "trending.jsonl", "file the results are appended to, as JSON lines")
 	flag.StringVar(&cfg.upstream, "upstream", "", "real API base URL, e.g. https://www.googleapis.com (default: the simulator)")
 	flag.StringVar(&cfg.keyEnv, "api-key-env", "", "environment variable holding the real API key")
+	flag.StringVar(&cfg.project, "project", "", "Google Cloud project the key belongs to: every key of one project shares its quota (default: the simulator's project, or \"youtube-project\" with --upstream)")
 	flag.Parse()
 	if once && cfg.schedule != "" {
 		fmt.Fprintln(os.Stderr, "youtube: --once and --schedule exclude each other")
