@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,7 +232,18 @@ func TestTransportThreeKeysOneProject(t *testing.T) {
 				owner = "proj-1"
 				opts = append(opts, quota.WithOwnerFunc(func(*http.Request) string { return "proj-1" }))
 			}
-			e := newTrEnv(t, []ytsim.Option{ytsim.WithProject("proj-1", keys...), ytsim.WithLimit("units", 30)}, opts...)
+			// The project's console says 30 units a day; the meter knows.
+			e := newTrEnv(t, []ytsim.Option{ytsim.WithProject("proj-1", keys...), ytsim.WithLimit("units", 30)})
+			budgets := slices.Clone(e.table.Budgets)
+			budgets[slices.IndexFunc(budgets, func(b quota.Budget) bool { return b.Name == "units" })].Limit = 30
+			lim, err := quota.New(e.store, e.table.API, budgets, quota.WithClock(e.clk.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.lim = lim
+			logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, nil))
+			e.client = &http.Client{Transport: quota.NewTransport(lim, e.table, append(opts, quota.WithTransportLogger(logger))...)}
+			t.Cleanup(e.client.CloseIdleConnections)
 			ctx := context.Background()
 			refused := 0
 			for i := range 45 {
