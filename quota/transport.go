@@ -85,9 +85,10 @@ type Transport struct {
 	labelFn func(*http.Request) string
 	ownerFn func(*http.Request) string
 
-	// unnamed is the owner every credential is metered as when the Pricer
-	// keeps budgets per owner (OwnerKind) and nothing names one; "" when
-	// an owner mapping exists or the Pricer has no owner kind.
+	// unnamed is the owner a credential is metered as when the Pricer keeps
+	// budgets per owner (OwnerKind) and nothing names one (not ownerFn, nor
+	// the credential); "" when the limiter or the fixed credential names an
+	// owner, or the Pricer has no owner kind.
 	unnamed    string
 	unnamedLog sync.Once
 
@@ -271,7 +272,7 @@ func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Tra
 	}
 	if ok, ok2 := pricer.(OwnerKind); ok2 {
 		kind := ok.OwnerKind()
-		mapped := t.ownerFn != nil || t.cred != nil && t.cred.Owner != "" || limiterOwner(limiter) != ""
+		mapped := t.cred != nil && t.cred.Owner != "" || limiterOwner(limiter) != ""
 		if kind != "" && !mapped {
 			t.unnamed = "unnamed-" + kind
 		}
@@ -392,7 +393,12 @@ func (t *Transport) redirect(req *http.Request) (*http.Response, error) {
 // A store error is logged and left to Take, which applies the limiter's
 // failure policy.
 func (t *Transport) checkHold(req *http.Request, cred Credential, ch Charge) error {
-	us, err := t.holds.Status(req.Context(), Credential{Secret: cred.Secret, Label: cred.Label})
+	if cred.Secret == "" {
+		return nil // a credential known by label alone: its holds are found when the upstream answers
+	}
+	// A hold is kept under the credential's own fingerprint: read it
+	// directly, without registering the credential with the holds API.
+	us, err := t.holds.StatusOf(req.Context(), t.holdAccount(cred.Secret))
 	if err != nil {
 		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnknownCredential) {
 			return nil
@@ -881,6 +887,10 @@ func closeBody(req *http.Request) {
 		_ = req.Body.Close()
 	}
 }
+
+// holdAccount returns the account a credential's holds are kept under: its
+// fingerprint (a hold belongs to the credential, not to its owner).
+func (t *Transport) holdAccount(secret string) string { return Fingerprint(t.holds.fpKey, secret) }
 
 // limiterOwner returns the owner the limiter names for every credential
 // that names none (WithOwner), or "".

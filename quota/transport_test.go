@@ -249,7 +249,7 @@ func TestTransportChargesThenSends(t *testing.T) {
 func TestTransportRefusalIsNeverSent(t *testing.T) {
 	e := newTrEnv(t, nil)
 	ctx := context.Background()
-	if err := e.lim.Adjust(ctx, quota.Credential{Secret: trKey}, "units", 9990); err != nil {
+	if err := e.lim.Adjust(ctx, quota.Credential{Secret: trKey, Owner: trOwner}, "units", 9990); err != nil {
 		t.Fatal(err)
 	}
 	// captions.list costs 50 > the 10 left.
@@ -552,10 +552,17 @@ func TestTransportCredentials(t *testing.T) {
 	ctx := context.Background()
 	fp := quota.DefaultFingerprint
 	t.Run("header and bearer", func(t *testing.T) {
+		// Two credentials of two projects: each owner counts its own call.
 		// Labels are unique per API: each credential gets its own.
-		e := newTrEnv(t, nil, quota.WithLabelFunc(func(r *http.Request) string {
+		e := newTrEnv(t, nil, quota.WithOwnerFunc(func(r *http.Request) string {
+			if r.Header.Get("Authorization") != "" {
+				return "proj-bearer"
+			}
+			return "proj-header"
+		}), quota.WithLabelFunc(func(r *http.Request) string {
 			return "via-" + strings.ToLower(r.Header.Get("X-Goog-Api-Key") + "bearer")[:6]
 		}))
+		owners := map[string]string{"header-key": "proj-header", "ya29.token": "proj-bearer"}
 		for _, h := range []struct{ name, value, secret string }{
 			{"X-Goog-Api-Key", "header-key", "header-key"},
 			{"Authorization", "Bearer ya29.token", "ya29.token"},
@@ -567,7 +574,7 @@ func TestTransportCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			us, err := e.lim.Status(ctx, quota.Credential{Secret: h.secret})
+			us, err := e.lim.Status(ctx, quota.Credential{Secret: h.secret, Owner: owners[h.secret]})
 			if err != nil || us[0].Used != 1 || e.srv.Used(h.secret, "units") != 1 {
 				t.Fatalf("%s: status %+v, %v", h.name, us, err)
 			}
@@ -745,7 +752,7 @@ func TestTransportOptions(t *testing.T) {
 		if err != nil || resp.StatusCode != 403 || !strings.Contains(string(b), "quotaExceeded") {
 			t.Fatalf("want the 403 back unread, got %v %v", resp, err)
 		}
-		if us, _ := e.lim.Status(ctx, quota.Credential{Secret: trKey}); !us[0].ExhaustedUntil.IsZero() {
+		if us, _ := e.lim.Status(ctx, quota.Credential{Secret: trKey, Owner: trOwner}); !us[0].ExhaustedUntil.IsZero() {
 			t.Fatalf("budget marked spent without a classifier: %+v", us[0])
 		}
 	})
