@@ -90,3 +90,36 @@ func ExamplePricerFunc() {
 	fmt.Println(ch.Method, ch.Units)
 	// Output: GET /v1/items map[calls:1]
 }
+
+// Google bills YouTube quota per Cloud project: every key of one project
+// shares its budgets. WithOwnerFunc tells the transport which project a
+// request's key belongs to, so two keys spend one budget.
+func ExampleWithOwnerFunc() {
+	upstream := ytsim.New(ytsim.WithProject("my-project", "AIza-key-1", "AIza-key-2"))
+	defer upstream.Close()
+
+	table, err := costs.Builtin("youtube") // owner: project
+	if err != nil {
+		panic(err)
+	}
+	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets)
+	if err != nil {
+		panic(err)
+	}
+	projectOf := map[string]string{"AIza-key-1": "my-project", "AIza-key-2": "my-project"}
+	client := &http.Client{Transport: quota.NewTransport(lim, table,
+		quota.WithOwnerFunc(func(r *http.Request) string { return projectOf[r.Header.Get("X-Goog-Api-Key")] }))}
+
+	for _, key := range []string{"AIza-key-1", "AIza-key-2"} {
+		req, _ := http.NewRequest("GET", upstream.URL()+"/youtube/v3/videos?part=id&id=abc", nil)
+		req.Header.Set("X-Goog-Api-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+	}
+	status, _ := lim.Status(context.Background(), quota.Credential{Secret: "AIza-key-1", Owner: "my-project"})
+	fmt.Printf("my-project: %s used %d of %d; upstream: %d\n", status[0].Budget, status[0].Used, status[0].Limit, upstream.Used("AIza-key-2", "units"))
+	// Output: my-project: units used 2 of 10000; upstream: 2
+}
