@@ -235,7 +235,9 @@ func WithTransportLogger(log *slog.Logger) TransportOption {
 // prices them with pricer; see Transport. It panics if either is nil.
 //
 // Defaults: http.DefaultTransport as base; credential from each request;
-// the Pricer as Classifier when it is one; DefaultMaxAttempts attempts
+// its owner from the credential or the limiter, else, when the Pricer keeps
+// budgets per owner (OwnerKind), the one owner "unnamed-" + kind; the
+// Pricer as Classifier when it is one, and as Holder when it is one; DefaultMaxAttempts attempts
 // within DefaultMaxElapsed; Retry-After honoured up to DefaultMaxRetryAfter;
 // exponential backoff from 250ms to 5s; the system clock; slog.Default().
 func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Transport {
