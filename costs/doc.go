@@ -33,6 +33,7 @@
 //	    routes: [GET /youtube/v3/videos]
 //	    cost: {units: 1}           # units per budget; > 0, <= the budget's limit
 //	  search.list: {routes: [GET /youtube/v3/search], cost: {search: 1}}
+//	  videos.insert: {routes: [POST /upload/youtube/v3/videos], cost: {units: 100}}
 //	  captions.download:
 //	    routes: ["GET /youtube/v3/captions/{id}"]
 //	    cost: {units: 200}
