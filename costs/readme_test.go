@@ -2,6 +2,8 @@ package costs_test
 
 import (
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/quotactl/quotactl/costs"
@@ -32,5 +34,33 @@ func TestReadmeTable(t *testing.T) {
 				t.Fatalf("Price(%s) = %v; want %v", tc.path, ch.Units, tc.want)
 			}
 		}
+	}
+}
+
+// TestPackageDocTable parses the example table of the package doc
+// (doc.go), so that the schema it shows stays true.
+func TestPackageDocTable(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yaml strings.Builder
+	in := false
+	for _, line := range strings.Split(string(src), "\n") {
+		switch {
+		case strings.HasPrefix(line, "// A table file holds one mapping. YAML:"):
+			in = true
+		case strings.HasPrefix(line, "// The same in JSON"):
+			in = false
+		case in && strings.HasPrefix(line, "//\t"):
+			yaml.WriteString(strings.TrimPrefix(line, "//\t") + "\n")
+		}
+	}
+	tb, err := costs.Parse("doc.yaml", []byte(yaml.String()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, yaml.String())
+	}
+	if tb.Owner != "project" || len(tb.HoldMethods()) != 1 {
+		t.Fatalf("owner %q, holds %v", tb.Owner, tb.HoldMethods())
 	}
 }
