@@ -91,6 +91,7 @@ type Transport struct {
 	// owner, or the Pricer has no owner kind.
 	unnamed    string
 	unnamedLog sync.Once
+	recorded   sync.Map // secret -> whether the store records an owner for it
 
 	// holds meters Verdict.Hold marks per credential (see Holder); nil
 	// when the Classifier holds nothing. held are the methods it can hold.
@@ -443,6 +444,9 @@ func (t *Transport) credential(req *http.Request) (Credential, error) {
 			}
 			c.Owner = o
 		}
+	}
+	if c.Owner == "" && t.unnamed != "" && c.Secret != "" && t.recordedOwner(req.Context(), c.Secret) {
+		return c, nil // the store names its owner (quotactl --owner, another process)
 	}
 	if c.Owner == "" && t.unnamed != "" {
 		c.Owner = t.unnamed
@@ -890,10 +894,41 @@ func closeBody(req *http.Request) {
 	}
 }
 
+// recordedOwner reports whether the store records an owner for the
+// credential with secret (other than itself), so that the unnamed owner
+// never replaces one an operator or another process named. It reads the
+// catalog once per credential and process; an error reads as "none".
+func (t *Transport) recordedOwner(ctx context.Context, secret string) bool {
+	if v, ok := t.recorded.Load(secret); ok {
+		return v.(bool)
+	}
+	fp := t.limiter.Fingerprint(secret)
+	apis, err := t.limiter.List(ctx)
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, a := range apis {
+		if a.Name != t.limiter.api {
+			continue
+		}
+		for _, c := range a.Credentials {
+			if c.ID == fp && c.Owner != "" && c.Owner != fp {
+				found = true
+			}
+		}
+	}
+	t.recorded.Store(secret, found)
+	return found
+}
+
 // holdAccount returns the account a credential's holds are kept under: its
 // fingerprint (a hold belongs to the credential, not to its owner).
-func (t *Transport) holdAccount(secret string) string { return Fingerprint(t.holds.fpKey, secret) }
+//
+// The main limiter derives it the same way (same key) and caches it: the
+// default derivation is deliberately slow.
+func (t *Transport) holdAccount(secret string) string { return t.limiter.Fingerprint(secret) }
 
 // limiterOwner returns the owner the limiter names for every credential
 // that names none (WithOwner), or "".
-func limiterOwner(l *Limiter) string { return "" }
+func limiterOwner(l *Limiter) string { return l.owner }

@@ -417,3 +417,23 @@ func TestTransportRedirectSameHost(t *testing.T) {
 		t.Fatalf("charged %d units for one logical call, want 1", n)
 	}
 }
+
+// The unnamed owner never replaces an owner the store records for a
+// credential (named by quotactl --owner or another process): the transport
+// meters that owner.
+func TestTransportKeepsARecordedOwner(t *testing.T) {
+	e := newTrEnv(t, nil)
+	ctx := context.Background()
+	if _, err := e.lim.Take(ctx, quota.Credential{Secret: trKey, Label: "yt-key-1", Owner: "proj-a"}, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := trStatus(t, e.lim, quota.Credential{Secret: trKey, Owner: "proj-a"}, "units").Used; got != 2 {
+		t.Fatalf("proj-a used %d, want 2 (the transport's call metered there)", got)
+	}
+	if strings.Contains(e.logs.String(), "none is named") {
+		t.Fatalf("logged the unnamed owner for a credential whose owner is recorded:\n%s", e.logs.String())
+	}
+}
