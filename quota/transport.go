@@ -275,7 +275,7 @@ func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Tra
 	}
 	if ok, ok2 := pricer.(OwnerKind); ok2 {
 		kind := ok.OwnerKind()
-		mapped := t.cred != nil && t.cred.Owner != "" || limiterOwner(limiter) != ""
+		mapped := t.cred != nil && t.cred.Owner != "" || limiter.owner != ""
 		if kind != "" && !mapped {
 			t.unnamed = "unnamed-" + kind
 		}
@@ -928,7 +928,3 @@ func (t *Transport) recordedOwner(ctx context.Context, secret string) bool {
 // The main limiter derives it the same way (same key) and caches it: the
 // default derivation is deliberately slow.
 func (t *Transport) holdAccount(secret string) string { return t.limiter.Fingerprint(secret) }
-
-// limiterOwner returns the owner the limiter names for every credential
-// that names none (WithOwner), or "".
-func limiterOwner(l *Limiter) string { return l.owner }

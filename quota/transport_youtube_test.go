@@ -437,3 +437,24 @@ func TestTransportKeepsARecordedOwner(t *testing.T) {
 		t.Fatalf("logged the unnamed owner for a credential whose owner is recorded:\n%s", e.logs.String())
 	}
 }
+
+// A limiter-wide owner (quota.WithOwner) is an owner mapping: the transport
+// meters that owner and does not fall back to the unnamed one.
+func TestTransportLimiterOwner(t *testing.T) {
+	e := newTrEnv(t, nil)
+	lim, err := quota.New(e.store, e.table.API, e.table.Budgets, quota.WithClock(e.clk.Now), quota.WithOwner("proj-l"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, nil))
+	e.client = &http.Client{Transport: quota.NewTransport(lim, e.table, quota.WithTransportLogger(logger))}
+	if _, _, err := e.do(context.Background(), "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := trStatus(t, lim, quota.Credential{Secret: trKey, Owner: "proj-l"}, "units").Used; got != 1 {
+		t.Fatalf("proj-l used %d, want 1", got)
+	}
+	if strings.Contains(e.logs.String(), "none is named") {
+		t.Fatalf("logged the unnamed owner with a limiter-wide owner:\n%s", e.logs.String())
+	}
+}
