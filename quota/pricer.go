@@ -67,9 +67,10 @@ type Verdict struct {
 //
 // A Transport over such a Pricer that is given no owner mapping (no
 // WithOwnerFunc, no Owner on a WithCredential credential, no limiter-wide
-// owner) meters every credential it sees as one owner, named "unnamed-" +
-// kind ("unnamed-project"), and logs that once: it never lets several keys
-// of one project spend more than one project's quota.
+// owner, no owner recorded in the store for the credential) meters every
+// credential it sees as one owner, named "unnamed-" + kind
+// ("unnamed-project"), and logs that once: it never lets several keys of
+// one project spend more than one project's quota.
 type OwnerKind interface {
 	OwnerKind() string
 }
