@@ -95,8 +95,8 @@
 // token of one project shares the 10,000 units. owner: project says so
 // (Table.Owner, quota.OwnerKind). A quota.Transport over such a table
 // needs to know which owner each credential belongs to
-// (quota.WithOwnerFunc, Credential.Owner, or a limiter-wide owner); given
-// none, it meters every credential it sees as one owner named
+// (quota.WithOwnerFunc, Credential.Owner, a limiter-wide owner, or one
+// recorded in the store); given none, it meters every credential it sees as one owner named
 // "unnamed-project" and logs that once, so that several keys can never
 // spend more than one project's quota.
 //

@@ -161,9 +161,10 @@ func WithLabelFunc(fn func(req *http.Request) string) TransportOption {
 // Budgets are kept per owner, so every credential of one owner shares them.
 // A name is letters, digits, '.', '_' or '-' (an invalid one is an error and
 // the request is not sent). When fn returns "", the credential's own Owner
-// applies, then the limiter's WithOwner; over a Pricer whose budgets are
-// kept per owner (OwnerKind), with none of these, the request is metered as
-// the one unnamed owner. fn must not return the secret. Default: no
+// applies, then the limiter's WithOwner, then an owner the store records
+// for the credential; over a Pricer whose budgets are kept per owner
+// (OwnerKind), with none of these, the request is metered as the one
+// unnamed owner. fn must not return the secret. Default: no
 // function.
 func WithOwnerFunc(fn func(req *http.Request) string) TransportOption {
 	return func(t *Transport) { t.ownerFn = fn }
