@@ -3,6 +3,7 @@ package quota
 import (
 	"maps"
 	"slices"
+	"time"
 )
 
 // Budget is a named pool of units with a limit over a window, such as the
@@ -13,7 +14,7 @@ type Budget struct {
 	// Name is the budget's name: letters, digits, '.', '_' and '-', starting
 	// with a letter or digit, at most 64 bytes.
 	Name string `json:"name"`
-	// Limit is how many units the window admits; it must be > 0.
+	// Limit is how many units the window admits: 1 to MaxLimit.
 	Limit int64 `json:"limit"`
 	// Window is the span the limit applies to: Sliding(d) or Daily(loc).
 	Window Window `json:"window"`
@@ -23,8 +24,8 @@ func (b Budget) validate() error {
 	if err := checkName("budget", b.Name); err != nil {
 		return err
 	}
-	if b.Limit <= 0 {
-		return invalidf("budget %q: limit is %d, must be > 0", b.Name, b.Limit)
+	if b.Limit <= 0 || b.Limit > MaxLimit {
+		return invalidf("budget %q: limit is %d, must be between 1 and %d (2^53-1)", b.Name, b.Limit, int64(MaxLimit))
 	}
 	if err := b.Window.validate(); err != nil {
 		return invalidf("budget %q: %v", b.Name, trimInvalid(err))
@@ -32,8 +33,29 @@ func (b Budget) validate() error {
 	return nil
 }
 
+// MaxLimit is the largest limit a Budget may have, on every store: 2^53-1,
+// the largest integer the Redis store's Lua numbers (doubles) hold exactly.
+// Costs and usage are at most the limit, so they stay exact too.
+const MaxLimit = 1<<53 - 1
+
+// MaxTimeMicro is the latest instant a store keeps, in µs since the Unix
+// epoch: 2^53-1 (in the year 2255), exact in the Redis store's Lua numbers.
+// Exhaust until a later instant marks the budget spent until then, on every
+// store.
+const MaxTimeMicro = 1<<53 - 1
+
+// ClampTime returns t, or time.UnixMicro(MaxTimeMicro) when t is later: what
+// a store keeps of an instant.
+func ClampTime(t time.Time) time.Time {
+	if m := time.UnixMicro(MaxTimeMicro); t.After(m) {
+		return m
+	}
+	return t
+}
+
 // ValidateBudgets checks a set of budget definitions as New does: valid
-// names, limits > 0, valid windows, no duplicate names.
+// names, limits between 1 and MaxLimit, valid windows (a sliding window of
+// a whole number of microseconds), no duplicate names.
 func ValidateBudgets(budgets []Budget) error {
 	if len(budgets) == 0 {
 		return invalidf("no budgets")

@@ -62,3 +62,12 @@ func allocate(ctx context.Context, ch Charge) Charge {
 	}
 	return Charge{Method: ch.Method, Units: units}
 }
+
+// checkContext refuses a nil context with an ErrInvalid error naming the
+// call, instead of the panic the first use of it would be.
+func checkContext(ctx context.Context, call string) error {
+	if ctx == nil {
+		return invalidf("%s: nil context: pass context.Background() or a request's context", call)
+	}
+	return nil
+}

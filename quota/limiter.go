@@ -93,6 +93,12 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 // CLI works with no configuration. An API with no recorded budgets is an
 // error wrapping ErrNotFound.
 func Load(ctx context.Context, store Store, api string, opts ...Option) (*Limiter, error) {
+	if err := checkContext(ctx, "load"); err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, invalidf("nil store")
+	}
 	apis, err := store.List(ctx)
 	if err != nil {
 		return nil, err
@@ -329,6 +335,9 @@ func (l *Limiter) Forget(ctx context.Context, from string) (CredentialInfo, erro
 }
 
 func (l *Limiter) catalog(ctx context.Context, u CredentialUpdate) (CredentialInfo, error) {
+	if err := checkContext(ctx, "credential update"); err != nil {
+		return CredentialInfo{}, err
+	}
 	l.define(ctx)
 	info, err := l.store.UpdateCredential(ctx, l.api, u)
 	// This process's view of labels and owners is stale either way.
@@ -351,6 +360,9 @@ func (l *Limiter) nonce() string {
 // unreachable store gives ErrStoreUnavailable unless FailOpen lets the charge
 // through unmetered.
 func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
+	if err := checkContext(ctx, "take"); err != nil {
+		return nil, err
+	}
 	ch = allocate(ctx, ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
@@ -468,6 +480,9 @@ func (u *Usage) finish(now time.Time) {
 // wrapping ErrNotFound; an unmetered reservation is a no-op. res may come
 // from ParseReservationID.
 func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
+	if err := checkContext(ctx, "refund"); err != nil {
+		return err
+	}
 	if res == nil {
 		return invalidf("nil reservation")
 	}
@@ -512,8 +527,13 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 
 // Exhaust marks budget spent for cred until until, in the store, so every
 // process sharing it refuses charges to that budget until then (the upstream
-// said the quota is spent). A zero until clears the mark.
+// said the quota is spent). A zero until clears the mark; an until later
+// than a store can keep (see MaxTimeMicro, in 2255) marks it until then.
 func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, until time.Time) error {
+	if err := checkContext(ctx, "exhaust"); err != nil {
+		return err
+	}
+	until = ClampTime(until)
 	b, err := l.budget(budget)
 	if err != nil {
 		return err
@@ -529,6 +549,9 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 // its log and any exhaustion mark: to match the upstream's console. Adjust
 // with used 0 resets the budget.
 func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, used int64) error {
+	if err := checkContext(ctx, "adjust"); err != nil {
+		return err
+	}
 	b, err := l.budget(budget)
 	if err != nil {
 		return err
@@ -547,6 +570,9 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 // order: used, limit, remaining, next reset or next free unit,
 // exhausted-until. It reads the store's catalog and writes nothing.
 func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) {
+	if err := checkContext(ctx, "status"); err != nil {
+		return nil, err
+	}
 	id, err := l.lookup(ctx, cred)
 	if err != nil {
 		return nil, err
@@ -557,6 +583,9 @@ func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) 
 // StatusOf is Status for an account: an owner name, or the fingerprint of a
 // credential that is its own owner (CredentialInfo.Owner from List).
 func (l *Limiter) StatusOf(ctx context.Context, account string) ([]Usage, error) {
+	if err := checkContext(ctx, "status"); err != nil {
+		return nil, err
+	}
 	now := l.now()
 	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Owner: account, Budgets: l.budgets, Now: now})
 	if err != nil {
@@ -574,6 +603,9 @@ func (l *Limiter) StatusOf(ctx context.Context, account string) ([]Usage, error)
 // Entries returns the entries counted now in cred's budget, oldest first:
 // the usage history over the window.
 func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) ([]Entry, error) {
+	if err := checkContext(ctx, "entries"); err != nil {
+		return nil, err
+	}
 	b, err := l.budget(budget)
 	if err != nil {
 		return nil, err
@@ -586,4 +618,9 @@ func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) (
 }
 
 // List returns every API, budget and credential the store knows.
-func (l *Limiter) List(ctx context.Context) ([]APIInfo, error) { return l.store.List(ctx) }
+func (l *Limiter) List(ctx context.Context) ([]APIInfo, error) {
+	if err := checkContext(ctx, "list"); err != nil {
+		return nil, err
+	}
+	return l.store.List(ctx)
+}

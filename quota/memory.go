@@ -53,16 +53,23 @@ func (n *nonceBuf) String() string { return string(n[1 : 1+n[0]]) }
 
 func (n *nonceBuf) is(s string) bool { return int(n[0]) == len(s) && string(n[1:1+n[0]]) == s }
 
-// memLog is one credential's log for one budget, oldest entry first, with a
-// running sum of the live entries' costs. The entries sit in a ring buffer
-// that doubles when full, so expiring and appending never move entries.
+// memLog is one credential's log for one budget, oldest entry first (by
+// the instant recorded, whatever order the calls came in), with a running
+// sum of the kept entries' costs. The entries sit in a ring buffer that
+// doubles when full, so expiring and appending never move entries.
+//
+// The log keeps its entries for kept (quota.Retain): after a budget's
+// window is shortened, entries that a longer window it had would count stay
+// in the log, uncounted, and count again if the window grows back. The
+// entries the current window counts are those from start(now) on.
 type memLog struct {
 	ring   []memEntry // len is a power of two (or 0)
-	head   int        // index of the oldest live entry
-	n      int        // live entries
-	sum    int64
-	exh    int64 // exhausted until, µs; 0 if not marked
+	head   int        // index of the oldest kept entry
+	n      int        // kept entries
+	sum    int64      // costs of the kept entries
+	exh    int64      // exhausted until, µs; 0 if not marked
 	window Window
+	kept   Window // what the log keeps entries for: window, unless shortened
 	// the daily window's current day, cached to skip zone arithmetic
 	dayStart, dayEnd int64
 }
@@ -77,8 +84,29 @@ func (lg *memLog) push(e memEntry) {
 		}
 		lg.ring, lg.head = ring, 0
 	}
-	*lg.at(lg.n) = e
+	// Keep the log ordered by instant: an entry recorded at an instant
+	// earlier than the newest (a clock stepped back) moves in among them.
+	i := lg.n
+	for i > 0 && lg.at(i-1).at > e.at {
+		*lg.at(i) = *lg.at(i - 1)
+		i--
+	}
+	*lg.at(i) = e
 	lg.n++
+}
+
+// use sets the window the log is used with, remembering in kept how far
+// back it must keep entries (Retain).
+func (lg *memLog) use(w Window) {
+	if lg.n == 0 {
+		lg.kept = w // nothing kept: start afresh
+	} else {
+		lg.kept = Retain(lg.kept, w)
+	}
+	if !lg.window.Equal(w) {
+		lg.dayStart, lg.dayEnd = 0, 0
+	}
+	lg.window = w
 }
 
 func (lg *memLog) clear() { lg.ring, lg.head, lg.n, lg.sum, lg.exh = nil, 0, 0, 0, 0 }
@@ -119,6 +147,9 @@ func (lg *memLog) start(now int64) int64 {
 
 func (lg *memLog) prune(now int64) {
 	start := lg.start(now)
+	if !lg.kept.IsZero() && !lg.kept.Equal(lg.window) {
+		start = min(start, lg.kept.Start(time.UnixMicro(now)).UnixMicro())
+	}
 	for lg.n > 0 {
 		e := lg.at(0)
 		if e.at >= start {
@@ -138,10 +169,30 @@ func (lg *memLog) prune(now int64) {
 
 func (lg *memLog) idle() bool { return lg.n == 0 && lg.exh == 0 }
 
+// first returns the index of the first entry the window counts at now, and
+// the units of the kept entries before it (uncounted): 0 and 0 unless the
+// window was shortened.
+func (lg *memLog) first(now int64) (int, int64) {
+	start := lg.start(now)
+	var gap int64
+	i := 0
+	for ; i < lg.n && lg.at(i).at < start; i++ {
+		gap += lg.at(i).cost
+	}
+	return i, gap
+}
+
+// used returns the units the window counts at now.
+func (lg *memLog) used(now int64) int64 {
+	_, gap := lg.first(now)
+	return lg.sum - gap
+}
+
 // retryAt returns when deficit units will have expired (µs).
-func (lg *memLog) retryAt(deficit int64) int64 {
+func (lg *memLog) retryAt(deficit, now int64) int64 {
 	var freed int64
-	for i := range lg.n {
+	first, _ := lg.first(now)
+	for i := first; i < lg.n; i++ {
 		e := lg.at(i)
 		freed += e.cost
 		if e.cost > 0 && freed >= deficit {
@@ -153,14 +204,15 @@ func (lg *memLog) retryAt(deficit int64) int64 {
 
 // usage fills u from the log at now.
 func (lg *memLog) usage(b Budget, now int64) Usage {
-	u := Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum}
+	first, gap := lg.first(now)
+	u := Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum - gap}
 	if lg.exh > now {
 		u.ExhaustedUntil = time.UnixMicro(lg.exh)
 	}
 	if b.Window.IsDaily() {
 		u.Reset = time.UnixMicro(lg.dayEnd)
 	} else {
-		for i := range lg.n {
+		for i := first; i < lg.n; i++ {
 			if e := lg.at(i); e.cost > 0 {
 				u.Reset = time.UnixMicro(e.at + b.Window.Duration().Microseconds())
 				break
@@ -174,28 +226,33 @@ func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 	k := logKey{api, cred, b.Name}
 	lg := s.logs[k]
 	if lg == nil {
-		lg = &memLog{window: b.Window}
+		lg = &memLog{}
 		s.logs[k] = lg
 	}
-	lg.window = b.Window
+	lg.use(b.Window)
 	lg.prune(now)
 	return lg
 }
 
 // Take implements Store.
 func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, error) {
+	if ctx == nil {
+		return nil, invalidf("memory store: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
 	}
-	now := nowOr(req.Now)
-	nowUS := now.UnixMicro()
 	res := newTakeResult(len(req.Debits))
-	res.OK, res.At = true, now
 	var logs [4]*memLog
 	lgs := logs[:0]
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The clock is read under the lock, so decisions record their entries
+	// in the order of their instants.
+	now := nowOr(req.Now)
+	nowUS := now.UnixMicro()
+	res.OK, res.At = true, now
 	s.ops++
 	if s.ops%sweepEvery == 0 {
 		s.sweep(nowUS)
@@ -206,8 +263,8 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 	for i, d := range req.Debits {
 		lg := lgs[i]
 		var retry int64
-		if deficit := lg.sum + d.Cost - d.Limit; deficit > 0 {
-			retry = lg.retryAt(deficit)
+		if deficit := lg.used(nowUS) + d.Cost - d.Limit; deficit > 0 {
+			retry = lg.retryAt(deficit, nowUS)
 		}
 		if lg.exh > nowUS {
 			retry = max(retry, lg.exh)
@@ -291,7 +348,7 @@ func (s *MemoryStore) Exhaust(ctx context.Context, req *ExhaustRequest) error {
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Owner, req.Budget, now)
 	lg.exh = 0
-	if u := req.Until.UnixMicro(); !req.Until.IsZero() && u > now {
+	if u := ClampTime(req.Until).UnixMicro(); !req.Until.IsZero() && u > now {
 		lg.exh = u
 	}
 	return nil
@@ -304,6 +361,7 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Owner, req.Budget, now)
 	lg.clear()
+	lg.kept = req.Budget.Window
 	if req.Used > 0 {
 		lg.push(memEntry{at: now, cost: req.Used, nonce: makeNonce(req.Nonce)})
 		lg.sum = req.Used
@@ -320,9 +378,9 @@ func (s *MemoryStore) Usage(ctx context.Context, req *UsageRequest) ([]Usage, er
 	for i, b := range req.Budgets {
 		lg := s.logs[logKey{req.API, req.Owner, b.Name}]
 		if lg == nil {
-			lg = &memLog{window: b.Window}
+			lg = &memLog{}
 		}
-		lg.window = b.Window
+		lg.use(b.Window)
 		lg.prune(now)
 		out[i] = lg.usage(b, now)
 	}
@@ -338,10 +396,11 @@ func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry
 	if lg == nil {
 		return nil, nil
 	}
-	lg.window = req.Budget.Window
+	lg.use(req.Budget.Window)
 	lg.prune(now)
 	var out []Entry
-	for i := range lg.n {
+	first, _ := lg.first(now)
+	for i := first; i < lg.n; i++ {
 		if e := lg.at(i); e.cost > 0 {
 			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce.String()})
 		}

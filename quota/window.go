@@ -28,7 +28,8 @@ type Window struct {
 
 // Sliding returns a window that counts every entry recorded in the trailing
 // d: exact over any span of length d, with no boundary bursts. d must be at
-// least one microsecond.
+// least one microsecond and a whole number of microseconds (times are kept
+// to the microsecond): New refuses Sliding(time.Hour/7).
 func Sliding(d time.Duration) Window { return Window{kind: kindSliding, d: d} }
 
 // Daily returns a window that resets at local midnight in loc, the way the
@@ -129,6 +130,12 @@ func (w Window) validate() error {
 		if w.d < time.Microsecond {
 			return fmt.Errorf("%w: sliding window of %v: must be at least 1µs", ErrInvalid, w.d)
 		}
+		if w.d%time.Microsecond != 0 {
+			// Every store keeps times in µs: a window between two would be
+			// truncated, and each store would count a different one.
+			return fmt.Errorf("%w: sliding window of %v: must be a whole number of microseconds (such as %v)",
+				ErrInvalid, w.d, w.d.Truncate(time.Microsecond))
+		}
 		return nil
 	case kindDaily:
 		if w.loc == nil {
@@ -185,9 +192,85 @@ func (w Window) Boundaries(now time.Time) []time.Time {
 	return b
 }
 
-// midnight returns the local midnight that starts the day days after t's
-// (in loc). time.Date normalises a midnight skipped by a DST jump.
+// midnight returns the first instant of the local day days after t's (in
+// loc): its midnight, or, where a DST jump skips midnight (America/Santiago
+// on 2026-09-06, America/Havana on 2026-03-08, clocks going from 23:59:59
+// to 01:00), the jump itself. time.Date alone would give 23:00 of the day
+// before, an instant that still belongs to the old day.
 func midnight(t time.Time, loc *time.Location, days int) time.Time {
 	y, m, d := t.In(loc).Date()
-	return time.Date(y, m, d+days, 0, 0, 0, 0, loc)
+	m0 := time.Date(y, m, d+days, 0, 0, 0, 0, loc)
+	want := time.Date(y, m, d+days, 0, 0, 0, 0, time.UTC) // the local date wanted, normalised
+	for range 4 { // a zone has at most a few transitions around one midnight
+		ly, lm, ld := m0.In(loc).Date()
+		if !time.Date(ly, lm, ld, 0, 0, 0, 0, time.UTC).Before(want) {
+			break
+		}
+		_, end := m0.ZoneBounds() // the jump that skipped midnight
+		if end.IsZero() || !end.After(m0) {
+			break
+		}
+		m0 = end
+	}
+	return m0
+}
+
+// longestDay bounds the length of a local day in any zone (23 to 25 hours
+// around DST changes), as a retention for daily windows.
+const longestDay = 26 * time.Hour
+
+// retention returns how far back a window can count: d for a sliding
+// window, longestDay for a daily one.
+func (w Window) retention() time.Duration {
+	if w.kind == kindDaily {
+		return longestDay
+	}
+	return w.d
+}
+
+// Equal reports whether w and v are the same window (daily windows compare
+// by zone name).
+func (w Window) Equal(v Window) bool {
+	if w.kind != v.kind || w.d != v.d {
+		return false
+	}
+	return w.loc == v.loc || w.loc != nil && v.loc != nil && w.loc.String() == v.loc.String()
+}
+
+// Retain returns the window a store keeps a log's entries for after the log,
+// kept so far for kept, is used with w (a budget's definition changed). It
+// is how a definition change never destroys entries that a longer window
+// would still count: a log used with a daily window, then with Sliding(1h),
+// keeps a day of entries, and counts them again if the budget goes back to
+// daily. The rule:
+//
+//   - kept zero, or equal to w: w (nothing changed);
+//   - w sliding and at least as long as kept can count back: w;
+//   - otherwise Sliding of the longer of the two spans (a daily window
+//     spans at most 26 hours).
+//
+// A store prunes a log's entries only once they leave both its current
+// window and its kept window, and counts only the current window's.
+func Retain(kept, w Window) Window {
+	switch {
+	case kept.IsZero(), kept.Equal(w):
+		return w
+	case w.kind == kindSliding && w.d >= kept.retention():
+		return w
+	}
+	return Sliding(max(w.retention(), kept.retention()))
+}
+
+// PruneBefore returns the first instant a store must keep for a log used
+// with w and kept for kept (see Retain): entries recorded before it count
+// under neither window and may be deleted.
+func PruneBefore(kept, w Window, now time.Time) time.Time {
+	s := w.Start(now)
+	if kept.IsZero() || kept.Equal(w) {
+		return s
+	}
+	if k := kept.Start(now); k.Before(s) {
+		return k
+	}
+	return s
 }

@@ -101,7 +101,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
 	var until int64
 	if !req.Until.IsZero() {
-		until = req.Until.UnixMicro()
+		until = quota.ClampTime(req.Until).UnixMicro() // past int64 µs would wrap
 	}
 	reply, err := s.run(ctx, exhaustScript, keys[2:3], []any{nowArg(req.Now), until})
 	if err != nil {

@@ -15,7 +15,8 @@ type stmts struct {
 	updateLog  *sql.Stmt
 	dropLog    *sql.Stmt
 	prune      *sql.Stmt // delete expired entries, returning their costs
-	oldest     *sql.Stmt // the oldest entry's instant
+	oldest     *sql.Stmt // the oldest counted entry's instant
+	gap        *sql.Stmt // units of the kept entries the window no longer counts
 	newest     *sql.Stmt // the newest entry's instant
 	walk       *sql.Stmt // entries oldest first, for RetryAt
 	insert     *sql.Stmt
@@ -46,9 +47,10 @@ func (st *stmts) prepare(db *sql.DB) error {
 	st.updateLog = st.prep(db, `UPDATE sums SET "window" = ?, used = ?, exhausted_until = ?, idle_after = ? WHERE id = ?`)
 	st.dropLog = st.prep(db, `DELETE FROM sums WHERE id = ?`)
 	st.prune = st.prep(db, `DELETE FROM entries WHERE log = ? AND at < ? RETURNING cost`)
-	st.oldest = st.prep(db, `SELECT min(at) FROM entries WHERE log = ?`)
+	st.oldest = st.prep(db, `SELECT min(at) FROM entries WHERE log = ? AND at >= ?`)
+	st.gap = st.prep(db, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = ? AND at < ?`)
 	st.newest = st.prep(db, `SELECT max(at) FROM entries WHERE log = ?`)
-	st.walk = st.prep(db, `SELECT at, cost FROM entries WHERE log = ? ORDER BY at, rowid`)
+	st.walk = st.prep(db, `SELECT at, cost FROM entries WHERE log = ? AND at >= ? ORDER BY at, rowid`)
 	st.insert = st.prep(db, `INSERT INTO entries (log, at, cost, nonce) VALUES (?, ?, ?, ?)`)
 	st.refund = st.prep(db, `DELETE FROM entries WHERE log = ? AND at = ? AND nonce = ? RETURNING cost`)
 	st.clearLog = st.prep(db, `DELETE FROM entries WHERE log = ?`)

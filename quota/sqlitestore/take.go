@@ -15,8 +15,13 @@ import (
 type logRow struct {
 	id     int64
 	budget string
+	// window is the window the log keeps its entries for (quota.Retain):
+	// the budget's window, or a longer one after the window was shortened,
+	// so that a longer window it had still finds its entries.
 	window string
-	used   int64 // running sum of the costs of the log's entries
+	kept   quota.Window // window, parsed; zero while it equals the budget's
+	used   int64        // running sum of the costs of the log's entries
+	gap    int64        // of used, units the budget's window no longer counts
 	exh    int64 // exhausted until, µs; 0 if not marked
 	idle   int64 // every entry expired and the mark ended by then, µs
 	dirty  bool  // the sums row needs writing back
@@ -70,29 +75,74 @@ func (w *wtx) log(api, cred string, b quota.Budget, create bool) (*logRow, error
 	return lg, w.setWindow(lg, b.Window)
 }
 
+// counted returns the units the budget's window counts.
+func (lg *logRow) counted() int64 { return lg.used - lg.gap }
+
 func (w *wtx) create(api, cred string, b quota.Budget) (*logRow, error) {
 	lg := &logRow{budget: b.Name, window: b.Window.String(), seen: true}
 	return lg, w.stmt(w.st.newLog).QueryRowContext(w.ctx, api, cred, b.Name, lg.window).Scan(&lg.id)
 }
 
-// setWindow records the window a log is used with. When it changed (the
-// budget was redefined), idle_after is recomputed under the new window so
-// the sweep never drops an entry that still counts.
+// setWindow records the window a log is used with, and how long it keeps
+// its entries (quota.Retain: a shortened window keeps what the longer one
+// counted). When that changed (the budget was redefined), idle_after is
+// recomputed so the sweep never drops an entry a kept window counts.
 func (w *wtx) setWindow(lg *logRow, win quota.Window) error {
 	ws := win.String()
+	lg.kept = quota.Window{}
 	if lg.window == ws {
+		return nil // the hot path: the definition did not change
+	}
+	kept := win
+	if lg.used != 0 { // an empty log starts afresh
+		old, err := quota.ParseWindow(lg.window)
+		if err != nil {
+			return fmt.Errorf("log of budget %q: stored window %q: %w", lg.budget, lg.window, err)
+		}
+		kept = quota.Retain(old, win)
+	}
+	if ks := kept.String(); ks != ws {
+		lg.kept = kept
+	}
+	if ks := kept.String(); ks == lg.window {
 		return nil
 	}
-	lg.window, lg.dirty = ws, true
+	lg.window, lg.dirty = kept.String(), true
 	var newest sql.NullInt64
 	if err := w.stmt(w.st.newest).QueryRowContext(w.ctx, lg.id).Scan(&newest); err != nil {
 		return err
 	}
 	lg.idle = lg.exh
 	if newest.Valid {
-		lg.idle = max(lg.idle, win.Expiry(time.UnixMicro(newest.Int64)).UnixMicro())
+		at := time.UnixMicro(newest.Int64)
+		lg.idle = max(lg.idle, win.Expiry(at).UnixMicro(), kept.Expiry(at).UnixMicro())
 	}
 	return nil
+}
+
+// trim prunes the log for window win at now: it deletes the entries that
+// neither win nor the kept window counts, and sets the units kept but no
+// longer counted.
+func (w *wtx) trim(lg *logRow, win quota.Window, now time.Time) error {
+	start := win.Start(now).UnixMicro()
+	if lg.kept.IsZero() {
+		lg.gap = 0
+		return w.prune(lg, start, now.UnixMicro())
+	}
+	if err := w.prune(lg, quota.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro()); err != nil {
+		return err
+	}
+	return w.stmt(w.st.gap).QueryRowContext(w.ctx, lg.id, start).Scan(&lg.gap)
+}
+
+// expiry returns when an entry recorded at now leaves both the budget's
+// window and the kept one (µs).
+func (lg *logRow) expiry(win quota.Window, now time.Time) int64 {
+	e := win.Expiry(now).UnixMicro()
+	if !lg.kept.IsZero() {
+		e = max(e, lg.kept.Expiry(now).UnixMicro())
+	}
+	return e
 }
 
 // prune deletes the log's entries recorded before start (µs), subtracting
@@ -130,8 +180,8 @@ func (w *wtx) prune(lg *logRow, start, now int64) error {
 // returns when the entry that covers them expires (µs): exactly when a
 // charge short of deficit units fits. Entries at one instant expire
 // together, so their order among themselves does not matter.
-func (w *wtx) retryAt(lg *logRow, win quota.Window, deficit int64) (int64, error) {
-	rows, err := w.stmt(w.st.walk).QueryContext(w.ctx, lg.id)
+func (w *wtx) retryAt(lg *logRow, win quota.Window, deficit int64, now time.Time) (int64, error) {
+	rows, err := w.stmt(w.st.walk).QueryContext(w.ctx, lg.id, win.Start(now).UnixMicro())
 	if err != nil {
 		return 0, err
 	}
@@ -150,12 +200,12 @@ func (w *wtx) retryAt(lg *logRow, win quota.Window, deficit int64) (int64, error
 		return 0, err
 	}
 	// Unreachable while cost <= limit: the log holds at least used units.
-	return 0, fmt.Errorf("log of budget %q holds fewer units than its running sum %d", lg.budget, lg.used)
+	return 0, fmt.Errorf("log of budget %q holds fewer units than its running sum %d", lg.budget, lg.counted())
 }
 
 // usage describes the log at now.
 func (w *wtx) usage(lg *logRow, b quota.Budget, now time.Time) (quota.Usage, error) {
-	u := quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.used}
+	u := quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.counted()}
 	if lg.exh > now.UnixMicro() {
 		u.ExhaustedUntil = time.UnixMicro(lg.exh)
 	}
@@ -164,7 +214,7 @@ func (w *wtx) usage(lg *logRow, b quota.Budget, now time.Time) (quota.Usage, err
 		return u, nil
 	}
 	var oldest sql.NullInt64
-	if err := w.stmt(w.st.oldest).QueryRowContext(w.ctx, lg.id).Scan(&oldest); err != nil {
+	if err := w.stmt(w.st.oldest).QueryRowContext(w.ctx, lg.id, b.Window.Start(now).UnixMicro()).Scan(&oldest); err != nil {
 		return u, err
 	}
 	if oldest.Valid {
@@ -225,7 +275,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 					return err
 				}
 			}
-			if err := w.prune(lgs[i], d.Window.Start(now).UnixMicro(), n); err != nil {
+			if err := w.trim(lgs[i], d.Window, now); err != nil {
 				return err
 			}
 		}
@@ -239,8 +289,8 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		for i, d := range req.Debits {
 			lg := lgs[i]
 			var retry int64
-			if deficit := lg.used + d.Cost - d.Limit; deficit > 0 {
-				if retry, err = w.retryAt(lg, d.Window, deficit); err != nil {
+			if deficit := lg.counted() + d.Cost - d.Limit; deficit > 0 {
+				if retry, err = w.retryAt(lg, d.Window, deficit, now); err != nil {
 					return err
 				}
 			}
@@ -274,7 +324,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 				return err
 			}
 			lg.used += d.Cost
-			lg.idle = max(lg.idle, d.Window.Expiry(now).UnixMicro())
+			lg.idle = max(lg.idle, lg.expiry(d.Window, now))
 			lg.dirty = true
 			if err := w.save(lg); err != nil {
 				return err
@@ -356,7 +406,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 			if lg == nil {
 				continue
 			}
-			if err := w.prune(lg, b.Window.Start(now).UnixMicro(), now.UnixMicro()); err != nil {
+			if err := w.trim(lg, b.Window, now); err != nil {
 				return err
 			}
 			rows, err := w.stmt(w.st.refund).QueryContext(ctx, lg.id, at, req.Nonce)
@@ -404,11 +454,11 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 		if err != nil {
 			return err
 		}
-		if err := w.prune(lg, req.Budget.Window.Start(now).UnixMicro(), n); err != nil {
+		if err := w.trim(lg, req.Budget.Window, now); err != nil {
 			return err
 		}
 		lg.exh = 0
-		if u := req.Until.UnixMicro(); !req.Until.IsZero() && u > n {
+		if u := quota.ClampTime(req.Until).UnixMicro(); !req.Until.IsZero() && u > n {
 			lg.exh = u
 			lg.idle = max(lg.idle, u)
 		}
@@ -440,6 +490,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 			return err
 		}
 		lg.used, lg.exh, lg.idle, lg.dirty = 0, 0, 0, true
+		lg.window, lg.kept = req.Budget.Window.String(), quota.Window{} // a new log: nothing kept
 		if req.Used > 0 {
 			if _, err := w.stmt(w.st.insert).ExecContext(ctx, lg.id, n, req.Used, req.Nonce); err != nil {
 				return err

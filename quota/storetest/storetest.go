@@ -85,6 +85,10 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"BadInput", s.badInput},
 		{"Concurrency", s.concurrency},
 		{"StateStore", s.stateStore},
+		{"MidnightDST", s.midnightDST},
+		{"ClockStepsBack", s.clockStepsBack},
+		{"Extremes", s.extremes},
+		{"Redefine", s.redefine},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)

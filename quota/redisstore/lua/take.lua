@@ -91,6 +91,8 @@ for d = 1, n do
   redis.call('SET', KEYS[k + 1], int(total), 'PX', ms)
   local at = 2 + 4 * (d - 1)
   reply[at + 1] = total
-  reply[at + 2] = nextreset(a + 2, reset[d], oldest[d] or now)
+  -- the new entry is the oldest when the clock stepped back (TIME after a
+  -- failover or an NTP step)
+  reply[at + 2] = nextreset(a + 2, reset[d], math.min(oldest[d] or now, now))
 end
 return reply

@@ -1,0 +1,192 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// midnightDST checks zones whose DST change skips midnight itself (clocks
+// go from 23:59:59 to 01:00): the new day begins at the jump, and until then
+// the old day refuses, with a RetryAfter > 0 pointing at the jump.
+func (s suite) midnightDST(t *testing.T) {
+	for _, tc := range []struct {
+		zone string
+		day  [3]int // the local date that begins at 01:00
+	}{
+		{"America/Santiago", [3]int{2026, 9, 6}},
+		{"America/Havana", [3]int{2026, 3, 8}},
+	} {
+		t.Run(tc.zone, func(t *testing.T) {
+			loc, err := time.LoadLocation(tc.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, m, d := tc.day[0], time.Month(tc.day[1]), tc.day[2]
+			// The jump: the first instant of the new day is 01:00 local.
+			jump := time.Date(y, m, d, 1, 0, 0, 0, loc)
+			if jump.Add(-time.Microsecond).In(loc).Day() == d {
+				t.Fatalf("test setup: %s does not skip midnight on %v", tc.zone, jump)
+			}
+			eve := jump.Add(-90 * time.Minute) // 22:30 local, the day before
+			clock := NewClock(eve)
+			l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 10, Window: quota.Daily(loc)})
+			r := mustTake(t, l, key, quota.Units("units", 10))
+			if !r.Usage[0].Reset.Equal(jump) {
+				t.Fatalf("Reset = %v, want the jump %v", r.Usage[0].Reset, jump)
+			}
+			for _, at := range []time.Time{jump.Add(-30 * time.Minute), jump.Add(-time.Microsecond)} {
+				clock.Set(at)
+				ee := mustRefuse(t, l, key, quota.Units("units", 1))
+				if !ee.RetryAt.Equal(jump) || ee.RetryAfter != jump.Sub(at) || ee.RetryAfter <= 0 {
+					t.Fatalf("at %v: RetryAt %v after %v; want %v after %v", at, ee.RetryAt, ee.RetryAfter, jump, jump.Sub(at))
+				}
+				us, err := l.Status(context.Background(), key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if us[0].Used != 10 || !us[0].Reset.Equal(jump) {
+					t.Fatalf("at %v: status used %d reset %v; want 10 and %v", at, us[0].Used, us[0].Reset, jump)
+				}
+			}
+			clock.Set(jump)
+			r = mustTake(t, l, key, quota.Units("units", 10))
+			next := time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+			if r.Usage[0].Used != 10 || !r.Usage[0].Reset.Equal(next) {
+				t.Fatalf("new day: used %d reset %v; want 10 and %v", r.Usage[0].Used, r.Usage[0].Reset, next)
+			}
+		})
+	}
+}
+
+// clockStepsBack checks a store whose clock steps back (NTP, a failover to
+// a server with a slower clock): entries stay counted, refundable, listed
+// oldest first, and Reset names the oldest counted entry's expiry.
+func (s suite) clockStepsBack(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0.Add(time.Hour))
+	w := time.Hour
+	l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(w)})
+	late := mustTake(t, l, key, quota.Units("units", 2))
+	clock.Set(T0.Add(30 * time.Minute)) // 30 minutes back
+	early := mustTake(t, l, key, quota.Units("units", 3))
+	if u := early.Usage[0]; u.Used != 5 || !u.Reset.Equal(T0.Add(30*time.Minute+w)) {
+		t.Fatalf("after the step back: used %d, reset %v; want 5 and %v", u.Used, u.Reset, T0.Add(30*time.Minute+w))
+	}
+	es, err := l.Entries(ctx, key, "units")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 || !es[0].At.Equal(early.At) || !es[1].At.Equal(late.At) {
+		t.Fatalf("entries %v; want the early one (%v) then the late one (%v)", es, early.At, late.At)
+	}
+	ee := mustRefuse(t, l, key, quota.Units("units", 8))
+	if want := early.At.Add(w); !ee.RetryAt.Equal(want) {
+		t.Fatalf("RetryAt %v, want %v (the early entry's expiry)", ee.RetryAt, want)
+	}
+	for _, r := range []*quota.Reservation{late, early} {
+		if err := l.Refund(ctx, r); err != nil {
+			t.Fatalf("Refund(%v): %v", r.At, err)
+		}
+	}
+	if got := used(t, l, key, "units"); got != 0 {
+		t.Fatalf("after refunds: used %d", got)
+	}
+}
+
+// extremes checks the documented ranges on every store: a limit of
+// quota.MaxLimit is exact, and an Exhaust until beyond what a store keeps
+// marks the budget spent (until quota.MaxTimeMicro), never clears it.
+func (s suite) extremes(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	l := s.limiter(t, st, clock,
+		quota.Budget{Name: "big", Limit: quota.MaxLimit, Window: quota.Sliding(time.Hour)},
+		quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)})
+	r := mustTake(t, l, key, quota.Units("big", quota.MaxLimit-1))
+	if r.Usage[0].Used != quota.MaxLimit-1 || r.Usage[0].Remaining != 1 {
+		t.Fatalf("used %d remaining %d; want %d and 1", r.Usage[0].Used, r.Usage[0].Remaining, int64(quota.MaxLimit-1))
+	}
+	mustTake(t, l, key, quota.Units("big", 1))
+	mustRefuse(t, l, key, quota.Units("big", 1))
+
+	for _, until := range []time.Time{
+		time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), // past int64 µs
+	} {
+		if err := l.Exhaust(ctx, key, "units", until); err != nil {
+			t.Fatalf("Exhaust until %v: %v", until, err)
+		}
+		ee := mustRefuse(t, l, key, quota.Units("units", 1))
+		if want := time.UnixMicro(quota.MaxTimeMicro); !ee.ExhaustedUntil.Equal(want) {
+			t.Fatalf("Exhaust until %v: marked until %v, want %v", until, ee.ExhaustedUntil, want)
+		}
+		if err := l.Exhaust(ctx, key, "units", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		mustTake(t, l, key, quota.Units("units", 1))
+	}
+	// The store itself clamps too, for callers that skip the Limiter.
+	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), key.Secret)
+	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
+	if err := st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: fp, Budget: b, Until: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), Now: clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: fp, Budgets: []quota.Budget{b}, Now: clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.UnixMicro(quota.MaxTimeMicro); !us[0].ExhaustedUntil.Equal(want) {
+		t.Fatalf("store Exhaust far away: marked until %v, want %v", us[0].ExhaustedUntil, want)
+	}
+	if _, err := l.Take(nil, key, quota.Units("units", 1)); !errors.Is(err, quota.ErrInvalid) { //nolint:staticcheck // a nil context is the point
+		t.Fatalf("Take(nil ctx) = %v, want ErrInvalid", err)
+	}
+}
+
+// redefine checks that changing a budget's window never destroys entries a
+// longer window would still count: daily, then a 1h sliding window (which
+// counts only the last hour), then daily again counts the whole day.
+func (s suite) redefine(t *testing.T) {
+	ctx := context.Background()
+	day := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	clock := NewClock(day.Add(2 * time.Hour))
+	st := s.store(t)
+	daily := quota.Budget{Name: "units", Limit: 10000, Window: quota.Daily(time.UTC)}
+	hourly := quota.Budget{Name: "units", Limit: 10000, Window: quota.Sliding(time.Hour)}
+	ld := s.limiter(t, st, clock, daily)
+	mustTake(t, ld, key, quota.Units("units", 4000))
+	clock.Add(3 * time.Hour)
+	mustTake(t, ld, key, quota.Units("units", 343))
+
+	clock.Add(2 * time.Hour)
+	lh := s.limiter(t, st, clock, hourly)
+	if r := mustTake(t, lh, key, quota.Units("units", 1)); r.Usage[0].Used != 1 {
+		t.Fatalf("sliding 1h: used %d, want 1 (older entries leave this window)", r.Usage[0].Used)
+	}
+	es, err := lh.Entries(ctx, key, "units")
+	if err != nil || len(es) != 1 {
+		t.Fatalf("sliding 1h entries %v, %v; want the one of the last hour", es, err)
+	}
+	clock.Add(30 * time.Minute)
+	if r := mustTake(t, lh, key, quota.Units("units", 2)); r.Usage[0].Used != 3 {
+		t.Fatalf("sliding 1h, 30 minutes on: used %d, want 3", r.Usage[0].Used)
+	}
+	clock.Add(time.Minute)
+	ld = s.limiter(t, st, clock, daily)
+	if got := used(t, ld, key, "units"); got != 4346 {
+		t.Fatalf("back to daily: used %d, want 4346 (4000+343+1+2: nothing of the day lost)", got)
+	}
+	r := mustTake(t, ld, key, quota.Units("units", 4))
+	if r.Usage[0].Used != 4350 {
+		t.Fatalf("back to daily, a take: used %d, want 4350", r.Usage[0].Used)
+	}
+	clock.Set(day.Add(24 * time.Hour))
+	if got := used(t, ld, key, "units"); got != 0 {
+		t.Fatalf("next day: used %d, want 0", got)
+	}
+}
