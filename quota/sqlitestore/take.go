@@ -22,10 +22,10 @@ type logRow struct {
 	kept   quota.Window // window, parsed; zero while it equals the budget's
 	used   int64        // running sum of the costs of the log's entries
 	gap    int64        // of used, units the budget's window no longer counts
-	exh    int64 // exhausted until, µs; 0 if not marked
-	idle   int64 // every entry expired and the mark ended by then, µs
-	dirty  bool  // the sums row needs writing back
-	seen   bool  // debited by the decision at hand
+	exh    int64        // exhausted until, µs; 0 if not marked
+	idle   int64        // every entry expired and the mark ended by then, µs
+	dirty  bool         // the sums row needs writing back
+	seen   bool         // debited by the decision at hand
 }
 
 // wtx is a write transaction with the prepared statements.
