@@ -45,6 +45,7 @@ type childCfg struct {
 	Refusals   int       // charge: each goroutine stops after this many refusals
 	N          int       // bench: decisions per process
 	Clock      time.Time // the injected, fixed clock; zero: the host clock
+	ReadOnly   bool      // open WithReadOnly
 }
 
 // childLine is one line a child prints.
@@ -75,7 +76,11 @@ func runChild(role string) int {
 		defer mu.Unlock()
 		_ = enc.Encode(l)
 	}
-	st, err := sqlitestore.Open(cfg.Path)
+	var sopts []sqlitestore.Option
+	if cfg.ReadOnly {
+		sopts = append(sopts, sqlitestore.WithReadOnly())
+	}
+	st, err := sqlitestore.Open(cfg.Path, sopts...)
 	if err != nil {
 		emit(childLine{Event: "error", Err: err.Error()})
 		return 2
@@ -109,6 +114,15 @@ func runChild(role string) int {
 			}()
 		}
 		select {}
+	case "inspect":
+		// Read the usage once, print it, and stop.
+		us, err := l.Status(ctx, childKey)
+		if err != nil {
+			emit(childLine{Event: "error", Err: err.Error()})
+			return 2
+		}
+		emit(childLine{Event: "ok", Used: us[0].Used})
+		return 0
 	case "charge", "bench":
 		emit(childLine{Event: "ready"})
 		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil { // "go"

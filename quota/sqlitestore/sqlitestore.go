@@ -91,6 +91,8 @@ type Store struct {
 	ops        atomic.Uint64
 	busy       time.Duration
 	gate       gate
+	ident      ident
+	readOnly   bool
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -107,7 +109,20 @@ type config struct {
 	busy       time.Duration
 	sweepEvery int
 	readConns  int
+	readOnly   bool
 }
+
+// WithReadOnly opens the database read-only: nothing is ever written to
+// the file, so a user who may read but not write it (a 0644 file of
+// another user) can inspect it. The file must exist (an error wrapping
+// quota.ErrNotFound says so otherwise) and hold the store's schema. Usage,
+// Entries, List and the StateStore reads work; every write fails with an
+// error wrapping ErrReadOnly. quotactl's inspecting commands use it.
+func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
+
+// ErrReadOnly is wrapped (with quota.ErrInvalid) by every write to a Store
+// opened WithReadOnly.
+var ErrReadOnly = errors.New("sqlitestore: store opened read-only")
 
 // WithBusyTimeout sets how long a write waits for another process holding
 // the database's write lock before failing with an error wrapping
@@ -151,6 +166,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
 	}
+	if cfg.readOnly {
+		return openReadOnly(path, abs, cfg)
+	}
 	file := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?_pragma=synchronous(NORMAL)"
 	busy := "&_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
 	s := &Store{path: path, sweepMax: 256, busy: max(cfg.busy, 0), gate: newGate()}
@@ -186,7 +204,74 @@ func Open(path string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, s.openErr(err)
 	}
+	// The write connection holds the file (and its WAL) open from here on:
+	// remember which, to notice if they are deleted or replaced under it.
+	if err := s.ident.remember(abs); err != nil {
+		s.Close()
+		return nil, s.openErr(err)
+	}
 	return s, nil
+}
+
+// openReadOnly opens an existing database with read-only connections only,
+// creating no file. While a process has the database open (its WAL exists),
+// SQLite reads it through the WAL and its shared memory, read-only if need
+// be. When none has (no WAL), the file is opened immutable, which reads it
+// without locks or shared memory: creating those would leave files behind,
+// owned by the reader, that can lock the database's owner out. A writer
+// starting during such a read may make it fail; it cannot make it count
+// wrong.
+func openReadOnly(path, abs string, cfg config) (*Store, error) {
+	s := &Store{path: path, busy: max(cfg.busy, 0), gate: newGate(), readOnly: true}
+	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no database at this path", path, quota.ErrNotFound)
+	}
+	base := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?mode=ro&_pragma=query_only(1)&_pragma=busy_timeout(" +
+		strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
+	var firstErr error
+	dsns := []string{base, base + "&immutable=1"}
+	if _, err := os.Stat(abs + "-wal"); errors.Is(err, os.ErrNotExist) {
+		dsns[0], dsns[1] = dsns[1], dsns[0]
+	}
+	for _, dsn := range dsns {
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, s.openErr(err)
+		}
+		db.SetMaxOpenConns(cfg.readConns)
+		db.SetMaxIdleConns(cfg.readConns)
+		conn, err := db.Conn(context.Background())
+		if err == nil {
+			var v int
+			v, err = s.check(context.Background(), conn)
+			conn.Close()
+			if err == nil && v != schemaVersion {
+				db.Close()
+				return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no store schema yet (an empty database)", path, quota.ErrNotFound)
+			}
+		}
+		if err == nil {
+			s.r = db
+			if err := s.ident.remember(abs); err != nil {
+				s.Close()
+				return nil, s.openErr(err)
+			}
+			s.ident.wal = nil // another process's WAL may come and go
+			return s, nil
+		}
+		db.Close()
+		if errors.Is(err, quota.ErrInvalid) {
+			return nil, err // not ours: say so, whatever the mode
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	var se *sqlite.Error
+	if errors.As(firstErr, &se) {
+		return nil, s.openErr(firstErr)
+	}
+	return nil, firstErr
 }
 
 // checkHeader refuses an existing, non-empty file that does not start with
@@ -335,7 +420,9 @@ func (s *Store) Close() error {
 		if s.r != nil {
 			errs = append(errs, s.r.Close())
 		}
-		errs = append(errs, s.st.close(), s.w.Close())
+		if s.w != nil {
+			errs = append(errs, s.st.close(), s.w.Close())
+		}
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
 		}
@@ -357,11 +444,23 @@ func fail(op string, err error) error {
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection
 // (see begin for how it waits for the lock).
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	if ctx == nil {
+		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, quota.ErrInvalid)
+	}
+	if s.readOnly {
+		return fmt.Errorf("sqlitestore: %s %s: %w: %w", op, s.path, quota.ErrInvalid, ErrReadOnly)
+	}
 	tx, err := s.begin(ctx)
 	if err != nil {
 		return fail(op, err)
 	}
 	defer s.end()
+	// Under the write lock: the file at the path is the one this Store
+	// writes, or the decision is refused (see ErrReplaced).
+	if err := s.ident.check(); err != nil {
+		_ = tx.Rollback()
+		return fail(op, err)
+	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return fail(op, err)
@@ -375,6 +474,12 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 // read runs fn in one read-only (deferred) transaction: a consistent
 // snapshot that never waits for writers.
 func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	if ctx == nil {
+		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, quota.ErrInvalid)
+	}
+	if err := s.ident.check(); err != nil {
+		return fail(op, err)
+	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fail(op, err)

@@ -1,0 +1,160 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
+)
+
+// mpLimiter is the limiter the child processes use (api "mp", one budget),
+// on st, at the fixed instant at.
+func mpLimiter(t testing.TB, st quota.Store, limit int64, at time.Time) *quota.Limiter {
+	t.Helper()
+	l, err := quota.New(st, "mp", []quota.Budget{{Name: childBudget, Limit: limit, Window: quota.Sliding(24 * time.Hour)}},
+		quota.WithClock(func() time.Time { return at }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// chargeInChild runs a new process that charges the budget at path until
+// refused and returns the units it was granted.
+func chargeInChild(t *testing.T, path string, limit int64, at time.Time) int64 {
+	t.Helper()
+	cs := startAll(t, 1, "charge", childCfg{Path: path, Limit: limit, Goroutines: 1, Refusals: 3, Clock: at})
+	release(t, cs)
+	c := cs[0]
+	var granted int64
+	for {
+		l, err := c.next()
+		if err != nil {
+			t.Fatalf("child ended without done: %v", err)
+		}
+		switch l.Event {
+		case "ok":
+			granted += l.Cost
+		case "error":
+			t.Fatalf("child: %s", l.Err)
+		case "done":
+			_ = c.cmd.Wait()
+			return granted
+		}
+	}
+}
+
+// TestFileDeletedUnderTwoProcesses deletes the database file, its WAL and
+// its shared memory under a running store, then a new process creates a
+// new file at the path and charges it to the limit. The running store must
+// refuse from then on (it would keep charging the unlinked file, while the
+// new process counts from zero): after the deletion, at most the limit is
+// granted in all, and the old store's refusals say why.
+func TestFileDeletedUnderTwoProcesses(t *testing.T) {
+	for _, how := range []string{"deleted", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+			path := filepath.Join(t.TempDir(), "quota.db")
+			st, err := sqlitestore.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			const limit = 100
+			l := mpLimiter(t, st, limit, at)
+			mustTake(t, l, 60)
+			switch how {
+			case "deleted":
+				for _, f := range []string{path, path + "-wal", path + "-shm"} {
+					if err := os.Remove(f); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case "replaced": // say, a backup restored over it
+				other := filepath.Join(t.TempDir(), "other.db")
+				o, err := sqlitestore.Open(other)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Close()
+				if err := os.Rename(other, path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			granted := chargeInChild(t, path, limit, at)
+			if granted <= 0 || granted > limit {
+				t.Fatalf("the new process was granted %d on the new file, want 1 to %d", granted, limit)
+			}
+			inNew := granted
+			for range 3 {
+				r, err := l.Take(ctx, childKey, quota.Units(childBudget, 1))
+				if err == nil {
+					t.Errorf("the old store granted %d (used %d in its file) after the file was %s: the accounting is split", r.Usage[0].Cost, r.Usage[0].Used, how)
+					granted += r.Usage[0].Cost
+					continue
+				}
+				if !errors.Is(err, quota.ErrStoreUnavailable) || !errors.Is(err, sqlitestore.ErrReplaced) {
+					t.Fatalf("old store's Take: %v; want ErrStoreUnavailable and ErrReplaced", err)
+				}
+			}
+			if granted > limit {
+				t.Fatalf("granted %d after the file was %s, on a limit of %d", granted, how, limit)
+			}
+			if _, err := l.Status(ctx, childKey); !errors.Is(err, sqlitestore.ErrReplaced) {
+				t.Fatalf("old store's Status: %v; want ErrReplaced", err)
+			}
+			// A new Open uses the file at the path now.
+			st2, err := sqlitestore.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st2.Close()
+			us, err := mpLimiter(t, st2, limit, at).Status(ctx, childKey)
+			// (A file renamed over the path meets the old file's WAL, which
+			// SQLite cannot tell apart: it may count more, never less.)
+			if err != nil || us[0].Used < inNew || us[0].Used > limit {
+				t.Fatalf("reopened: %v, %v; want used %d to %d", us, err, inNew, limit)
+			}
+		})
+	}
+}
+
+func mustTake(t testing.TB, l *quota.Limiter, cost int64) {
+	t.Helper()
+	if _, err := l.Take(context.Background(), childKey, quota.Units(childBudget, cost)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkIdentityCheck measures a decision with the check that the file
+// is still the one opened (two stat calls) against the stat calls alone.
+func BenchmarkIdentityCheck(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "quota.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	b.Run("stat2", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := os.Stat(path); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := os.Stat(path + "-wal"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("take", func(b *testing.B) {
+		l := mpLimiter(b, st, quota.MaxLimit, time.Time{})
+		for b.Loop() {
+			mustTake(b, l, 1)
+		}
+	})
+}

@@ -1,0 +1,183 @@
+//go:build unix
+
+package sqlitestore_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
+)
+
+// TestReadOnlyOpenWritesNothing opens a store read-only: reads work,
+// writes fail with ErrReadOnly, and the file is left byte for byte as it
+// was, with no WAL or shared-memory file made beside it.
+func TestReadOnlyOpenWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "quota.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, mpLimiter(t, st, 100, at), 42)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSum(t, path)
+
+	ro, err := sqlitestore.Open(path, sqlitestore.WithReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mpLimiter(t, ro, 100, at)
+	us, err := l.Status(ctx, childKey)
+	if err != nil || us[0].Used != 42 {
+		t.Fatalf("read-only Status: %v, %v; want used 42", us, err)
+	}
+	if apis, err := ro.List(ctx); err != nil || len(apis) != 1 {
+		t.Fatalf("read-only List: %v, %v", apis, err)
+	}
+	_, err = l.Take(ctx, childKey, quota.Units(childBudget, 1))
+	if !errors.Is(err, sqlitestore.ErrReadOnly) {
+		t.Fatalf("read-only Take: %v; want ErrReadOnly", err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := fileSum(t, path); after != before {
+		t.Fatal("a read-only open changed the file")
+	}
+	for _, f := range []string{path + "-wal", path + "-shm", path + "-journal"} {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s exists after a read-only open: %v", f, err)
+		}
+	}
+	// A missing file is not created.
+	missing := filepath.Join(t.TempDir(), "none.db")
+	if _, err := sqlitestore.Open(missing, sqlitestore.WithReadOnly()); !errors.Is(err, quota.ErrNotFound) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("read-only open of a missing file: %v; want ErrNotFound naming it", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a read-only open created %s", missing)
+	}
+}
+
+// TestReadOnlyByAnotherUser is the operator who may read but not write a
+// 0644 database in a directory of another user: a read-only open inspects
+// it, whether or not a process has it open (WAL and shared memory present,
+// or not); a read-write open cannot. Run as root, the test runs its
+// inspecting process as nobody (root ignores file modes); otherwise it
+// makes the file and directory read-only.
+func TestReadOnlyByAnotherUser(t *testing.T) {
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	dir, err := os.MkdirTemp("", "sqlitestore-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o755); _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "quota.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, mpLimiter(t, st, 100, at), 42)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bin := os.Args[0]
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		// The test binary must be reachable by nobody: copy it beside.
+		bin = filepath.Join(dir, "sqlitestore.test")
+		copyFile(t, os.Args[0], bin, 0o755)
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	inspect := func(readOnly bool) (childLine, string) {
+		t.Helper()
+		js, _ := json.Marshal(childCfg{Path: path, Limit: 100, Clock: at, ReadOnly: readOnly})
+		cmd := exec.Command(bin, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=inspect", childCfgEnv+"="+string(js))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, _ := cmd.Output()
+		var l childLine
+		if err := json.Unmarshal(out, &l); err != nil {
+			t.Fatalf("inspecting child printed %q: %v", out, err)
+		}
+		return l, string(out)
+	}
+	check := func(state string) {
+		t.Helper()
+		if l, out := inspect(true); l.Event != "ok" || l.Used != 42 {
+			t.Fatalf("%s: read-only inspection as another user: %s; want used 42", state, out)
+		}
+	}
+	before := fileSum(t, path)
+	check("no process has it open")
+	// What a read-write open did before: it fails, so the check above
+	// tells read-only opens from others.
+	if l, out := inspect(false); l.Event != "error" {
+		t.Fatalf("a read-write open as another user succeeded (%s): the test cannot tell read-only from not", out)
+	}
+	if fileSum(t, path) != before {
+		t.Fatal("the file changed")
+	}
+	// Now with a writer holding it open (its WAL and shared memory exist).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	check("a writer has it open")
+}
+
+func fileSum(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
