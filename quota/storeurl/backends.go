@@ -10,8 +10,11 @@ import (
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
-func openSQLite(s *Spec) (quota.Store, error) {
+func openSQLite(s *Spec, readOnly bool) (quota.Store, error) {
 	var opts []sqlitestore.Option
+	if readOnly {
+		opts = append(opts, sqlitestore.WithReadOnly())
+	}
 	if s.busyTimeout != nil {
 		opts = append(opts, sqlitestore.WithBusyTimeout(*s.busyTimeout))
 	}

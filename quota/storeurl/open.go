@@ -15,11 +15,20 @@ func (s *Spec) Open(ctx context.Context) (quota.Store, error) {
 	case Memory:
 		return quota.NewMemoryStore(), nil
 	case SQLite:
-		return openSQLite(s)
+		return openSQLite(s, false)
 	case Redis, Sentinel, Cluster:
 		return s.openRedis(ctx)
 	}
 	return nil, &Error{URL: s.String(), Reason: "unknown kind " + string(s.Kind)}
+}
+
+// OpenReadOnly opens the store s describes for inspection only. See the
+// package OpenReadOnly.
+func (s *Spec) OpenReadOnly(ctx context.Context) (quota.Store, error) {
+	if s.Kind == SQLite {
+		return openSQLite(s, true)
+	}
+	return s.Open(ctx)
 }
 
 // client makes the go-redis client for a Redis form.

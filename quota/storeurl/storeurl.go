@@ -94,6 +94,23 @@ func Open(ctx context.Context, rawURL string) (quota.Store, error) {
 	return s.Open(ctx)
 }
 
+// OpenReadOnly opens the store rawURL names for inspection only, as
+// quotactl's status, list, history, jobs and costs estimate do. An SQLite
+// file is opened read-only (sqlitestore.WithReadOnly): nothing is written
+// or created, so a user who may only read the file can inspect it, and a
+// missing file is an error wrapping quota.ErrNotFound instead of a new
+// database. memory: is a new, empty store, as with Open. The Redis forms
+// open as with Open: Redis has no read-only mode for the store's scripts,
+// whose reads also drop expired entries (housekeeping that changes no
+// count).
+func OpenReadOnly(ctx context.Context, rawURL string) (quota.Store, error) {
+	s, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return s.OpenReadOnly(ctx)
+}
+
 // Default returns the store URL to use when none is given:
 // "sqlite:" + $XDG_STATE_HOME/quotactl/quota.db, or, when XDG_STATE_HOME is
 // unset or not an absolute path, ~/.local/state/quotactl/quota.db. It
@@ -102,7 +119,13 @@ func Default() (string, error) {
 	return defaultURL(os.Getenv, os.UserHomeDir)
 }
 
-func defaultURL(getenv func(string) string, home func() (string, error)) (string, error) {
+// DefaultPath returns the SQLite file Default names, without creating
+// anything: for a command that only reads, to say that no store exists yet.
+func DefaultPath() (string, error) {
+	return defaultPath(os.Getenv, os.UserHomeDir)
+}
+
+func defaultPath(getenv func(string) string, home func() (string, error)) (string, error) {
 	dir := getenv("XDG_STATE_HOME")
 	if dir == "" || !filepath.IsAbs(dir) {
 		h, err := home()
@@ -114,11 +137,18 @@ func defaultURL(getenv func(string) string, home func() (string, error)) (string
 		}
 		dir = filepath.Join(h, ".local", "state")
 	}
-	dir = filepath.Join(dir, "quotactl")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	return filepath.Join(dir, "quotactl", "quota.db"), nil
+}
+
+func defaultURL(getenv func(string) string, home func() (string, error)) (string, error) {
+	path, err := defaultPath(getenv, home)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("storeurl: default store: %w", err)
 	}
-	return SQLiteURL(filepath.Join(dir, "quota.db")), nil
+	return SQLiteURL(path), nil
 }
 
 // SQLiteURL returns the sqlite: URL of the database file at path, escaping
