@@ -50,8 +50,13 @@ type IO struct {
 
 // Main runs quotactl with args (without the program name) and returns the
 // exit code. Every error is one line on io.ErrOut, prefixed "quotactl: ".
+//
+// Text written to io.Out and io.ErrOut has control characters escaped (see
+// escapingWriter): data from the store never drives the terminal.
 func Main(ctx context.Context, args []string, io *IO) int {
-	g := &globals{io: io}
+	safe := *io
+	safe.Out, safe.ErrOut = escapingWriter{io.Out}, escapingWriter{io.ErrOut}
+	g := &globals{io: &safe}
 	return g.main(ctx, args)
 }
 
@@ -61,6 +66,10 @@ type globals struct {
 	io       *IO
 	storeURL string // --store; empty when not given
 	json     bool
+
+	// readOnly is set while a command that only reads runs: the store is
+	// opened with storeurl.OpenReadOnly.
+	readOnly bool
 
 	store    quota.Store
 	ownStore bool
@@ -203,6 +212,14 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 	if u == "" {
 		if v, ok := g.env(storeEnv); ok && v != "" {
 			u = v
+		} else if g.readOnly {
+			// The default file, not created (nor its directory) to read
+			// nothing from it.
+			p, err := storeurl.DefaultPath()
+			if err != nil {
+				return nil, err
+			}
+			u = storeurl.SQLiteURL(p)
 		} else {
 			d, err := storeurl.Default()
 			if err != nil {
@@ -214,8 +231,25 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 	open := g.open
 	if open == nil {
 		open = storeurl.Open
+		if g.readOnly {
+			open = storeurl.OpenReadOnly
+		}
 	}
 	st, err := open(ctx, u)
+	if err != nil && g.readOnly && errors.Is(err, quota.ErrNotFound) {
+		// A command that only reads, on an SQLite file that does not
+		// exist (or holds no store yet): say so, create nothing, and
+		// show the empty store it would be.
+		what := storeurl.Redact(u)
+		if g.storeURL == "" {
+			if v, ok := g.env(storeEnv); !ok || v == "" {
+				what += " (the default store)"
+			}
+		}
+		fmt.Fprintf(g.io.ErrOut, "quotactl: no store at %s yet: nothing is recorded (the first command that writes, such as 'quotactl budget set', creates it)\n", what)
+		g.store, g.ownStore = quota.NewMemoryStore(), true
+		return g.store, nil
+	}
 	if err != nil {
 		var ue *storeurl.Error
 		if errors.As(err, &ue) {

@@ -62,6 +62,9 @@ func shortFP(fp string) string {
 // credential resolves the credential flags against the store's credentials
 // of info's API. A label alone must name a credential the store knows.
 func (g *globals) credential(ctx context.Context, c credFlags, info quota.APIInfo) (cred, error) {
+	if err := checkLabel(c.Label); err != nil {
+		return cred{}, err
+	}
 	secret, err := g.secret(c)
 	if err != nil {
 		return cred{}, err

@@ -82,15 +82,30 @@ func newRoot(g *globals) *cobra.Command {
 			c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 		}
 	}
-	markRun(root)
+	markRun(g, root)
 	return root
 }
 
+// readOnlyCommands only read the store: they open it read-only (an SQLite
+// file is neither written nor created: see storeurl.OpenReadOnly), so an
+// operator who may only read the file can run them.
+var readOnlyCommands = map[string]bool{
+	"quotactl status":         true,
+	"quotactl list":           true,
+	"quotactl history":        true,
+	"quotactl jobs":           true,
+	"quotactl costs estimate": true,
+	"quotactl costs show":     true,
+	"quotactl budget list":    true,
+}
+
 // markRun wraps every command's RunE so that its errors are told apart from
-// cobra's own (see describe).
-func markRun(c *cobra.Command) {
+// cobra's own (see describe), and so that read-only commands open the store
+// read-only.
+func markRun(g *globals, c *cobra.Command) {
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
+			g.readOnly = readOnlyCommands[cmd.CommandPath()]
 			if err := run(cmd, args); err != nil {
 				return &runError{err: err}
 			}
@@ -98,7 +113,7 @@ func markRun(c *cobra.Command) {
 		}
 	}
 	for _, sub := range c.Commands() {
-		markRun(sub)
+		markRun(g, sub)
 	}
 }
 
