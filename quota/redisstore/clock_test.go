@@ -224,14 +224,16 @@ func TestKeysExpire(t *testing.T) {
 	}
 	tag := redisstore.CredentialTag("youtube", fingerprint(secret))
 	want := map[string]time.Duration{
-		"app1:" + tag + ":log:units": time.Hour,
-		"app1:" + tag + ":sum:units": time.Hour,
-		"app1:" + tag + ":exh:units": 10 * time.Minute,
-		"app1:" + tag + ":log:daily": 4 * time.Hour,
-		"app1:" + tag + ":sum:daily": 4 * time.Hour,
-		"app1:apis":                  0,
-		"app1:budgets:youtube":       0,
-		"app1:creds:youtube":         0,
+		"app1:" + tag + ":log:units":  time.Hour,
+		"app1:" + tag + ":sum:units":  time.Hour,
+		"app1:" + tag + ":exh:units":  10 * time.Minute,
+		"app1:" + tag + ":log:daily":  4 * time.Hour,
+		"app1:" + tag + ":sum:daily":  4 * time.Hour,
+		"app1:" + tag + ":keep:units": time.Hour,
+		"app1:" + tag + ":keep:daily": 4 * time.Hour,
+		"app1:apis":                   0,
+		"app1:budgets:youtube":        0,
+		"app1:creds:youtube":          0,
 	}
 	keys := m.Keys()
 	if len(keys) != len(want) {

@@ -63,14 +63,18 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		daily = daily || b.Window.IsDaily()
 	}
 	all := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name })
-	keys := make([]string, 0, 2*n)
+	keys := make([]string, 0, 3*n)
 	for i := range n {
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
+	keys = s.keepKeys(keys, req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name })
 	rest, _, err := s.runSpecs(ctx, "refund", refundScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
 		for _, b := range req.Budgets {
 			args = s.appendSpec(args, b.Window, est)
+		}
+		for _, b := range req.Budgets {
+			args = append(args, s.box(b).id)
 		}
 		return args
 	})
@@ -129,7 +133,8 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	if err := checkNonce(req.Nonce); err != nil {
 		return err
 	}
-	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
+	name := func(int) string { return req.Budget.Name }
+	keys := s.keepKeys(s.keys(req.API, req.Owner, 1, name), req.API, req.Owner, 1, name)
 	_, _, err := s.runSpecs(ctx, "adjust", adjustScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est)
 	})
@@ -153,12 +158,16 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 		}
 		daily = daily || b.Window.IsDaily()
 	}
-	keys := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name })
+	name := func(i int) string { return req.Budgets[i].Name }
+	keys := s.keepKeys(s.keys(req.API, req.Owner, n, name), req.API, req.Owner, n, name)
 	rest, _, err := s.runSpecs(ctx, "usage", usageScript, keys, req.Now, daily, func(est time.Time) []any {
-		args := make([]any, 0, 1+5*n)
+		args := make([]any, 0, 1+6*n)
 		args = append(args, nowArg(req.Now))
 		for _, b := range req.Budgets {
 			args = s.appendSpec(args, b.Window, est)
+		}
+		for _, b := range req.Budgets {
+			args = append(args, s.box(b).id)
 		}
 		return args
 	})
@@ -188,9 +197,10 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 	if err := checkBudget(req.Budget); err != nil {
 		return nil, err
 	}
-	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
-	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys[:2], req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
-		return s.appendSpec([]any{nowArg(req.Now)}, req.Budget.Window, est)
+	name := func(int) string { return req.Budget.Name }
+	keys := s.keepKeys(s.keys(req.API, req.Owner, 1, name)[:2], req.API, req.Owner, 1, name)
+	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+		return append(s.appendSpec([]any{nowArg(req.Now)}, req.Budget.Window, est), s.box(req.Budget).id)
 	})
 	if err != nil {
 		return nil, err

@@ -149,6 +149,15 @@ func (s *Store) keys(api, fp string, budgets int, name func(int) string) []strin
 	return out
 }
 
+// keepKeys appends to keys the keep key of each budget of one credential
+// (prefix{api/fp}:keep:budget): what its log keeps entries for.
+func (s *Store) keepKeys(keys []string, api, fp string, budgets int, name func(int) string) []string {
+	for i := range budgets {
+		keys = append(keys, s.prefix+CredentialTag(api, fp)+":keep:"+name(i))
+	}
+	return keys
+}
+
 // CredentialTag returns the hash tag shared by every key of one account of
 // api: "{API/ACCOUNT}", where account is an owner name or the fingerprint of
 // a credential that is its own owner.

@@ -33,12 +33,13 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		}
 		daily = daily || d.Window.IsDaily()
 	}
-	keys := s.keys(req.API, req.Owner, n, func(i int) string { return req.Debits[i].Name })
+	name := func(i int) string { return req.Debits[i].Name }
+	keys := s.keepKeys(s.keys(req.API, req.Owner, n, name), req.API, req.Owner, n, name)
 	var est time.Time
 	if daily {
 		est = s.estimate(req.Now)
 	}
-	args := make([]any, 0, 2+7*n)
+	args := make([]any, 0, 2+8*n)
 	for attempt := 0; ; attempt++ {
 		args = append(args[:0], nowArg(req.Now), req.Nonce)
 		for _, d := range req.Debits {
@@ -49,6 +50,9 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 				bx := s.box(d.Budget)
 				args = append(args, d.Cost, bx.limit, bx.win, zero, zero, zero, zero)
 			}
+		}
+		for _, d := range req.Debits {
+			args = append(args, s.box(d.Budget).id)
 		}
 		reply, err := s.run(ctx, takeScript, keys, args)
 		if err != nil {

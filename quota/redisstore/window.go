@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
@@ -75,9 +76,19 @@ func (s *Store) appendSpec(args []any, w quota.Window, est time.Time) []any {
 	return append(args, zero, d.box[0], d.box[1], d.box[2], d.box[3])
 }
 
-// boxed holds a budget's limit and sliding window length already converted
-// to script arguments, so the hot path does not allocate them per call.
-type boxed struct{ limit, win any }
+// boxed holds a budget's limit, sliding window length and window id
+// already converted to script arguments, so the hot path does not allocate
+// them per call.
+type boxed struct{ limit, win, id any }
+
+// windowID returns the id scripts know window w by (see lib.lua): "S" and
+// its length in µs for a sliding window, "D" and its zone for a daily one.
+func windowID(w quota.Window) string {
+	if w.IsDaily() {
+		return "D" + w.Location().String()
+	}
+	return "S" + strconv.FormatInt(w.Duration().Microseconds(), 10)
+}
 
 // maxBoxed bounds the cache of boxed budgets; past it the cache restarts.
 const maxBoxed = 1024
@@ -90,7 +101,7 @@ func (s *Store) box(b quota.Budget) boxed {
 	if ok {
 		return v
 	}
-	v = boxed{limit: b.Limit, win: b.Window.Duration().Microseconds()}
+	v = boxed{limit: b.Limit, win: b.Window.Duration().Microseconds(), id: windowID(b.Window)}
 	s.boxMu.Lock()
 	if len(s.boxes) >= maxBoxed {
 		clear(s.boxes)

@@ -1,6 +1,7 @@
 -- entries.lua: the entries one budget counts now, oldest first.
 --
--- KEYS: log, sum. ARGV[1] now or ''; ARGV[2..6] a window spec.
+-- KEYS: log, sum, keep. ARGV[1] now or ''; ARGV[2..6] a window spec;
+-- ARGV[7] the window id.
 --
 -- Reply: {1, NOW, MEMBER, SCORE, MEMBER, SCORE, ...}.
 
@@ -9,9 +10,10 @@ local start = span(2, now)
 if not start then
   return {-1, now}
 end
-load(KEYS[1], KEYS[2], start, redis.call('GET', KEYS[2]))
+local v = redis.call('MGET', KEYS[2], KEYS[3])
+load(KEYS[1], KEYS[2], keepfrom(retain(v[2], ARGV[7]), ARGV[7], start, now), v[1])
 local reply = {1, now}
-local all = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local all = redis.call('ZRANGEBYSCORE', KEYS[1], int(start), '+inf', 'WITHSCORES')
 for j = 1, #all, 2 do
   reply[#reply + 1] = all[j]
   reply[#reply + 1] = tonumber(all[j + 1]) -- as an integer reply

@@ -8,6 +8,8 @@
 --   log  sorted set, one member per call: "NONCE:COST", score = µs recorded
 --   sum  string, the sum of the costs in log (a running sum)
 --   exh  string, µs until which the budget is marked spent (Exhaust)
+--   keep string, the id of the window the log keeps its entries for (see
+--        retain), with the log's lifetime; missing on logs older than it
 --
 -- A window spec is 5 ARGV values: WIN, B1, B2, B3, B4. WIN > 0 is a sliding
 -- window of WIN µs (B1..B4 unused). WIN = 0 is a daily window; B1..B4 are
@@ -144,6 +146,73 @@ local function load(log, sum, start, v)
     used = recount(log, sum)
   end
   return used, tonumber(first[2])
+end
+
+-- Window ids, one per budget from the Go side: 'S' .. µs for a sliding
+-- window, 'D' .. zone for a daily one. A log keeps its entries for the
+-- window in its keep key: the budget's window, or, after the window was
+-- shortened, a longer sliding span, so that entries a longer window would
+-- still count survive a definition change (quota.Retain).
+
+-- longestday bounds the length of a local day (µs): what a daily window
+-- can count back.
+local longestday = 26 * 3600 * 1000000
+
+-- retention returns how far back window id w can count (µs).
+local function retention(w)
+  if string.sub(w, 1, 1) == 'S' then
+    return tonumber(string.sub(w, 2))
+  end
+  return longestday
+end
+
+-- retain returns the id of the window a log kept for kept (false: not
+-- known) keeps its entries for once used with window w: quota.Retain.
+local function retain(kept, w)
+  if not kept or kept == w then
+    return w
+  end
+  local rw, rk = retention(w), retention(kept)
+  if string.sub(w, 1, 1) == 'S' and rw >= rk then
+    return w
+  end
+  return 'S' .. int(math.max(rw, rk))
+end
+
+-- keepfrom returns the first µs a log kept for kept must keep at now, when
+-- the window w counts from start.
+local function keepfrom(kept, w, start, now)
+  if kept == w then
+    return start
+  end
+  return math.min(start, now - retention(kept) + 1)
+end
+
+-- keepms returns how long (ms) the keys of a log kept for kept must live
+-- after an entry recorded now, at least ms (the window's own lifetime).
+local function keepms(kept, w, ms)
+  if kept == w then
+    return ms
+  end
+  return math.max(ms, math.ceil(retention(kept) / 1000))
+end
+
+-- counted returns, of a log holding total units from its oldest entry
+-- oldest on (kept from kstart), the units the window counting from start
+-- counts and its oldest counted entry's score (nil when none).
+local function counted(log, start, kstart, total, oldest)
+  if kstart >= start or not oldest or oldest >= start then
+    return total, oldest -- the hot path: nothing kept beyond the window
+  end
+  local gap = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', '(' .. int(start))) do
+    gap = gap + cost(m)
+  end
+  local first = redis.call('ZRANGEBYSCORE', log, int(start), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #first == 0 then
+    return total - gap, nil
+  end
+  return total - gap, tonumber(first[2])
 end
 
 -- exhausted returns the µs until which the budget is marked spent, given

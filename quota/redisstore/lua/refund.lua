@@ -1,22 +1,27 @@
 -- refund.lua: give back one reservation's entries.
 --
--- KEYS: per budget b: log, sum at 2b-1, 2b.
+-- KEYS: per budget b: log, sum at 2b-1, 2b; then the keep keys, budget b's
+-- at 2n+b.
 -- ARGV[1] now or ''; ARGV[2] AT (µs, the reservation's score); ARGV[3]
--- nonce; then per budget a window spec (5 values) from 4+5(b-1).
+-- nonce; then per budget a window spec (5 values) from 4+5(b-1); then the
+-- window ids, budget b's at 3+5n+b.
 --
 -- Reply: {1, NOW, then per budget the units given back (0: none found)}.
 
 local now = clock(ARGV[1])
 local at, prefix = ARGV[2], ARGV[3] .. ':'
 local reply = {1, now}
-for b = 1, #KEYS / 2 do
+local n = #KEYS / 3
+for b = 1, n do
   local log, sum, a = KEYS[2 * b - 1], KEYS[2 * b], 4 + 5 * (b - 1)
   local start = span(a, now)
   if not start then
     return {-1, now}
   end
   -- expired entries go first, so an out-of-window reservation is not found
-  load(log, sum, start, redis.call('GET', sum))
+  local v = redis.call('MGET', sum, KEYS[2 * n + b])
+  local w = ARGV[3 + 5 * n + b]
+  load(log, sum, keepfrom(retain(v[2], w), w, start, now), v[1])
   local got = 0
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, at, at)) do
     if string.sub(m, 1, #prefix) == prefix then

@@ -1,9 +1,11 @@
 -- take.lua: one decision for one credential, atomically over every budget
 -- of the charge: all pay or none does.
 --
--- KEYS: per debit d (1-based): log, sum, exh at 3d-2, 3d-1, 3d.
+-- KEYS: per debit d (1-based): log, sum, exh at 3d-2, 3d-1, 3d; then the
+-- keep keys, debit d's at 3n+d.
 -- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
--- then per debit 7 values from 3+7(d-1): COST, LIMIT, and a window spec.
+-- then per debit 7 values from 3+7(d-1): COST, LIMIT, and a window spec;
+-- then the window ids, debit d's at 2+7n+d.
 --
 -- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
 -- (0 where none). OK is 1 when every budget paid (USED is after the charge),
@@ -12,9 +14,10 @@
 
 local now = clock(ARGV[1])
 local nonce = ARGV[2]
-local n = #KEYS / 3
+local n = #KEYS / 4
 local reply = {1, now}
 local used, oldest, reset = {}, {}, {}
+local totals, kepts = {}, {}
 local ok = 1
 
 for d = 1, n do
@@ -24,9 +27,19 @@ for d = 1, n do
   if not start then
     return {-1, now}
   end
-  -- one read for the running sum and the exhausted-until mark
-  local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2])
-  local u, o = load(KEYS[k], KEYS[k + 1], start, v[1])
+  -- one read for the running sum, the exhausted-until mark and the kept
+  -- window
+  local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + d])
+  local w = ARGV[2 + 7 * n + d]
+  local kept = retain(v[3], w)
+  local kstart = keepfrom(kept, w, start, now)
+  local total, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
+  if total == 0 and not o then
+    kept = w -- an empty log starts afresh
+  end
+  local u
+  u, o = counted(KEYS[k], start, kstart, total, o)
+  totals[d], kepts[d] = total, kept
   local exh = exhausted(v[2], now)
   local retry = 0
   local deficit = u + c - limit
@@ -37,7 +50,7 @@ for d = 1, n do
     -- call after a budget runs out is a refusal; then 100 at a time)
     local freed, from, size = 0, 0, 4
     while retry == 0 do
-      local batch = redis.call('ZRANGE', KEYS[k], from, from + size - 1, 'WITHSCORES')
+      local batch = redis.call('ZRANGEBYSCORE', KEYS[k], int(start), '+inf', 'WITHSCORES', 'LIMIT', from, size)
       if #batch == 0 then
         break
       end
@@ -54,7 +67,8 @@ for d = 1, n do
     if retry == 0 then
       -- the entries cover less than the sum claimed: the sum was stale
       -- (a lost key); trust the log and decide again
-      u = recount(KEYS[k], KEYS[k + 1])
+      totals[d] = recount(KEYS[k], KEYS[k + 1])
+      u, o = counted(KEYS[k], start, kstart, totals[d], o)
       if u + c > limit then
         retry = expiry(a + 2, o or now) -- cannot happen while cost <= limit
       end
@@ -82,15 +96,19 @@ end
 -- every budget can pay: record one entry per budget, whatever the cost
 for d = 1, n do
   local k, a = 3 * d - 2, 3 + 7 * (d - 1)
-  local total = used[d] + tonumber(ARGV[a])
+  local c = tonumber(ARGV[a])
+  local total = totals[d] + c
   redis.call('ZADD', KEYS[k], int(now), nonce .. ':' .. ARGV[a])
-  -- keep both keys until the newest entry expires; idle keys vanish. SET
-  -- with PX writes the new sum and its lifetime in one call.
-  local ms = ttl(a + 2, now, reset[d])
+  -- keep the keys until the newest entry leaves the window and the kept
+  -- window; idle keys vanish. SET with PX writes the new sum and its
+  -- lifetime in one call.
+  local w = ARGV[2 + 7 * n + d]
+  local ms = keepms(kepts[d], w, ttl(a + 2, now, reset[d]))
   redis.call('PEXPIRE', KEYS[k], ms)
   redis.call('SET', KEYS[k + 1], int(total), 'PX', ms)
+  redis.call('SET', KEYS[3 * n + d], kepts[d], 'PX', ms)
   local at = 2 + 4 * (d - 1)
-  reply[at + 1] = total
+  reply[at + 1] = used[d] + c
   -- the new entry is the oldest when the clock stepped back (TIME after a
   -- failover or an NTP step)
   reply[at + 2] = nextreset(a + 2, reset[d], math.min(oldest[d] or now, now))

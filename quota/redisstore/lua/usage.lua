@@ -1,21 +1,27 @@
 -- usage.lua: current usage of several budgets of one credential. It drops
 -- expired entries and records nothing.
 --
--- KEYS: per budget b: log, sum, exh at 3b-2, 3b-1, 3b.
--- ARGV[1] now or ''; then per budget a window spec from 2+5(b-1).
+-- KEYS: per budget b: log, sum, exh at 3b-2, 3b-1, 3b; then the keep keys,
+-- budget b's at 3n+b.
+-- ARGV[1] now or ''; then per budget a window spec from 2+5(b-1); then the
+-- window ids, budget b's at 1+5n+b.
 --
 -- Reply: {1, NOW, then per budget USED, RESET, EXHAUSTED_UNTIL}.
 
 local now = clock(ARGV[1])
 local reply = {1, now}
-for b = 1, #KEYS / 3 do
+local n = #KEYS / 4
+for b = 1, n do
   local k, a = 3 * b - 2, 2 + 5 * (b - 1)
   local start, r = span(a, now)
   if not start then
     return {-1, now}
   end
-  local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2])
-  local u, o = load(KEYS[k], KEYS[k + 1], start, v[1])
+  local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + b])
+  local w = ARGV[1 + 5 * n + b]
+  local kstart = keepfrom(retain(v[3], w), w, start, now)
+  local u, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
+  u, o = counted(KEYS[k], start, kstart, u, o)
   reply[#reply + 1] = u
   reply[#reply + 1] = nextreset(a, r, o)
   reply[#reply + 1] = exhausted(v[2], now)

@@ -1,0 +1,48 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+)
+
+// TestShortenedWindowKeepsKeys: after a daily budget is redefined with a
+// one-hour sliding window, its keys live as long as the day could count
+// (not one hour), so going back to daily hours later still counts the
+// day's units; the server's own clock moves (miniredis FastForward).
+func TestShortenedWindowKeepsKeys(t *testing.T) {
+	ctx := context.Background()
+	m := redistest.Mini(t)
+	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("ret:"))
+	day := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	m.SetTime(day.Add(2 * time.Hour))
+	daily := []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Daily(time.UTC)}}
+	hourly := []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Sliding(time.Hour)}}
+	ld, err := quota.New(st, "api", daily)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lh, err := quota.New(st, "api", hourly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ld.Take(ctx, secret, quota.Units("units", 4343)); err != nil {
+		t.Fatal(err)
+	}
+	m.FastForward(time.Hour)
+	m.SetTime(day.Add(3 * time.Hour))
+	r, err := lh.Take(ctx, secret, quota.Units("units", 7))
+	if err != nil || r.Usage[0].Used != 7 {
+		t.Fatalf("sliding 1h: %v, %v; want used 7", r, err)
+	}
+	m.FastForward(3 * time.Hour) // the 1h keys' lifetime is long past
+	m.SetTime(day.Add(6 * time.Hour))
+	us, err := ld.Status(ctx, secret)
+	if err != nil || us[0].Used != 4350 {
+		t.Fatalf("back to daily 3h later: %v, %v; want used 4350", us, err)
+	}
+}
