@@ -34,9 +34,12 @@ type Limiter struct {
 	nonceSeq  atomic.Uint64
 	noncePfx  string
 	defined   atomic.Bool
-	fps       sync.Map // secret -> fingerprint
-	accounts  sync.Map // resolveKey -> account, once registered in the store
-	labels    sync.Map // resolveKey (no fingerprint) -> CredentialInfo, for label-only credentials
+	overEvery time.Duration             // WithOverrideRefresh
+	overNext  atomic.Int64              // when to reload overrides, UnixNano
+	over      atomic.Pointer[overrides] // operator overrides in force
+	fps       sync.Map                  // secret -> fingerprint
+	accounts  sync.Map                  // resolveKey -> account, once registered in the store
+	labels    sync.Map                  // resolveKey (no fingerprint) -> CredentialInfo, for label-only credentials
 }
 
 // resolveKey is what the limiter caches a credential's account under: the
@@ -62,11 +65,12 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 		return nil, err
 	}
 	l := &Limiter{
-		store:    store,
-		api:      api,
-		budgets:  append([]Budget(nil), budgets...),
-		index:    make(map[string]int, len(budgets)),
-		failOpen: -1,
+		store:     store,
+		api:       api,
+		budgets:   append([]Budget(nil), budgets...),
+		index:     make(map[string]int, len(budgets)),
+		failOpen:  -1,
+		overEvery: DefaultOverrideRefresh,
 	}
 	for i, b := range l.budgets {
 		l.index[b.Name] = i
@@ -119,8 +123,16 @@ func Load(ctx context.Context, store Store, api string, opts ...Option) (*Limite
 // API returns the API name the limiter meters.
 func (l *Limiter) API() string { return l.api }
 
-// Budgets returns a copy of the limiter's budget definitions.
-func (l *Limiter) Budgets() []Budget { return append([]Budget(nil), l.budgets...) }
+// Budgets returns a copy of the limiter's budget definitions in force: the
+// program's, or an operator's override of one (see Overrides) as last
+// loaded.
+func (l *Limiter) Budgets() []Budget {
+	out := make([]Budget, len(l.budgets))
+	for i, b := range l.budgets {
+		out[i] = l.def(b)
+	}
+	return out
+}
 
 // Store returns the limiter's store.
 func (l *Limiter) Store() Store { return l.store }
@@ -142,7 +154,7 @@ func (l *Limiter) budget(name string) (Budget, error) {
 	if !ok {
 		return Budget{}, invalidf("unknown budget %q for api %q", name, l.api)
 	}
-	return l.budgets[i], nil
+	return l.def(l.budgets[i]), nil
 }
 
 // Fingerprint returns the fingerprint the limiter stores for secret:
@@ -255,7 +267,17 @@ func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 // define records the budget definitions in the store, once per limiter. It
 // never blocks a decision: a failure is retried with the next credential.
 func (l *Limiter) define(ctx context.Context) {
-	if !l.defined.Load() && l.store.DefineBudgets(ctx, l.api, l.budgets) == nil {
+	if l.defined.Load() {
+		return
+	}
+	// An operator's override stands in the catalog: define the rest.
+	own := make([]Budget, 0, len(l.budgets))
+	for _, b := range l.budgets {
+		if !l.overridden(b.Name) {
+			own = append(own, b)
+		}
+	}
+	if len(own) == 0 || l.store.DefineBudgets(ctx, l.api, own) == nil {
 		l.defined.Store(true)
 	}
 }
@@ -363,6 +385,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if err := checkContext(ctx, "take"); err != nil {
 		return nil, err
 	}
+	l.refreshOverrides(ctx)
 	ch = allocate(ctx, ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
@@ -377,6 +400,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 		if !ok {
 			continue
 		}
+		b = l.def(b)
 		if cost <= 0 {
 			return nil, invalidf("cost %d for budget %q: must be > 0", cost, b.Name)
 		}
@@ -499,7 +523,8 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if res.API != l.api {
 		return invalidf("reservation %q is for api %q, not %q", res.ID, res.API, l.api)
 	}
-	budgets := l.budgets
+	l.refreshOverrides(ctx)
+	budgets := l.Budgets()
 	if len(res.Usage) > 0 {
 		budgets = make([]Budget, 0, len(res.Usage))
 		for _, u := range res.Usage {
@@ -534,6 +559,7 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 		return err
 	}
 	until = ClampTime(until)
+	l.refreshOverrides(ctx)
 	b, err := l.budget(budget)
 	if err != nil {
 		return err
@@ -552,6 +578,7 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if err := checkContext(ctx, "adjust"); err != nil {
 		return err
 	}
+	l.refreshOverrides(ctx)
 	b, err := l.budget(budget)
 	if err != nil {
 		return err
@@ -586,8 +613,9 @@ func (l *Limiter) StatusOf(ctx context.Context, account string) ([]Usage, error)
 	if err := checkContext(ctx, "status"); err != nil {
 		return nil, err
 	}
+	l.refreshOverrides(ctx)
 	now := l.now()
-	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Owner: account, Budgets: l.budgets, Now: now})
+	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Owner: account, Budgets: l.Budgets(), Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -606,6 +634,7 @@ func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) (
 	if err := checkContext(ctx, "entries"); err != nil {
 		return nil, err
 	}
+	l.refreshOverrides(ctx)
 	b, err := l.budget(budget)
 	if err != nil {
 		return nil, err

@@ -146,7 +146,7 @@ func TestDefaultStore(t *testing.T) {
 	cmd = exec.Command(bin, "budget", "list")
 	cmd.Env = []string{"HOME=" + dir, "XDG_STATE_HOME=" + state}
 	out, err := cmd.CombinedOutput()
-	if err != nil || string(out) != "api/units\t5\tsliding:1m0s\n" {
+	if err != nil || string(out) != "api/units\t5\tsliding:1m0s\toperator\n" {
 		t.Errorf("budget list on the default store: %v, %q", err, out)
 	}
 }

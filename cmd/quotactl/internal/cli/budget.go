@@ -46,10 +46,17 @@ func newCmdBudgetSet(g *globals, runF func(context.Context, *budgetSetOptions) e
 units over a sliding window (--window 24h: exact over any trailing 24 hours) or
 a daily window that resets at local midnight in a time zone (--daily
 America/Los_Angeles, as the YouTube Data API does). Usage already recorded is
-kept.
+kept: a shorter window counts less of it, and a longer one, set again, counts
+it all again.
+
+A definition set here is an operator's: it overrides the definition a program
+gives quota.New for the same budget, in every process sharing the store
+(running limiters pick it up within 30 seconds), until 'quotactl budget
+delete' removes it. 'budget list' and 'status --json' say which definition
+applies (source: operator or program).
 
 JSON fields: api, budget, limit, window ("sliding:24h0m0s" or
-"daily:America/Los_Angeles").`,
+"daily:America/Los_Angeles"), source ("operator").`,
 		Example: `  quotactl budget set youtube/units --limit 10000 --daily America/Los_Angeles
   quotactl budget set youtube/search --limit 100 --daily America/Los_Angeles
   quotactl budget set github/core --limit 5000 --window 1h`,
@@ -102,10 +109,11 @@ func parseWindow(window, daily string) (quota.Window, error) {
 }
 
 type budgetJSON struct {
-	API    string `json:"api"`
-	Budget string `json:"budget"`
-	Limit  int64  `json:"limit"`
-	Window string `json:"window"`
+	API    string       `json:"api"`
+	Budget string       `json:"budget"`
+	Limit  int64        `json:"limit"`
+	Window string       `json:"window"`
+	Source quota.Source `json:"source"`
 }
 
 func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
@@ -124,11 +132,11 @@ func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := st.DefineBudgets(ctx, opts.API, []quota.Budget{b}); err != nil {
+	if err := quota.SetOverride(ctx, st, opts.API, b, opts.now()); err != nil {
 		return err
 	}
 	if opts.json {
-		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String()})
+		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String(), Source: quota.SourceOperator})
 	}
 	_, err = fmt.Fprintf(opts.io.Out, "%s/%s: %d units per %s\n", opts.API, b.Name, b.Limit, windowText(w))
 	return err
@@ -143,9 +151,12 @@ func newCmdBudgetList(g *globals, runF func(context.Context, *budgetListOptions)
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the budgets the store defines",
-		Long: `List every budget the store defines, by API.
+		Long: `List every budget the store defines, by API, with where its definition
+comes from: "operator" (set with 'quotactl budget set', overriding any
+program's definition until 'quotactl budget delete') or "program" (what a
+program gave quota.New).
 
-JSON: an array of {api, budget, limit, window}.`,
+JSON: an array of {api, budget, limit, window, source}.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -162,11 +173,12 @@ func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
 		return err
 	}
 	out := []budgetJSON{}
-	t := &table{header: []string{"BUDGET", "LIMIT", "WINDOW"}}
+	t := &table{header: []string{"BUDGET", "LIMIT", "WINDOW", "DEFINED BY"}}
 	for _, a := range apis {
 		for _, b := range a.Budgets {
-			out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Limit: b.Limit, Window: b.Window.String()})
-			t.add(a.Name+"/"+b.Name, fmt.Sprint(b.Limit), b.Window.String())
+			src := opts.source(a.Name, b.Name)
+			out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Limit: b.Limit, Window: b.Window.String(), Source: src})
+			t.add(a.Name+"/"+b.Name, fmt.Sprint(b.Limit), b.Window.String(), string(src))
 		}
 	}
 	if opts.json {
@@ -189,9 +201,11 @@ func newCmdBudgetDelete(g *globals, runF func(context.Context, *budgetDeleteOpti
 	return &cobra.Command{
 		Use:   "delete API/BUDGET",
 		Short: "Delete a budget's definition",
-		Long: `Delete a budget's definition from the store. Its recorded usage is not
-deleted: it expires with its window, and comes back into view if the budget is
-defined again.
+		Long: `Delete a budget's definition from the store, and the operator's override
+of it: a program that defines the budget applies its own definition again
+(running limiters within 30 seconds). Its recorded usage is not deleted: it
+expires with its window, and comes back into view if the budget is defined
+again.
 
 JSON fields: api, budget, deleted (true).`,
 		Args: exactArgs(1, "one API/BUDGET argument"),
@@ -213,11 +227,17 @@ func budgetDeleteRun(ctx context.Context, opts *budgetDeleteOptions) error {
 	if err != nil {
 		return err
 	}
+	removed, err := quota.RemoveOverride(ctx, st, opts.API, opts.Budget)
+	if err != nil {
+		return err
+	}
 	if err := st.DeleteBudget(ctx, opts.API, opts.Budget); err != nil {
-		if errors.Is(err, quota.ErrNotFound) {
+		if !errors.Is(err, quota.ErrNotFound) {
+			return err
+		}
+		if !removed {
 			return usageErrorf("no budget %s/%s in the store", opts.API, opts.Budget)
 		}
-		return err
 	}
 	if opts.json {
 		return opts.printJSON(struct {

@@ -73,6 +73,9 @@ type globals struct {
 
 	store    quota.Store
 	ownStore bool
+	// sources says, per API and budget, where the definition in force
+	// comes from (filled by apis).
+	sources map[string]map[string]quota.Source
 	// open opens a store URL; storeurl.Open unless a test says otherwise.
 	open func(ctx context.Context, rawURL string) (quota.Store, error)
 }
@@ -291,7 +294,32 @@ func (g *globals) apis(ctx context.Context) ([]quota.APIInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.List(ctx)
+	apis, err := st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// An operator's definition (budget set) takes precedence over a
+	// program's: show the one in force.
+	g.sources = map[string]map[string]quota.Source{}
+	for i, a := range apis {
+		over, err := quota.Overrides(ctx, st, a.Name)
+		if err != nil {
+			return nil, err
+		}
+		var src map[string]quota.Source
+		apis[i].Budgets, src = quota.ApplyOverrides(a.Budgets, over)
+		slices.SortFunc(apis[i].Budgets, func(x, y quota.Budget) int { return strings.Compare(x.Name, y.Name) })
+		g.sources[a.Name] = src
+	}
+	return apis, nil
+}
+
+// source says where the definition of api's budget in force comes from.
+func (g *globals) source(api, budget string) quota.Source {
+	if s, ok := g.sources[api][budget]; ok {
+		return s
+	}
+	return quota.SourceProgram
 }
 
 // limiter loads api's limiter from the budgets recorded in the store. An

@@ -31,7 +31,7 @@ func TestBudgetSetListDelete(t *testing.T) {
 	}
 	var set budgetJSON
 	decode(t, out.String(), &set)
-	if set != (budgetJSON{API: "github", Budget: "core", Limit: 5000, Window: "sliding:1h0m0s"}) {
+	if set != (budgetJSON{API: "github", Budget: "core", Limit: 5000, Window: "sliding:1h0m0s", Source: quota.SourceOperator}) {
 		t.Errorf("budget set --json = %+v", set)
 	}
 
@@ -41,7 +41,7 @@ func TestBudgetSetListDelete(t *testing.T) {
 	}
 	var list []budgetJSON
 	decode(t, out.String(), &list)
-	want := []budgetJSON{{"github", "core", 5000, "sliding:1h0m0s"}, {"youtube", "units", 10000, "daily:America/Los_Angeles"}}
+	want := []budgetJSON{{"github", "core", 5000, "sliding:1h0m0s", "operator"}, {"youtube", "units", 10000, "daily:America/Los_Angeles", "operator"}}
 	if len(list) != 2 || list[0] != want[0] || list[1] != want[1] {
 		t.Errorf("budget list = %+v, want %+v", list, want)
 	}
@@ -55,7 +55,7 @@ func TestBudgetSetListDelete(t *testing.T) {
 	if err := budgetListRun(ctx, &budgetListOptions{globals: g}); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != "github/core\t5000\tsliding:1h0m0s\nyoutube/units\t9500\tdaily:America/Los_Angeles\n" {
+	if got := out.String(); got != "github/core\t5000\tsliding:1h0m0s\toperator\nyoutube/units\t9500\tdaily:America/Los_Angeles\toperator\n" {
 		t.Errorf("budget list (piped) = %q", got)
 	}
 
@@ -294,6 +294,7 @@ func TestStatus(t *testing.T) {
 		"github   -         -            core    0/5000  5000  [--------------------]   0%  -                                          -",
 		"youtube  " + own + "  yt-key-1     search  1/3     0     [#######-------------]  33%  reset in 22h30m (2026-11-23 08:00:00 UTC)  in 2h (2026-11-22 11:30:00 UTC)",
 		"youtube  " + own + "  yt-key-1     units   5/10    5     [##########----------]  50%  in 30m (2026-11-22 10:00:00 UTC)           -",
+		"set with 'quotactl budget set' (over any program's definition): github/core, youtube/search, youtube/units",
 		"",
 	}, "\n")
 	if out != want {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,11 +36,15 @@ that owner.
 On a terminal the table is aligned under a header; piped, rows are
 tab-separated without one.
 
+Budgets whose definition an operator set ('quotactl budget set', overriding
+the program's) are named under the table on a terminal, and have source
+"operator" in JSON ("program" otherwise).
+
 JSON: an array of {api, owner, credentials: [{label, fingerprint}],
-credential, fingerprint, budget, window, used, limit, remaining, reset,
-exhausted_until}; credential and fingerprint are the owner's first credential
-(labelled ones first); reset and exhausted_until are RFC 3339 times, absent
-when there is none.`,
+credential, fingerprint, budget, window, source, used, limit, remaining,
+reset, exhausted_until}; credential and fingerprint are the owner's first
+credential (labelled ones first); reset and exhausted_until are RFC 3339
+times, absent when there is none.`,
 		Args: rangeArgs(0, 1, "at most one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -64,6 +69,7 @@ type statusJSON struct {
 	Fingerprint    string           `json:"fingerprint"`
 	Budget         string           `json:"budget"`
 	Window         string           `json:"window"`
+	Source         quota.Source     `json:"source"`
 	Used           int64            `json:"used"`
 	Limit          int64            `json:"limit"`
 	Remaining      int64            `json:"remaining"`
@@ -123,6 +129,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 			for _, u := range us {
 				out = append(out, statusJSON{
 					API: info.Name, Owner: grp.Account, Credentials: cj, Credential: first.Label, Fingerprint: first.ID, Budget: u.Budget, Window: u.Window.String(),
+					Source: opts.source(info.Name, u.Budget),
 					Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
 				})
 				t.add(info.Name, ownerName(grp.Account), names(grp.Credentials), u.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), fmt.Sprint(u.Remaining),
@@ -132,7 +139,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		if len(info.Credentials) == 0 && opts.Label == "" && opts.Owner == "" {
 			// Nothing charged yet: every budget is whole.
 			for _, b := range info.Budgets {
-				out = append(out, statusJSON{API: info.Name, Budget: b.Name, Window: b.Window.String(), Limit: b.Limit, Remaining: b.Limit})
+				out = append(out, statusJSON{API: info.Name, Budget: b.Name, Window: b.Window.String(), Source: opts.source(info.Name, b.Name), Limit: b.Limit, Remaining: b.Limit})
 				t.add(info.Name, "-", "-", b.Name, fmt.Sprintf("0/%d", b.Limit), fmt.Sprint(b.Limit), bar(0, b.Limit, 20)+"   0%", "-", "-")
 			}
 		}
@@ -150,7 +157,24 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		fmt.Fprintln(opts.io.ErrOut, "no budgets defined; define one with 'quotactl budget set API/BUDGET --limit N --daily ZONE'")
 		return nil
 	}
-	return t.print(opts.io.Out, opts.io.TTY)
+	if err := t.print(opts.io.Out, opts.io.TTY); err != nil {
+		return err
+	}
+	if opts.io.TTY {
+		var set []string
+		for _, info := range infos {
+			for _, b := range info.Budgets {
+				if opts.source(info.Name, b.Name) == quota.SourceOperator {
+					set = append(set, info.Name+"/"+b.Name)
+				}
+			}
+		}
+		if len(set) > 0 {
+			_, err := fmt.Fprintf(opts.io.Out, "set with 'quotactl budget set' (over any program's definition): %s\n", strings.Join(set, ", "))
+			return err
+		}
+	}
+	return nil
 }
 
 func apiScope(api string) string {

@@ -1,0 +1,85 @@
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// TestOperatorOverridePrecedence: an operator's definition (quotactl budget
+// set) is not undone by a program defining the same budget: the program's
+// limiter applies it, leaves it in the catalog, and goes back to its own
+// definition once the operator removes it.
+func TestOperatorOverridePrecedence(t *testing.T) {
+	ctx := context.Background()
+	st := quota.NewMemoryStore()
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return at }
+	key := quota.Credential{Secret: "s", Label: "k"}
+	if err := quota.SetOverride(ctx, st, "api", quota.Budget{Name: "units", Limit: 5, Window: quota.Sliding(time.Hour)}, at); err != nil {
+		t.Fatal(err)
+	}
+	own := []quota.Budget{
+		{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)},
+		{Name: "other", Limit: 7, Window: quota.Sliding(time.Hour)},
+	}
+	l, err := quota.New(st, "api", own, quota.WithClock(clock), quota.WithOverrideRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := l.Take(ctx, key, quota.Units("units", 1)); err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+	}
+	_, err = l.Take(ctx, key, quota.Units("units", 1))
+	var ee *quota.ExhaustedError
+	if !errors.As(err, &ee) || ee.Limit != 5 {
+		t.Fatalf("sixth take: %v; want refused by the operator's limit 5", err)
+	}
+	if _, err := l.Take(ctx, key, quota.Units("units", 6)); !errors.Is(err, quota.ErrCostExceedsLimit) {
+		t.Fatalf("a cost over the operator's limit: %v; want ErrCostExceedsLimit", err)
+	}
+	apis, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]quota.Budget{}
+	for _, b := range apis[0].Budgets {
+		got[b.Name] = b
+	}
+	if got["units"].Limit != 5 || got["other"].Limit != 7 {
+		t.Fatalf("catalog after the program's first take: %+v; want the operator's units (5) and the program's other (7)", apis[0].Budgets)
+	}
+	if bs := l.Budgets(); bs[0].Limit != 5 {
+		t.Fatalf("Budgets() = %+v; want the definition in force", bs)
+	}
+	// The operator removes the override: the program's definition applies.
+	if removed, err := quota.RemoveOverride(ctx, st, "api", "units"); err != nil || !removed {
+		t.Fatalf("RemoveOverride = %v, %v", removed, err)
+	}
+	r, err := l.Take(ctx, key, quota.Units("units", 1))
+	if err != nil || r.Usage[0].Limit != 100 || r.Usage[0].Used != 6 {
+		t.Fatalf("after the override is removed: %v, %v; want limit 100, used 6", r, err)
+	}
+	// A limiter refreshing on its own schedule picks an override up later.
+	l2, err := quota.New(st, "api", own, quota.WithClock(clock), quota.WithOverrideRefresh(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.Take(ctx, key, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := quota.SetOverride(ctx, st, "api", quota.Budget{Name: "units", Limit: 3, Window: quota.Daily(time.UTC)}, at); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l2.Take(ctx, key, quota.Units("units", 1)); err != nil || r.Usage[0].Limit != 100 {
+		t.Fatalf("within the refresh interval: %v, %v; want the old definition still", r, err)
+	}
+	if _, err := l.Take(ctx, key, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
+		t.Fatalf("a limiter refreshing every call: %v; want refused by the new override (limit 3)", err)
+	}
+}
