@@ -95,18 +95,24 @@ func (lg *memLog) push(e memEntry) {
 	lg.n++
 }
 
-// use sets the window the log is used with, remembering in kept how far
-// back it must keep entries (Retain).
-func (lg *memLog) use(w Window) {
-	if lg.n == 0 {
+// use sets the window a decision uses the log with at now: it drops the
+// entries the kept window no longer keeps (they are gone for every window,
+// even a longer one set now), then remembers in kept how far back the log
+// must keep entries from now on (Retain).
+func (lg *memLog) use(w Window, now int64) {
+	if lg.kept.IsZero() {
+		lg.kept = w
+	}
+	if !lg.window.Equal(w) {
+		lg.dayStart, lg.dayEnd = 0, 0
+		lg.window = w
+	}
+	lg.prune(now)
+	if lg.sum == 0 {
 		lg.kept = w // nothing kept: start afresh
 	} else {
 		lg.kept = Retain(lg.kept, w)
 	}
-	if !lg.window.Equal(w) {
-		lg.dayStart, lg.dayEnd = 0, 0
-	}
-	lg.window = w
 }
 
 func (lg *memLog) clear() { lg.ring, lg.head, lg.n, lg.sum, lg.exh = nil, 0, 0, 0, 0 }
@@ -145,10 +151,14 @@ func (lg *memLog) start(now int64) int64 {
 	return lg.dayStart
 }
 
+// prune drops the entries the kept window no longer keeps at now, and an
+// exhaustion mark that has ended.
 func (lg *memLog) prune(now int64) {
-	start := lg.start(now)
-	if !lg.kept.IsZero() && !lg.kept.Equal(lg.window) {
-		start = min(start, lg.kept.Start(time.UnixMicro(now)).UnixMicro())
+	var start int64
+	if lg.kept.IsZero() || lg.kept.Equal(lg.window) {
+		start = lg.start(now) // the hot path: the day cached
+	} else {
+		start = lg.kept.Start(time.UnixMicro(now)).UnixMicro()
 	}
 	for lg.n > 0 {
 		e := lg.at(0)
@@ -172,8 +182,11 @@ func (lg *memLog) idle() bool { return lg.n == 0 && lg.exh == 0 }
 // first returns the index of the first entry the window counts at now, and
 // the units of the kept entries before it (uncounted): 0 and 0 unless the
 // window was shortened.
-func (lg *memLog) first(now int64) (int, int64) {
-	start := lg.start(now)
+func (lg *memLog) first(now int64) (int, int64) { return lg.from(lg.start(now)) }
+
+// from returns the index of the first entry recorded at start or later, and
+// the units of the entries before it.
+func (lg *memLog) from(start int64) (int, int64) {
 	var gap int64
 	i := 0
 	for ; i < lg.n && lg.at(i).at < start; i++ {
@@ -222,6 +235,29 @@ func (lg *memLog) usage(b Budget, now int64) Usage {
 	return u
 }
 
+// peek describes the log for budget b at now without changing what it
+// keeps (a read): only the entries b's window counts at now, and of those
+// only the ones the log still keeps.
+func (lg *memLog) peek(b Budget, now int64) (Usage, int) {
+	lg.prune(now)
+	first, gap := lg.from(b.Window.Start(time.UnixMicro(now)).UnixMicro())
+	u := Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum - gap}
+	if lg.exh > now {
+		u.ExhaustedUntil = time.UnixMicro(lg.exh)
+	}
+	if b.Window.IsDaily() {
+		u.Reset = time.UnixMicro(b.Window.NextReset(time.UnixMicro(now)).UnixMicro())
+	} else {
+		for i := first; i < lg.n; i++ {
+			if e := lg.at(i); e.cost > 0 {
+				u.Reset = time.UnixMicro(e.at + b.Window.Duration().Microseconds())
+				break
+			}
+		}
+	}
+	return u, first
+}
+
 func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 	k := logKey{api, cred, b.Name}
 	lg := s.logs[k]
@@ -229,8 +265,7 @@ func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 		lg = &memLog{}
 		s.logs[k] = lg
 	}
-	lg.use(b.Window)
-	lg.prune(now)
+	lg.use(b.Window, now)
 	return lg
 }
 
@@ -329,7 +364,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 		if lg == nil {
 			continue
 		}
-		lg.prune(now)
+		lg.use(b.Window, now)
 		for i := sort.Search(lg.n, func(i int) bool { return lg.at(i).at >= at }); i < lg.n && lg.at(i).at == at; i++ {
 			if e := lg.at(i); e.nonce.is(req.Nonce) && e.cost > 0 {
 				got[b.Name] = e.cost
@@ -378,11 +413,9 @@ func (s *MemoryStore) Usage(ctx context.Context, req *UsageRequest) ([]Usage, er
 	for i, b := range req.Budgets {
 		lg := s.logs[logKey{req.API, req.Owner, b.Name}]
 		if lg == nil {
-			lg = &memLog{}
+			lg = &memLog{kept: b.Window, window: b.Window}
 		}
-		lg.use(b.Window)
-		lg.prune(now)
-		out[i] = lg.usage(b, now)
+		out[i], _ = lg.peek(b, now)
 	}
 	return out, nil
 }
@@ -396,10 +429,8 @@ func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry
 	if lg == nil {
 		return nil, nil
 	}
-	lg.use(req.Budget.Window)
-	lg.prune(now)
+	_, first := lg.peek(req.Budget, now)
 	var out []Entry
-	first, _ := lg.first(now)
 	for i := first; i < lg.n; i++ {
 		if e := lg.at(i); e.cost > 0 {
 			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce.String()})

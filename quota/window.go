@@ -201,7 +201,8 @@ func midnight(t time.Time, loc *time.Location, days int) time.Time {
 	y, m, d := t.In(loc).Date()
 	m0 := time.Date(y, m, d+days, 0, 0, 0, 0, loc)
 	want := time.Date(y, m, d+days, 0, 0, 0, 0, time.UTC) // the local date wanted, normalised
-	for range 4 {                                         // a zone has at most a few transitions around one midnight
+	// A zone has at most a few transitions around one midnight.
+	for range 4 {
 		ly, lm, ld := m0.In(loc).Date()
 		if !time.Date(ly, lm, ld, 0, 0, 0, 0, time.UTC).Before(want) {
 			break

@@ -62,7 +62,7 @@ func (w *wtx) credLogs(api, cred string) ([]*logRow, error) {
 
 // log returns the log of budget b, creating it if create is set; nil if it
 // does not exist and create is not set.
-func (w *wtx) log(api, cred string, b quota.Budget, create bool) (*logRow, error) {
+func (w *wtx) log(api, cred string, b quota.Budget, now time.Time, create bool) (*logRow, error) {
 	lg, err := scanLog(w.stmt(w.st.logByName).QueryRowContext(w.ctx, api, cred, b.Name))
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && create:
@@ -72,7 +72,7 @@ func (w *wtx) log(api, cred string, b quota.Budget, create bool) (*logRow, error
 	case err != nil:
 		return nil, err
 	}
-	return lg, w.setWindow(lg, b.Window)
+	return lg, w.setWindow(lg, b.Window, now)
 }
 
 // counted returns the units the budget's window counts.
@@ -83,22 +83,27 @@ func (w *wtx) create(api, cred string, b quota.Budget) (*logRow, error) {
 	return lg, w.stmt(w.st.newLog).QueryRowContext(w.ctx, api, cred, b.Name, lg.window).Scan(&lg.id)
 }
 
-// setWindow records the window a log is used with, and how long it keeps
-// its entries (quota.Retain: a shortened window keeps what the longer one
-// counted). When that changed (the budget was redefined), idle_after is
-// recomputed so the sweep never drops an entry a kept window counts.
-func (w *wtx) setWindow(lg *logRow, win quota.Window) error {
+// setWindow records the window a log is used with at now, and how long it
+// keeps its entries (quota.Retain: a shortened window keeps what the longer
+// one counted). When the window changed (the budget was redefined), it
+// first deletes the entries the old kept window no longer keeps (gone for
+// every window, even a longer one set now), and recomputes idle_after so
+// the sweep never drops an entry a kept window counts.
+func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
 	ws := win.String()
 	lg.kept = quota.Window{}
 	if lg.window == ws {
 		return nil // the hot path: the definition did not change
 	}
+	old, err := quota.ParseWindow(lg.window)
+	if err != nil {
+		return fmt.Errorf("log of budget %q: stored window %q: %w", lg.budget, lg.window, err)
+	}
+	if err := w.prune(lg, old.Start(now).UnixMicro(), now.UnixMicro()); err != nil {
+		return err
+	}
 	kept := win
 	if lg.used != 0 { // an empty log starts afresh
-		old, err := quota.ParseWindow(lg.window)
-		if err != nil {
-			return fmt.Errorf("log of budget %q: stored window %q: %w", lg.budget, lg.window, err)
-		}
 		kept = quota.Retain(old, win)
 	}
 	if ks := kept.String(); ks != ws {
@@ -264,7 +269,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			for _, lg := range logs {
 				if lg.budget == d.Name {
 					lg.seen, lgs[i] = true, lg
-					if err := w.setWindow(lg, d.Window); err != nil {
+					if err := w.setWindow(lg, d.Window, now); err != nil {
 						return err
 					}
 					break
@@ -399,7 +404,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		got = map[string]int64{}
 		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
 		for _, b := range req.Budgets {
-			lg, err := w.log(req.API, req.Owner, b, false)
+			lg, err := w.log(req.API, req.Owner, b, now, false)
 			if err != nil {
 				return err
 			}
@@ -450,7 +455,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	n := now.UnixMicro()
 	return s.write(ctx, "exhaust", func(tx *sql.Tx) error {
 		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
-		lg, err := w.log(req.API, req.Owner, req.Budget, true)
+		lg, err := w.log(req.API, req.Owner, req.Budget, now, true)
 		if err != nil {
 			return err
 		}
@@ -482,7 +487,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	n := now.UnixMicro()
 	return s.write(ctx, "adjust", func(tx *sql.Tx) error {
 		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
-		lg, err := w.log(req.API, req.Owner, req.Budget, true)
+		lg, err := w.log(req.API, req.Owner, req.Budget, now, true)
 		if err != nil {
 			return err
 		}
@@ -524,8 +529,9 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 				u.Reset = time.UnixMicro(b.Window.NextReset(now).UnixMicro())
 			}
 			var id, used, exh int64
-			err := tx.QueryRowContext(ctx, `SELECT id, used, exhausted_until FROM sums WHERE api = ? AND cred = ? AND budget = ?`,
-				req.API, req.Owner, b.Name).Scan(&id, &used, &exh)
+			var kept string
+			err := tx.QueryRowContext(ctx, `SELECT id, used, exhausted_until, "window" FROM sums WHERE api = ? AND cred = ? AND budget = ?`,
+				req.API, req.Owner, b.Name).Scan(&id, &used, &exh, &kept)
 			if errors.Is(err, sql.ErrNoRows) {
 				out[i] = u
 				continue
@@ -533,7 +539,10 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 			if err != nil {
 				return err
 			}
-			start := b.Window.Start(now).UnixMicro()
+			start, err := countFrom(b.Window, kept, now)
+			if err != nil {
+				return err
+			}
 			var expired int64
 			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = ? AND at < ?`, id, start).Scan(&expired); err != nil {
 				return err
@@ -570,10 +579,23 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 	if err := checkBudget("entries", req.Budget); err != nil {
 		return nil, err
 	}
-	start := req.Budget.Window.Start(nowOr(req.Now)).UnixMicro()
+	now := nowOr(req.Now)
 	var out []quota.Entry
 	err := s.read(ctx, "entries", func(tx *sql.Tx) error {
 		out = nil
+		var kept string
+		err := tx.QueryRowContext(ctx, `SELECT "window" FROM sums WHERE api = ? AND cred = ? AND budget = ?`,
+			req.API, req.Owner, req.Budget.Name).Scan(&kept)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		start, err := countFrom(req.Budget.Window, kept, now)
+		if err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, `SELECT e.at, e.cost, e.nonce FROM entries e JOIN sums s ON e.log = s.id
 			WHERE s.api = ? AND s.cred = ? AND s.budget = ? AND e.at >= ? ORDER BY e.at, e.rowid`,
 			req.API, req.Owner, req.Budget.Name, start)
@@ -596,6 +618,22 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 		return nil, err
 	}
 	return out, nil
+}
+
+// countFrom returns the first instant (µs) a read counts at now for window
+// win, of a log that keeps its entries for the window whose text is kept:
+// win's start, or later where kept no longer keeps what win would count
+// (entries a decision would delete first; see setWindow).
+func countFrom(win quota.Window, kept string, now time.Time) (int64, error) {
+	start := win.Start(now).UnixMicro()
+	if kept == win.String() {
+		return start, nil
+	}
+	k, err := quota.ParseWindow(kept)
+	if err != nil {
+		return 0, fmt.Errorf("stored window %q: %w", kept, err)
+	}
+	return max(start, k.Start(now).UnixMicro()), nil
 }
 
 func checkTake(req *quota.TakeRequest) error {

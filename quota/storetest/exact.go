@@ -189,4 +189,27 @@ func (s suite) redefine(t *testing.T) {
 	if got := used(t, ld, key, "units"); got != 0 {
 		t.Fatalf("next day: used %d, want 0", got)
 	}
+
+	// A window counts only what the log kept: an entry that left every
+	// window the budget had does not come back when a longer one is set,
+	// whether or not the store had deleted it yet.
+	other := quota.Credential{Secret: "AIzaSy-redefine-other", Label: "key-2"}
+	short := quota.Budget{Name: "short", Limit: 100, Window: quota.Sliding(time.Hour)}
+	long := quota.Budget{Name: "short", Limit: 100, Window: quota.Sliding(24 * time.Hour)}
+	ls := s.limiter(t, st, clock, short)
+	mustTake(t, ls, other, quota.Units("short", 5)) // at 00:00
+	clock.Add(30 * time.Minute)
+	mustTake(t, ls, other, quota.Units("short", 7)) // at 00:30
+	clock.Add(45 * time.Minute)                     // 01:15: the first left the hour
+	ll := s.limiter(t, st, clock, long)
+	if got := used(t, ll, other, "short"); got != 7 {
+		t.Fatalf("lengthened to 24h after the first entry left the 1h window: used %d, want 7 (it is gone)", got)
+	}
+	if r := mustTake(t, ll, other, quota.Units("short", 1)); r.Usage[0].Used != 8 {
+		t.Fatalf("lengthened, a take: used %d, want 8", r.Usage[0].Used)
+	}
+	clock.Add(20 * time.Hour)
+	if got := used(t, ll, other, "short"); got != 8 {
+		t.Fatalf("20h later under 24h: used %d, want 8", got)
+	}
 }

@@ -11,7 +11,7 @@ if not start then
   return {-1, now}
 end
 local v = redis.call('MGET', KEYS[2], KEYS[3])
-load(KEYS[1], KEYS[2], keepfrom(retain(v[2], ARGV[7]), ARGV[7], start, now), v[1])
+load(KEYS[1], KEYS[2], alive(v[2], ARGV[7], start, now), v[1])
 local reply = {1, now}
 local all = redis.call('ZRANGEBYSCORE', KEYS[1], int(start), '+inf', 'WITHSCORES')
 for j = 1, #all, 2 do

@@ -179,13 +179,16 @@ local function retain(kept, w)
   return 'S' .. int(math.max(rw, rk))
 end
 
--- keepfrom returns the first µs a log kept for kept must keep at now, when
--- the window w counts from start.
-local function keepfrom(kept, w, start, now)
-  if kept == w then
+-- alive returns the first µs a log kept for window id kept (false: not
+-- known, taken as w) still keeps at now, when it is used with window w
+-- counting from start: what is older is gone for every window, even a
+-- longer one set now. For a kept daily window other than w, whose zone the
+-- script does not know, it keeps a longest day (a little more than needed).
+local function alive(kept, w, start, now)
+  if not kept or kept == w then
     return start
   end
-  return math.min(start, now - retention(kept) + 1)
+  return now - retention(kept) + 1
 end
 
 -- keepms returns how long (ms) the keys of a log kept for kept must live

@@ -32,7 +32,7 @@ for d = 1, n do
   local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + d])
   local w = ARGV[2 + 7 * n + d]
   local kept = retain(v[3], w)
-  local kstart = keepfrom(kept, w, start, now)
+  local kstart = alive(v[3], w, start, now)
   local total, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
   if total == 0 and not o then
     kept = w -- an empty log starts afresh

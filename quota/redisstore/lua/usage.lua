@@ -19,7 +19,7 @@ for b = 1, n do
   end
   local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + b])
   local w = ARGV[1 + 5 * n + b]
-  local kstart = keepfrom(retain(v[3], w), w, start, now)
+  local kstart = alive(v[3], w, start, now)
   local u, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
   u, o = counted(KEYS[k], start, kstart, u, o)
   reply[#reply + 1] = u
