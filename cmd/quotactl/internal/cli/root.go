@@ -14,6 +14,13 @@ memory:, redis://[USER:PASS@]HOST:PORT/DB, rediss://...,
 redis+sentinel://[:PASS@]HOST:PORT[,HOST:PORT]/MASTER[/DB],
 redis+cluster://HOST:PORT[,HOST:PORT...]; ?prefix= sets the Redis key prefix.
 
+Budget definitions: a program defines its budgets (quota.New); 'quotactl budget
+set' overrides one for every process sharing the store, until 'quotactl budget
+delete' removes the override. 'budget list' says which applies.
+
+Commands that only look (status, list, history, jobs, costs, budget list) open
+the store read-only: they never write or create it.
+
 Credentials are never flag values: --credential-env VAR reads the secret from an
 environment variable, --credential-file F from the first line of a file, and
 --label L alone names a credential the store already knows. --owner NAME
