@@ -62,12 +62,12 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		}
 		daily = daily || b.Window.IsDaily()
 	}
-	all := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name })
+	all := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name }, true)
 	keys := make([]string, 0, 3*n)
 	for i := range n {
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
-	keys = s.keepKeys(keys, req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name })
+	keys = append(keys, all[3*n:]...)
 	rest, _, err := s.runSpecs(ctx, "refund", refundScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
 		for _, b := range req.Budgets {
@@ -134,7 +134,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 		return err
 	}
 	name := func(int) string { return req.Budget.Name }
-	keys := s.keepKeys(s.keys(req.API, req.Owner, 1, name), req.API, req.Owner, 1, name)
+	keys := s.keys(req.API, req.Owner, 1, name, true)
 	_, _, err := s.runSpecs(ctx, "adjust", adjustScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est)
 	})
@@ -159,7 +159,7 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 		daily = daily || b.Window.IsDaily()
 	}
 	name := func(i int) string { return req.Budgets[i].Name }
-	keys := s.keepKeys(s.keys(req.API, req.Owner, n, name), req.API, req.Owner, n, name)
+	keys := s.keys(req.API, req.Owner, n, name, true)
 	rest, _, err := s.runSpecs(ctx, "usage", usageScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := make([]any, 0, 1+6*n)
 		args = append(args, nowArg(req.Now))
@@ -198,7 +198,8 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 		return nil, err
 	}
 	name := func(int) string { return req.Budget.Name }
-	keys := s.keepKeys(s.keys(req.API, req.Owner, 1, name)[:2], req.API, req.Owner, 1, name)
+	keys := s.keys(req.API, req.Owner, 1, name, true)
+	keys = append(keys[:2], keys[3]) // log, sum, keep
 	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return append(s.appendSpec([]any{nowArg(req.Now)}, req.Budget.Window, est), s.box(req.Budget).id)
 	})

@@ -115,29 +115,43 @@ func (s *Store) Close() error { return nil }
 func (s *Store) Prefix() string { return s.prefix }
 
 // keys returns the log, sum and exhausted-until keys of each budget of one
-// credential, built in one allocation: prefix{api/fp}:log:budget, ...
-func (s *Store) keys(api, fp string, budgets int, name func(int) string) []string {
+// credential, prefix{api/fp}:log:budget, ..., then, with keep, the keep key
+// of each budget (see lib.lua), built in one allocation.
+func (s *Store) keys(api, fp string, budgets int, name func(int) string, keep ...bool) []string {
+	kinds := [4]string{":log:", ":sum:", ":exh:", ":keep:"}
+	nk := 3
+	if len(keep) > 0 && keep[0] {
+		nk = 4
+	}
 	tagLen := len(s.prefix) + len(api) + len(fp) + 3
 	size := 0
 	for i := range budgets {
-		size += 3 * (tagLen + 5 + len(name(i)))
+		size += 3*(tagLen+5+len(name(i))) + (nk-3)*(tagLen+6+len(name(i)))
 	}
 	var b strings.Builder
 	b.Grow(size)
+	write := func(i int, kind string) {
+		b.WriteString(s.prefix)
+		b.WriteByte('{')
+		b.WriteString(api)
+		b.WriteByte('/')
+		b.WriteString(fp)
+		b.WriteByte('}')
+		b.WriteString(kind)
+		b.WriteString(name(i))
+	}
 	for i := range budgets {
-		for _, kind := range [3]string{":log:", ":sum:", ":exh:"} {
-			b.WriteString(s.prefix)
-			b.WriteByte('{')
-			b.WriteString(api)
-			b.WriteByte('/')
-			b.WriteString(fp)
-			b.WriteByte('}')
-			b.WriteString(kind)
-			b.WriteString(name(i))
+		for _, kind := range kinds[:3] {
+			write(i, kind)
+		}
+	}
+	if nk == 4 {
+		for i := range budgets {
+			write(i, kinds[3])
 		}
 	}
 	all := b.String()
-	out := make([]string, 0, 3*budgets)
+	out := make([]string, 0, nk*budgets)
 	off := 0
 	for i := range budgets {
 		n := tagLen + 5 + len(name(i))
@@ -146,16 +160,14 @@ func (s *Store) keys(api, fp string, budgets int, name func(int) string) []strin
 			off += n
 		}
 	}
-	return out
-}
-
-// keepKeys appends to keys the keep key of each budget of one credential
-// (prefix{api/fp}:keep:budget): what its log keeps entries for.
-func (s *Store) keepKeys(keys []string, api, fp string, budgets int, name func(int) string) []string {
-	for i := range budgets {
-		keys = append(keys, s.prefix+CredentialTag(api, fp)+":keep:"+name(i))
+	if nk == 4 {
+		for i := range budgets {
+			n := tagLen + 6 + len(name(i))
+			out = append(out, all[off:off+n])
+			off += n
+		}
 	}
-	return keys
+	return out
 }
 
 // CredentialTag returns the hash tag shared by every key of one account of

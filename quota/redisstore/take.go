@@ -34,7 +34,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		daily = daily || d.Window.IsDaily()
 	}
 	name := func(i int) string { return req.Debits[i].Name }
-	keys := s.keepKeys(s.keys(req.API, req.Owner, n, name), req.API, req.Owner, n, name)
+	keys := s.keys(req.API, req.Owner, n, name, true)
 	var est time.Time
 	if daily {
 		est = s.estimate(req.Now)
