@@ -24,8 +24,11 @@ func (b Budget) validate() error {
 	if err := checkName("budget", b.Name); err != nil {
 		return err
 	}
-	if b.Limit <= 0 || b.Limit > MaxLimit {
-		return invalidf("budget %q: limit is %d, must be between 1 and %d (2^53-1)", b.Name, b.Limit, int64(MaxLimit))
+	if b.Limit <= 0 {
+		return invalidf("budget %q: limit is %d, must be > 0", b.Name, b.Limit)
+	}
+	if b.Limit > MaxLimit {
+		return invalidf("budget %q: limit is %d, must be at most %d (2^53-1, the largest every store keeps exactly)", b.Name, b.Limit, int64(MaxLimit))
 	}
 	if err := b.Window.validate(); err != nil {
 		return invalidf("budget %q: %v", b.Name, trimInvalid(err))

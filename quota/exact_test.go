@@ -70,7 +70,7 @@ func TestNewRefusesWhatStoresCannotKeep(t *testing.T) {
 	}{
 		{quota.Budget{Name: "u", Limit: 10, Window: quota.Sliding(time.Hour / 7)}, "whole number of microseconds"},
 		{quota.Budget{Name: "u", Limit: 10, Window: quota.Sliding(1500 * time.Nanosecond)}, "whole number of microseconds"},
-		{quota.Budget{Name: "u", Limit: quota.MaxLimit + 1, Window: quota.Sliding(time.Hour)}, "between 1 and 9007199254740991"},
+		{quota.Budget{Name: "u", Limit: quota.MaxLimit + 1, Window: quota.Sliding(time.Hour)}, "at most 9007199254740991"},
 	} {
 		if _, err := quota.New(st, "api", []quota.Budget{tc.b}); !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want ErrInvalid saying %q", tc.b, err, tc.want)
