@@ -46,3 +46,29 @@ func TestShortenedWindowKeepsKeys(t *testing.T) {
 		t.Fatalf("back to daily 3h later: %v, %v; want used 4350", us, err)
 	}
 }
+
+// TestTimeStepsBackReset: Redis TIME steps back (a failover to a server
+// with a slower clock, an NTP step): the new entry is the oldest, and the
+// reservation's Reset is when it leaves the window.
+func TestTimeStepsBackReset(t *testing.T) {
+	ctx := context.Background()
+	m := redistest.Mini(t)
+	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("back:"))
+	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	m.SetTime(t0.Add(10 * time.Minute))
+	if _, err := l.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	m.SetTime(t0)
+	r, err := l.Take(ctx, secret, quota.Units("units", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add(time.Hour); !r.At.Equal(t0) || !r.Usage[0].Reset.Equal(want) {
+		t.Fatalf("at %v, Reset %v; want at %v, Reset %v", r.At, r.Usage[0].Reset, t0, want)
+	}
+}

@@ -186,6 +186,9 @@ func unavailable(op string, err error) error {
 // (a client that honours contexts reports only "i/o timeout"), the error
 // also wraps ctx.Err(), so errors.Is(err, context.DeadlineExceeded) holds.
 func failed(ctx context.Context, op string, err error) error {
+	if ctx == nil {
+		return invalid("%s: nil context", op)
+	}
 	cerr := ctx.Err()
 	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
 		cerr = context.DeadlineExceeded // the socket deadline fired first
@@ -196,6 +199,10 @@ func failed(ctx context.Context, op string, err error) error {
 	return unavailable(op, err)
 }
 
+// errNilContext is what run and do return for a nil context (failed names
+// the operation instead).
+var errNilContext = fmt.Errorf("redisstore: %w: nil context", quota.ErrInvalid)
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("redisstore: %w: "+format, append([]any{quota.ErrInvalid}, args...)...)
 }
@@ -204,6 +211,9 @@ func invalid(format string, args ...any) error {
 // does not have the script. When the client ignores contexts, it waits for
 // the reply in another goroutine so that ctx's deadline still holds.
 func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args []any) ([]any, error) {
+	if ctx == nil {
+		return nil, errNilContext // failed says it as ErrInvalid
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -241,6 +251,9 @@ func replySlice(cmd *redis.Cmd) ([]any, error) {
 
 // do runs f (a few plain commands) honouring ctx's deadline like run.
 func (s *Store) do(ctx context.Context, f func(context.Context) error) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

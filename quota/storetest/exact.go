@@ -143,8 +143,13 @@ func (s suite) extremes(t *testing.T) {
 	if want := time.UnixMicro(quota.MaxTimeMicro); !us[0].ExhaustedUntil.Equal(want) {
 		t.Fatalf("store Exhaust far away: marked until %v, want %v", us[0].ExhaustedUntil, want)
 	}
-	if _, err := l.Take(nil, key, quota.Units("units", 1)); !errors.Is(err, quota.ErrInvalid) { //nolint:staticcheck // a nil context is the point
-		t.Fatalf("Take(nil ctx) = %v, want ErrInvalid", err)
+	var nilCtx context.Context // a nil context is an argument error, not a panic
+	if _, err := l.Take(nilCtx, key, quota.Units("units", 1)); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("Limiter.Take(nil ctx) = %v, want ErrInvalid", err)
+	}
+	take := &quota.TakeRequest{API: "api", Owner: fp, Nonce: "n1", Now: clock.Now(), Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+	if _, err := st.Take(nilCtx, take); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("Store.Take(nil ctx) = %v, want ErrInvalid", err)
 	}
 }
 
