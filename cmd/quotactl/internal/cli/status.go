@@ -130,7 +130,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 				out = append(out, statusJSON{
 					API: info.Name, Owner: grp.Account, Credentials: cj, Credential: first.Label, Fingerprint: first.ID, Budget: u.Budget, Window: u.Window.String(),
 					Source: opts.source(info.Name, u.Budget),
-					Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
+					Used:   u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
 				})
 				t.add(info.Name, ownerName(grp.Account), names(grp.Credentials), u.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), fmt.Sprint(u.Remaining),
 					fmt.Sprintf("%s %3d%%", bar(u.Used, u.Limit, 20), percent(u.Used, u.Limit)), opts.nextFree(u), opts.spentUntil(u))
