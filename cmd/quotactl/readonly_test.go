@@ -78,6 +78,7 @@ func TestReadOnlyCommandsAsAnotherUser(t *testing.T) {
 		{[]string{"jobs"}, ""},
 		{[]string{"--json", "costs", "estimate", "youtube", "videos.list=2", "--label", "yt-key-1"}, `"left": 6`},
 		{[]string{"budget", "list"}, "youtube/units"},
+		{[]string{"credential", "list"}, "yt-key-1"},
 	} {
 		code, out, errOut := run(reader, cred, tc.args...)
 		if code != 0 || !strings.Contains(out, tc.want) {

@@ -18,8 +18,8 @@ Budget definitions: a program defines its budgets (quota.New); 'quotactl budget
 set' overrides one for every process sharing the store, until 'quotactl budget
 delete' removes the override. 'budget list' says which applies.
 
-Commands that only look (status, list, history, jobs, costs, budget list) open
-the store read-only: they never write or create it.
+Commands that only look (status, list, history, jobs, costs, budget list,
+credential list) open the store read-only: they never write or create it.
 
 Credentials are never flag values: --credential-env VAR reads the secret from an
 environment variable, --credential-file F from the first line of a file, and
@@ -97,13 +97,14 @@ func newRoot(g *globals) *cobra.Command {
 // file is neither written nor created: see storeurl.OpenReadOnly), so an
 // operator who may only read the file can run them.
 var readOnlyCommands = map[string]bool{
-	"quotactl status":         true,
-	"quotactl list":           true,
-	"quotactl history":        true,
-	"quotactl jobs":           true,
-	"quotactl costs estimate": true,
-	"quotactl costs show":     true,
-	"quotactl budget list":    true,
+	"quotactl status":          true,
+	"quotactl list":            true,
+	"quotactl history":         true,
+	"quotactl jobs":            true,
+	"quotactl costs estimate":  true,
+	"quotactl costs show":      true,
+	"quotactl budget list":     true,
+	"quotactl credential list": true,
 }
 
 // markRun wraps every command's RunE so that its errors are told apart from
