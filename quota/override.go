@@ -157,7 +157,7 @@ type overrides struct {
 }
 
 // refreshOverrides reloads the overrides when due. A failed load keeps the
-// ones known and is retried at the next refresh.
+// ones known and is retried on the next call.
 func (l *Limiter) refreshOverrides(ctx context.Context) {
 	if l.overEvery < 0 {
 		return
@@ -169,6 +169,7 @@ func (l *Limiter) refreshOverrides(ctx context.Context) {
 	}
 	over, err := Overrides(ctx, l.store, l.api)
 	if err != nil {
+		l.overNext.Store(now) // try again on the next call
 		return
 	}
 	o := &overrides{}
