@@ -13,7 +13,15 @@ import (
 // fingerprints, never secrets. Where a request's Now is zero the store uses
 // its own clock (Redis TIME, the host clock); a non-zero Now is an injected
 // test clock and is used as is. Errors reaching the store wrap
-// ErrStoreUnavailable; bad arguments wrap ErrInvalid.
+// ErrStoreUnavailable; bad arguments (a nil context among them) wrap
+// ErrInvalid.
+//
+// A budget's window may change between requests (its definition changed):
+// a store keeps each log's entries for the window Retain gives, deletes
+// only what that window no longer keeps, and counts, for each request,
+// the kept entries the request's window covers. Only decisions (Take,
+// Refund, Exhaust, Adjust) move the kept window; reads never do. Instants
+// are clamped to MaxTimeMicro.
 type Store interface {
 	// Take is the one decision: for the credential and each debited budget,
 	// drop expired entries, compute used, and if every budget can pay (and
