@@ -65,10 +65,6 @@ var (
 // historyTimeout bounds the store write that records a run.
 const historyTimeout = 10 * time.Second
 
-// specParser reads standard 5-field specs, an optional leading seconds field,
-// descriptors (@hourly, @every 15m) and CRON_TZ=/TZ= prefixes.
-var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // New returns a Scheduler that keeps checkpoints and run history in store
 // (usually the quota.Store the jobs' limiter uses: every store in this module
 // is a StateStore).
@@ -123,9 +119,9 @@ func (s *Scheduler) Add(name, spec string, fn Func, opts ...JobOption) error {
 		}
 	}
 	if spec != "" {
-		sched, err := specParser.Parse(spec)
+		sched, err := parseSpec(spec)
 		if err != nil {
-			return fmt.Errorf("jobs: add %q: %w: schedule %q: %v", name, quota.ErrInvalid, spec, err)
+			return fmt.Errorf("jobs: add %q: %w", name, err)
 		}
 		j.sched = sched
 	}
