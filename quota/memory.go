@@ -21,6 +21,7 @@ type MemoryStore struct {
 	apis    map[string]*memAPI
 	state   map[string][]byte
 	records map[string][][]byte
+	leases  map[string]*memLease
 	ops     uint64
 }
 
@@ -128,6 +129,7 @@ func NewMemoryStore() *MemoryStore {
 		apis:    make(map[string]*memAPI),
 		state:   make(map[string][]byte),
 		records: make(map[string][][]byte),
+		leases:  make(map[string]*memLease),
 	}
 }
 

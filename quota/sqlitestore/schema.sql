@@ -73,3 +73,12 @@ CREATE TABLE records (
 	rec    BLOB    NOT NULL,
 	PRIMARY KEY (stream, seq)
 ) WITHOUT ROWID;
+
+-- quota.StateStore leases: one row per key ever leased. The row stays after
+-- release (holder '', expires 0) so that the fencing token keeps growing.
+CREATE TABLE IF NOT EXISTS leases (
+	key     TEXT    PRIMARY KEY,
+	holder  TEXT    NOT NULL,
+	token   INTEGER NOT NULL,
+	expires INTEGER NOT NULL -- µs; the lease is live while expires > now
+) WITHOUT ROWID;

@@ -345,7 +345,7 @@ func (s *Store) init(dsn string) error {
 		}
 	}
 	if v == schemaVersion {
-		return nil
+		return s.ensureLeases(ctx, conn)
 	}
 	// Another process may be creating the schema too: decide under the
 	// write lock.

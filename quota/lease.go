@@ -1,0 +1,179 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrLeaseHeld is matched by every *LeaseHeldError: another holder's
+	// lease on the key is live, so AcquireLease took nothing.
+	ErrLeaseHeld = errors.New("quota: lease held")
+
+	// ErrLeaseLost means the caller's lease is no longer the newest: it
+	// expired, was released, or a newer lease on the key was granted (the
+	// fencing token moved on). A renewal, release or fenced write with that
+	// token changes nothing.
+	ErrLeaseLost = errors.New("quota: lease lost")
+)
+
+// Lease is one holder's claim on a key, as a StateStore keeps it.
+type Lease struct {
+	Key    string `json:"key"`
+	Holder string `json:"holder"` // who holds it, e.g. "host:pid run-id"
+	// Token is the fencing token: every grant of a lease on Key gets a
+	// token greater than every earlier one, so a write fenced with an old
+	// token is refused (StateStore.SaveStateFenced).
+	Token   int64     `json:"token"`
+	Expires time.Time `json:"expires"` // the lease ends then unless renewed
+}
+
+// LeaseHeldError reports that AcquireLease found another holder's live
+// lease. errors.Is(err, ErrLeaseHeld) matches it.
+type LeaseHeldError struct {
+	Held Lease // the live lease: who holds it and until when
+}
+
+// Error names the holder and when its lease expires.
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("quota: lease %q held by %s until %s", e.Held.Key, e.Held.Holder, e.Held.Expires.UTC().Format(time.RFC3339Nano))
+}
+
+// Is reports whether target is ErrLeaseHeld.
+func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// LeaseRequest asks a StateStore about a lease on Key.
+type LeaseRequest struct {
+	Key    string
+	Holder string        // AcquireLease: who asks; non-empty
+	Token  int64         // RenewLease, ReleaseLease: the token AcquireLease gave
+	TTL    time.Duration // AcquireLease, RenewLease: how long from now the lease lives; >= 1ms
+	// Now is the store's clock when zero (Redis TIME, the host clock);
+	// non-zero, an injected test clock, as in TakeRequest.
+	Now time.Time
+}
+
+// CheckLease validates what a StateStore's lease method op needs of req:
+// a key with no '{' or '}' (Redis Cluster hash tags), a holder and a TTL of
+// at least a millisecond to acquire or renew, a token to renew or release.
+func CheckLease(op string, req *LeaseRequest) error {
+	switch {
+	case req == nil:
+		return invalidf("%s: nil request", op)
+	case req.Key == "" || strings.ContainsAny(req.Key, "{}"):
+		return invalidf("%s: lease key %q: must be non-empty, without '{' or '}'", op, req.Key)
+	}
+	switch op {
+	case "acquire lease":
+		if req.Holder == "" {
+			return invalidf("%s %q: empty holder", op, req.Key)
+		}
+	case "renew lease", "release lease":
+		if req.Token <= 0 {
+			return invalidf("%s %q: token %d: must be > 0", op, req.Key, req.Token)
+		}
+	}
+	if (op == "acquire lease" || op == "renew lease") && req.TTL < time.Millisecond {
+		return invalidf("%s %q: ttl %v: must be at least 1ms", op, req.Key, req.TTL)
+	}
+	return nil
+}
+
+// memLease is a lease on one key in a MemoryStore; token stays after the
+// lease ends so that tokens keep growing.
+type memLease struct {
+	holder  string
+	token   int64
+	expires int64 // µs; 0: not held
+}
+
+func (l *memLease) live(now int64) bool { return l != nil && l.expires > now }
+
+func (l *memLease) lease(key string) Lease {
+	return Lease{Key: key, Holder: l.holder, Token: l.token, Expires: time.UnixMicro(l.expires)}
+}
+
+// AcquireLease implements StateStore.
+func (s *MemoryStore) AcquireLease(ctx context.Context, req *LeaseRequest) (Lease, error) {
+	if err := CheckLease("acquire lease", req); err != nil {
+		return Lease{}, err
+	}
+	now := nowOr(req.Now).UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[req.Key]
+	if l.live(now) {
+		return Lease{}, &LeaseHeldError{Held: l.lease(req.Key)}
+	}
+	if l == nil {
+		l = &memLease{}
+		s.leases[req.Key] = l
+	}
+	l.holder, l.token, l.expires = req.Holder, l.token+1, now+req.TTL.Microseconds()
+	return l.lease(req.Key), nil
+}
+
+// RenewLease implements StateStore.
+func (s *MemoryStore) RenewLease(ctx context.Context, req *LeaseRequest) (Lease, error) {
+	if err := CheckLease("renew lease", req); err != nil {
+		return Lease{}, err
+	}
+	now := nowOr(req.Now).UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[req.Key]
+	if !l.live(now) || l.token != req.Token {
+		return Lease{}, fmt.Errorf("%w: %q token %d", ErrLeaseLost, req.Key, req.Token)
+	}
+	l.expires = now + req.TTL.Microseconds()
+	return l.lease(req.Key), nil
+}
+
+// ReleaseLease implements StateStore.
+func (s *MemoryStore) ReleaseLease(ctx context.Context, req *LeaseRequest) error {
+	if err := CheckLease("release lease", req); err != nil {
+		return err
+	}
+	now := nowOr(req.Now).UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[req.Key]
+	if !l.live(now) || l.token != req.Token {
+		return fmt.Errorf("%w: %q token %d", ErrLeaseLost, req.Key, req.Token)
+	}
+	l.holder, l.expires = "", 0
+	return nil
+}
+
+// LoadLease implements StateStore.
+func (s *MemoryStore) LoadLease(ctx context.Context, req *LeaseRequest) (Lease, error) {
+	if err := CheckLease("load lease", req); err != nil {
+		return Lease{}, err
+	}
+	now := nowOr(req.Now).UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[req.Key]
+	if !l.live(now) {
+		return Lease{}, fmt.Errorf("%w: no live lease on %q", ErrNotFound, req.Key)
+	}
+	return l.lease(req.Key), nil
+}
+
+// SaveStateFenced implements StateStore.
+func (s *MemoryStore) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
+	if err := CheckLease("save state fenced", &LeaseRequest{Key: key}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.leases[key]; l != nil && l.token > token {
+		return fmt.Errorf("%w: %q: token %d, a lease with token %d was granted since", ErrLeaseLost, key, token, l.token)
+	}
+	s.state[key] = slices.Clone(value)
+	return nil
+}
