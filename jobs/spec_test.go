@@ -64,7 +64,7 @@ func TestGoodSpecsWithZones(t *testing.T) {
 	}
 	from := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC) // 01:00 in LA
 	for spec, want := range map[string]time.Time{
-		"CRON_TZ=America/Los_Angeles 5 0 * * *":   time.Date(2026, 3, 3, 0, 5, 0, 0, la),
+		"CRON_TZ=America/Los_Angeles 5 0 * * *":    time.Date(2026, 3, 3, 0, 5, 0, 0, la),
 		"TZ=America/Los_Angeles\t5 0 * * *":        time.Date(2026, 3, 3, 0, 5, 0, 0, la),
 		"  CRON_TZ=America/Los_Angeles   @daily  ": time.Date(2026, 3, 3, 0, 0, 0, 0, la),
 		"CRON_TZ=UTC 30 */15 * * * *":              from.Add(30 * time.Second),
