@@ -3,6 +3,8 @@ package jobs
 import (
 	"log/slog"
 	"time"
+
+	"github.com/quotactl/quotactl/quota"
 )
 
 // Option configures a Scheduler in New.
@@ -15,7 +17,24 @@ func WithLogger(log *slog.Logger) Option { return func(s *Scheduler) { s.log = l
 // WithClock sets the clock that stamps runs (Record.Start and End, checkpoint
 // times). Default: time.Now. Tests inject a fake clock, or run in a
 // testing/synctest bubble where time.Now is already fake.
-func WithClock(clock func() time.Time) Option { return func(s *Scheduler) { s.clock = clock } }
+//
+// An injected clock also times the runs' leases: lease requests carry its
+// now instead of leaving the store to use its own clock.
+func WithClock(clock func() time.Time) Option {
+	return func(s *Scheduler) { s.clock, s.clockSet = clock, true }
+}
+
+// WithLeaseTTL sets how long a run's lease in the store lives unless
+// renewed (the run renews it every third of d). A run whose process dies
+// blocks the job's next runs at most this long. Default: DefaultLeaseTTL.
+// d < 3ms keeps the default.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(s *Scheduler) {
+		if d >= 3*time.Millisecond {
+			s.leaseTTL = d
+		}
+	}
+}
 
 // WithLocation sets the time zone cron specs are read in, unless a spec has
 // its own CRON_TZ= prefix. Default: time.Local.
@@ -57,6 +76,15 @@ type JobOption func(*job)
 // left to the other jobs.
 func WithAllocation(alloc, within string) JobOption {
 	return func(j *job) { j.allocs = append(j.allocs, [2]string{alloc, within}) }
+}
+
+// WithLimiter names the limiter and credential the job charges. While the
+// job waits for capacity (WaitingMark), each tick asks l whether the budget
+// that stopped the last run can pay again before the mark's time (after a
+// reset with Limiter.Adjust, or a raised limit), and starts the run if so.
+// Without it, runs wait until the mark's time.
+func WithLimiter(l *quota.Limiter, cred quota.Credential) JobOption {
+	return func(j *job) { j.limiter, j.cred = l, cred }
 }
 
 // WithTimeout bounds each run of the job: its context is cancelled after d,

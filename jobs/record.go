@@ -31,6 +31,15 @@ const (
 	// Abandoned: the job did not return within the stop timeout after its
 	// context was cancelled; the scheduler stopped waiting for it.
 	Abandoned Outcome = "abandoned"
+	// Skipped: another run of the job, in this or another process or host,
+	// held the job's lease, so this one did not start. Record.Holder names
+	// that run and LeaseExpires says when its lease ends.
+	Skipped Outcome = "skipped"
+	// Waiting: the budget the job needs is spent until the job's
+	// WaitingMark says, so the run did not start. RunOnce returns it; it is
+	// never recorded in the history (ticks while waiting leave no trace but
+	// one log line per window).
+	Waiting Outcome = "waiting"
 )
 
 // Trigger says what started a run.
@@ -63,8 +72,15 @@ type Record struct {
 	Unmetered int64 `json:"unmetered,omitempty"`
 	// Error is the job's error text (for a panic: "panic: VALUE").
 	Error string `json:"error,omitempty"`
-	// Exhausted says which budget stopped an Exhausted run.
+	// Exhausted says which budget stopped an Exhausted run, or, for a
+	// Waiting one, which budget it waits for.
 	Exhausted *Exhaustion `json:"exhausted,omitempty"`
+	// Holder is who held the job's lease ("host:pid run ID"): the run's
+	// own, or for a Skipped run the other run's.
+	Holder string `json:"holder,omitempty"`
+	// LeaseExpires is, for a Skipped run, when the holder's lease ends
+	// unless renewed.
+	LeaseExpires time.Time `json:"lease_expires,omitzero"`
 }
 
 // Duration returns how long the run took.

@@ -30,6 +30,7 @@ type Run struct {
 	trigger Trigger
 	start   time.Time
 	log     *slog.Logger
+	lease   quota.Lease // the job's lease, held for the run's duration
 
 	mu        sync.Mutex
 	spent     map[string]int64
@@ -50,6 +51,10 @@ func (r *Run) Start() time.Time { return r.start }
 
 // Trigger returns what started the run.
 func (r *Run) Trigger() Trigger { return r.trigger }
+
+// Lease returns the run's lease on its job: holder, fencing token and
+// expiry (as of the grant or the last renewal).
+func (r *Run) Lease() quota.Lease { return r.lease }
 
 // Logger returns the scheduler's logger with the job and run attached.
 func (r *Run) Logger() *slog.Logger { return r.log }
@@ -89,7 +94,10 @@ func (r *Run) observe(res *quota.Reservation, refund bool) {
 }
 
 // Save stores cursor, as JSON, as the job's checkpoint, replacing the last
-// one: the next run's Resume reads it back. Save after each unit of work
+// one: the next run's Resume reads it back. The write is fenced by the
+// run's lease: once another run has taken the job's lease over (this one's
+// expired), it is refused with an error wrapping ErrLeaseLost, so a run
+// that lost its lease never overwrites a newer checkpoint. Save after each unit of work
 // (a page, a region) so an exhausted or cut-off run loses nothing. To save
 // after the run's context is cancelled, pass context.WithoutCancel(ctx).
 func (r *Run) Save(ctx context.Context, cursor any) error {
@@ -101,7 +109,7 @@ func (r *Run) Save(ctx context.Context, cursor any) error {
 	if err != nil {
 		return fmt.Errorf("jobs: save checkpoint of %q: %w", r.job.name, err)
 	}
-	if err := r.s.store.SaveState(ctx, checkpointKey(r.job.name), b); err != nil {
+	if err := r.s.store.SaveStateFenced(ctx, checkpointKey(r.job.name), b, r.lease.Token); err != nil {
 		return fmt.Errorf("jobs: save checkpoint of %q: %w", r.job.name, err)
 	}
 	return nil
@@ -128,7 +136,7 @@ func (r *Run) Clear(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jobs: clear checkpoint of %q: %w", r.job.name, err)
 	}
-	if err := r.s.store.SaveState(ctx, checkpointKey(r.job.name), b); err != nil {
+	if err := r.s.store.SaveStateFenced(ctx, checkpointKey(r.job.name), b, r.lease.Token); err != nil {
 		return fmt.Errorf("jobs: clear checkpoint of %q: %w", r.job.name, err)
 	}
 	return nil
@@ -141,5 +149,6 @@ func (r *Run) record(end time.Time, out Outcome, errText string, exh *Exhaustion
 	return Record{
 		Job: r.job.name, Run: r.id, Trigger: r.trigger, Start: r.start, End: end, Outcome: out,
 		Spent: maps.Clone(r.spent), Charges: r.charges, Unmetered: r.unmetered, Error: errText, Exhausted: exh,
+		Holder: r.lease.Holder,
 	}
 }

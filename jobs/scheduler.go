@@ -22,15 +22,28 @@ import (
 // Scheduler runs registered jobs on their cron schedules (Run) or one at a
 // time on demand (RunOnce), recording each run's outcome in a StateStore.
 //
-// Every job runs with panic recovery and never overlaps itself: a tick that
-// comes while the job's previous run is still going is skipped and logged
-// (cron.Recover and cron.SkipIfStillRunning are chained on every job, and
-// RunOnce refuses with ErrBusy while the same job runs in this process).
+// Every job runs with panic recovery and never overlaps itself, across
+// processes and hosts sharing the store: a run holds the job's lease in the
+// store for its duration (renewed while it runs, released at the end), and
+// a run that finds the lease held ends Skipped, recorded, with one log line
+// naming the holder and when its lease expires. A holder that crashed
+// stops renewing; its lease expires and the next run resumes from the
+// checkpoint. Within one process a tick that comes while the job's
+// previous run is still going is skipped and logged (cron.Recover and
+// cron.SkipIfStillRunning are chained on every job, and RunOnce refuses
+// with ErrBusy while the same job runs in this process).
+//
+// While the budget a job needs is spent (its last run ended Exhausted), its
+// runs do not start before capacity returns: the WaitingMark in the store
+// says until when, for every process; such ticks are logged once per
+// window and not recorded.
 // A Scheduler is safe for concurrent use. Make one with New.
 type Scheduler struct {
 	store       quota.StateStore
 	log         *slog.Logger
 	clock       func() time.Time
+	clockSet    bool // WithClock: lease requests carry the clock's now
+	leaseTTL    time.Duration
 	loc         *time.Location
 	keep        int
 	stopTimeout time.Duration
@@ -50,6 +63,11 @@ type job struct {
 	allocs  [][2]string
 	timeout time.Duration
 	busy    chan struct{} // holds a token while a run is going
+	limiter *quota.Limiter
+	cred    quota.Credential
+	// waitLogged is the WaitingMark.Until last logged, under Scheduler.mu:
+	// one log line per window.
+	waitLogged time.Time
 }
 
 var (
@@ -78,6 +96,7 @@ func New(store quota.StateStore, opts ...Option) *Scheduler {
 		loc:         time.Local,
 		keep:        DefaultHistory,
 		stopTimeout: DefaultStopTimeout,
+		leaseTTL:    DefaultLeaseTTL,
 		jobs:        make(map[string]*job),
 		running:     make(map[*Run]struct{}),
 	}
@@ -248,7 +267,37 @@ func (s *Scheduler) execute(parent context.Context, j *job, trigger Trigger) (Re
 	run.id = runID(run.start)
 	run.log = s.log.With("job", j.name, "run", run.id)
 
-	ctx := quota.ContextWithObserver(parent, run.observe)
+	if w, ok := s.waiting(parent, j, run.start); ok {
+		return waitingRecord(run, w), nil
+	}
+	held, err := s.acquire(parent, run)
+	switch {
+	case err != nil:
+		rec := run.record(s.now(), Failed, err.Error(), nil)
+		_, recErr := s.finish(parent, run, rec, nil)
+		return rec, errors.Join(err, recErr)
+	case held != nil:
+		rec := run.record(s.now(), Skipped, held.Error(), nil)
+		rec.Holder, rec.LeaseExpires = held.Held.Holder, held.Held.Expires
+		_, recErr := s.finish(parent, run, rec, nil)
+		return rec, recErr
+	}
+	// The run that held the lease before may have just stopped on a spent
+	// budget: read its mark again, now that no other run can write it.
+	if w, ok := s.waiting(parent, j, run.start); ok {
+		s.release(run)
+		return waitingRecord(run, w), nil
+	}
+	renewed := make(chan struct{})
+	leaseCtx, cancelLease := context.WithCancelCause(parent)
+	defer cancelLease(nil)
+	go s.renew(run, cancelLease, renewed)
+	defer func() {
+		close(renewed)
+		s.release(run)
+	}()
+
+	ctx := quota.ContextWithObserver(leaseCtx, run.observe)
 	for _, a := range j.allocs {
 		ctx = quota.ContextWithAllocation(ctx, a[0], a[1])
 	}
@@ -280,6 +329,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, trigger Trigger) (Re
 		exh = exhaustion(err)
 	}
 	rec := run.record(s.now(), out, text, exh)
+	markErr := s.mark(context.WithoutCancel(parent), rec)
 	_, recErr := s.finish(parent, run, rec, stack)
 
 	var runErr error
@@ -287,7 +337,17 @@ func (s *Scheduler) execute(parent context.Context, j *job, trigger Trigger) (Re
 	case Failed, Panicked, Cancelled:
 		runErr = fmt.Errorf("jobs: %s %s: %w", j.name, out, err)
 	}
-	return rec, errors.Join(runErr, recErr)
+	return rec, errors.Join(runErr, markErr, recErr)
+}
+
+// waitingRecord is the unrecorded Record RunOnce returns for a run that
+// waits for capacity.
+func waitingRecord(run *Run, w WaitingMark) Record {
+	return Record{
+		Job: run.job.name, Run: run.id, Trigger: run.trigger, Start: run.start, End: run.start, Outcome: Waiting,
+		Error:     "waiting for capacity until " + w.Until.Format(time.RFC3339),
+		Exhausted: &Exhaustion{Budget: w.Budget, Cost: w.Cost, RetryAt: w.Until},
+	}
 }
 
 // call runs fn, turning a panic into an error.
@@ -356,6 +416,9 @@ func report(l *slog.Logger, rec Record, stack []byte) {
 		l.Warn("jobs: run cancelled", "error", rec.Error, "spent", rec.Spent)
 	case Abandoned:
 		l.Warn("jobs: run cut off at stop", "running_for", rec.Duration(), "spent", rec.Spent)
+	case Skipped:
+		l.Info("jobs: run skipped: another run holds the job's lease", "holder", rec.Holder, "lease_expires", rec.LeaseExpires,
+			"in", rec.LeaseExpires.Sub(rec.End).Round(time.Millisecond))
 	}
 }
 

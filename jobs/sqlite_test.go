@@ -60,12 +60,13 @@ func TestSQLiteAcrossProcesses(t *testing.T) {
 		closeStore()
 		clock.Add(30 * time.Minute) // half the window: the first run's units are still counted
 	}
-	// Run 1 spends 3; run 2, 30 minutes later, finds the budget full; run 3,
-	// an hour after run 1, gets 3 more and resumes at item 3.
+	// Run 1 spends 3; run 2, 30 minutes later, reads run 1's waiting mark
+	// from the store and does not start (the budget is full until 10:00);
+	// run 3, an hour after run 1, gets 3 more and resumes at item 3.
 	if want := []int{0, 1, 2, 3, 4, 5}; !slices.Equal(done, want) {
 		t.Errorf("items done %v, want %v", done, want)
 	}
-	if want := []jobs.Outcome{jobs.Exhausted, jobs.Exhausted, jobs.Exhausted}; !slices.Equal(outs, want) {
+	if want := []jobs.Outcome{jobs.Exhausted, jobs.Waiting, jobs.Exhausted}; !slices.Equal(outs, want) {
 		t.Errorf("outcomes %v", outs)
 	}
 	store, err := sqlitestore.Open(path)
@@ -74,7 +75,7 @@ func TestSQLiteAcrossProcesses(t *testing.T) {
 	}
 	defer store.Close()
 	h := history(t, store, "ingest")
-	if len(h) != 2 || h[0].Spent["youtube/units"] != 3 || len(h[1].Spent) != 0 {
+	if len(h) != 2 || h[0].Spent["youtube/units"] != 3 || h[1].Spent["youtube/units"] != 3 {
 		t.Errorf("history (keep 2) %+v", h)
 	}
 	names, err := jobs.Names(context.Background(), store)
