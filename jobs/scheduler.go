@@ -229,9 +229,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 // RunOnce runs the job name now, under ctx, records the run in the history
 // and returns its Record. The error is nil when the run ended OK or
-// Exhausted (a clean stop: the next run resumes), and wraps the job's error
-// when it Failed, Panicked or was Cancelled; it is ErrBusy when the job is
-// already running here, and wraps quota.ErrNotFound for an unknown job.
+// Exhausted (a clean stop: the next run resumes), or Skipped (another
+// process's run holds the job's lease: recorded, not started), and wraps the
+// job's error when it Failed, Panicked or was Cancelled; it is ErrBusy when
+// the job is already running here, and wraps quota.ErrNotFound for an
+// unknown job. While the job waits for capacity (see WaitingMark) the run
+// does not start: the Record's Outcome is Waiting, the error nil, and
+// nothing is recorded.
 // Failing to record the run is also an error. It suits system cron: one
 // process, one run, exit status from the error.
 func (s *Scheduler) RunOnce(ctx context.Context, name string) (Record, error) {

@@ -105,6 +105,7 @@ type Transport struct {
 	clock         backoff.Clock
 	newTimer      func() backoff.Timer
 	log           *slog.Logger
+	maxWait       time.Duration // WithWait; 0: no waiting (wait.go)
 
 	budgets map[string]Budget
 }
@@ -533,7 +534,7 @@ func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*h
 				areq.Body = body
 			}
 		}
-		res, err := t.limiter.Take(a.ctx, cred, ch)
+		res, err := t.take(a.ctx, cred, ch)
 		if err != nil {
 			closeBody(areq)
 			return nil, a.errorf("%w", err)

@@ -1,0 +1,164 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Wait charges ch for cred like Take, but when a budget cannot pay now it
+// blocks until the charge is admitted or ctx ends. It sleeps until the
+// refusal's exact RetryAt (when the log frees enough units), never polling
+// sooner, and tries again then.
+//
+// Fairness, within a process: the callers of Wait (and of a Transport made
+// WithWait) on one Limiter queue per credential and budget, first come,
+// first served. Only the waiter at the head of every queue its charge
+// names tries the store; the others do not overtake it, even when their
+// charge would fit, so a 50-unit write is not starved by a stream of 1-unit
+// reads. A plain Take does not queue.
+//
+// Across processes there is no shared queue: waiters in different
+// processes each try at their own RetryAt, and units freed go to whichever
+// Take reaches the store first. The store never admits more than the
+// limit, but a large charge can be overtaken by small ones from other
+// processes; give such a job its own allocation (ContextWithAllocation) if
+// it must not be.
+//
+// When ctx ends, Wait returns promptly with ctx's error and has taken
+// nothing. Errors other than exhaustion (ErrCostExceedsLimit, ErrInvalid,
+// ErrStoreUnavailable) return at once.
+func (l *Limiter) Wait(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
+	return l.wait(ctx, cred, ch, -1)
+}
+
+// WithWait makes the Transport wait for capacity instead of failing: a
+// request whose charge the budget cannot pay now waits in Limiter.Wait's
+// queue for up to maxWait in all, then is sent. A refusal whose RetryAt is
+// further away than what is left of maxWait fails at once with the
+// *ExhaustedError, as without WithWait. Default: no waiting (maxWait 0).
+func WithWait(maxWait time.Duration) TransportOption {
+	return func(t *Transport) { t.maxWait = max(maxWait, 0) }
+}
+
+// take is the Transport's charge: Take, or a bounded Wait under WithWait.
+func (t *Transport) take(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
+	if t.maxWait <= 0 {
+		return t.limiter.Take(ctx, cred, ch)
+	}
+	return t.limiter.wait(ctx, cred, ch, t.maxWait)
+}
+
+// wait is Wait, giving up with the refusal when the wait would pass
+// maxWait (maxWait < 0: no bound).
+func (l *Limiter) wait(ctx context.Context, cred Credential, ch Charge, maxWait time.Duration) (*Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	fp, _, err := l.identify(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	budgets := allocate(ctx, ch).Units
+	w := waiters.join(l, fp, budgets)
+	defer waiters.leave(w)
+	start := time.Now()
+	for {
+		select {
+		case <-w.turn:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		res, err := l.Take(ctx, cred, ch)
+		var ex *ExhaustedError
+		if !errors.As(err, &ex) {
+			return res, err
+		}
+		d := max(ex.RetryAfter, time.Microsecond)
+		if maxWait >= 0 && time.Since(start)+d > maxWait {
+			return nil, fmt.Errorf("%w (not waited for: over the wait limit of %v)", err, maxWait)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			w.turn <- struct{}{} // still the head: try again
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waitKey names one FIFO queue: a limiter's budget for one credential.
+type waitKey struct {
+	l      *Limiter
+	fp     string
+	budget string
+}
+
+type waiter struct {
+	keys []waitKey
+	turn chan struct{} // has a value when the waiter is at the head of every queue
+	told bool          // turn was signalled; under waitQueues.mu
+}
+
+// waitQueues holds every Limiter's queues, so that a Limiter carries
+// nothing for Wait until it is used; a queue is dropped when it empties.
+type waitQueues struct {
+	mu sync.Mutex
+	q  map[waitKey][]*waiter
+}
+
+var waiters = waitQueues{q: make(map[waitKey][]*waiter)}
+
+func (wq *waitQueues) join(l *Limiter, fp string, budgets map[string]int64) *waiter {
+	w := &waiter{turn: make(chan struct{}, 1)}
+	for b := range budgets {
+		w.keys = append(w.keys, waitKey{l, fp, b})
+	}
+	wq.mu.Lock()
+	defer wq.mu.Unlock()
+	for _, k := range w.keys {
+		wq.q[k] = append(wq.q[k], w)
+	}
+	wq.tell(w)
+	return w
+}
+
+func (wq *waitQueues) leave(w *waiter) {
+	wq.mu.Lock()
+	defer wq.mu.Unlock()
+	var next []*waiter
+	for _, k := range w.keys {
+		q := wq.q[k]
+		if i := slices.Index(q, w); i >= 0 {
+			q = slices.Delete(q, i, i+1)
+		}
+		if len(q) == 0 {
+			delete(wq.q, k)
+			continue
+		}
+		wq.q[k] = q
+		next = append(next, q[0])
+	}
+	for _, n := range next {
+		wq.tell(n)
+	}
+}
+
+// tell gives w its turn if it heads every queue it is in. Under wq.mu.
+func (wq *waitQueues) tell(w *waiter) {
+	if w.told {
+		return
+	}
+	for _, k := range w.keys {
+		if wq.q[k][0] != w {
+			return
+		}
+	}
+	w.told = true
+	w.turn <- struct{}{}
+}
