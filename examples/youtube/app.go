@@ -140,8 +140,15 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 		now = cfg.clock
 	}
 	job := &trending{client: client, base: base, key: a.cred.Secret, out: a.out, log: w, now: now, left: budgetLeft(a.limiter, a.cred)}
-	a.sched = jobs.New(a.state, jobs.WithLogger(log), jobs.WithClock(now))
-	if err := a.sched.Add("trending", cfg.schedule, job.Run); err != nil {
+	sopts := []jobs.Option{jobs.WithLogger(log)}
+	if cfg.clock != nil {
+		sopts = append(sopts, jobs.WithClock(cfg.clock))
+	}
+	a.sched = jobs.New(a.state, sopts...)
+	// Runs in every process on this store take turns through the job's lease;
+	// a spent budget makes them wait, unless the limiter (say with
+	// --headroom 0) can pay again.
+	if err := a.sched.Add("trending", cfg.schedule, job.Run, jobs.WithLimiter(a.limiter, a.cred)); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -12,7 +12,9 @@
 // run resumes from the saved checkpoint (region and page) once there is
 // budget again: tomorrow, or now with --headroom 0, which hands the 10
 // held-back units to the job. Runs in separate processes share the budget
-// through the store: `quotactl status` shows it.
+// through the store: `quotactl status` shows it. Started together, they
+// take turns: one runs, the others are skipped (the job's lease) or do not
+// start while the budget is spent.
 //
 // Flags:
 //
@@ -74,10 +76,18 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "schedule %q: next run %s; Ctrl-C stops\n", cfg.schedule, a.sched.Next("trending").Format("15:04:05 MST"))
 		return a.sched.Run(ctx)
 	}
-	// An exhausted budget is a clean stop, not an error: exit status 0.
-	_, err = a.sched.RunOnce(ctx, "trending")
+	// An exhausted budget is a clean stop, not an error: exit status 0. So
+	// are a run skipped because another process's run holds the job's
+	// lease, and one not started because the budget is still spent.
+	rec, err := a.sched.RunOnce(ctx, "trending")
 	if errors.Is(err, context.Canceled) {
 		return errors.New("interrupted; the next run resumes from the checkpoint")
+	}
+	switch rec.Outcome {
+	case jobs.Skipped:
+		fmt.Fprintf(stdout, "skipped: another run holds the job (%s) until %s at the latest\n", rec.Holder, rec.LeaseExpires.Local().Format("15:04:05 MST"))
+	case jobs.Waiting:
+		fmt.Fprintf(stdout, "not started: %s is spent; waiting for capacity until %s\n", rec.Exhausted.Budget, rec.Exhausted.RetryAt.Local().Format("2006-01-02 15:04 MST"))
 	}
 	return err
 }

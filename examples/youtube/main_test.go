@@ -136,15 +136,18 @@ func TestSimulatedDay(t *testing.T) {
 	}
 
 	// Day 1, 40 units: tick 1 fetches all 8 regions (32 pages), tick 2 the 8
-	// pages of US and GB, then stops at DE; the rest of the day stops at
-	// once. After midnight: DE to CA (24 pages), then US to FR (16), stop.
+	// pages of US and GB, then stops at DE; the rest of the day waits for
+	// capacity without starting a run. After midnight: DE to CA (24 pages),
+	// then US to FR (16), stop, and wait again.
 	var want []jobs.Outcome
 	for tick := range 96 {
 		switch tick {
 		case 0, 24:
 			want = append(want, jobs.OK)
-		default:
+		case 1, 25:
 			want = append(want, jobs.Exhausted)
+		default:
+			want = append(want, jobs.Waiting)
 		}
 	}
 	if !slices.Equal(outcomes, want) {
@@ -168,16 +171,17 @@ func TestSimulatedDay(t *testing.T) {
 		t.Errorf("meter charged %d searches, upstream counted %d; want 20 both", got, want)
 	}
 
-	// The history shows each tick's outcome, newest first.
+	// The history shows the runs that started, newest first: the ticks
+	// that waited for capacity left no record.
 	h, err := jobs.History(ctx, a.state, "trending", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h) != 96 {
-		t.Fatalf("history has %d runs, want 96", len(h))
+	if len(h) != 4 {
+		t.Fatalf("history has %d runs, want 4", len(h))
 	}
 	for i, r := range h {
-		tick := 95 - i
+		tick := []int{25, 24, 1, 0}[i]
 		if r.Outcome != want[tick] || !r.Start.Equal(time.Date(2026, 3, 10, 18, 0, 0, 0, la(t)).Add(time.Duration(tick)*15*time.Minute)) {
 			t.Errorf("history[%d] = %s at %v, want tick %d: %s", i, r.Outcome, r.Start, tick, want[tick])
 		}
@@ -186,8 +190,11 @@ func TestSimulatedDay(t *testing.T) {
 		}
 	}
 	// Capacity returns at midnight in Los Angeles.
-	if got, want := h[95-1].Exhausted.RetryAt, time.Date(2026, 3, 11, 0, 0, 0, 0, la(t)); !got.Equal(want) {
+	if got, want := h[2].Exhausted.RetryAt, time.Date(2026, 3, 11, 0, 0, 0, 0, la(t)); !got.Equal(want) {
 		t.Errorf("tick 2 says capacity returns %v, want %v", got, want)
+	}
+	if n := strings.Count(logs.String(), "waiting for capacity"); n != 2 {
+		t.Errorf("%d log lines about waiting for capacity, want 2 (one per window):\n%s", n, logs.String())
 	}
 
 	// After midnight the job resumed where it stopped, at DE.
@@ -235,9 +242,9 @@ func TestSeparateProcesses(t *testing.T) {
 		!strings.Contains(out, "CA  100 trending videos, then out of budget: the next run resumes at CA page 3") {
 		t.Errorf("run 1 progress:\n%s", out)
 	}
-	// Run 2: nothing left; it stops without sending a request.
+	// Run 2: nothing left; it does not start, and sends no request.
 	rec, out, sent = runOnce(10)
-	if rec.Outcome != jobs.Exhausted || len(rec.Spent) != 0 || sent != 0 || !strings.Contains(out, "resuming at CA page 3\nCA  out of budget at CA page 3: the next run resumes there") {
+	if rec.Outcome != jobs.Waiting || len(rec.Spent) != 0 || sent != 0 || strings.Contains(out, "resuming") {
 		t.Errorf("run 2: %s, spent %v, %d requests sent:\n%s", rec.Outcome, rec.Spent, sent, out)
 	}
 	// Run 3 releases the headroom: it resumes at CA page 3 and finishes.
