@@ -65,6 +65,7 @@ type job struct {
 	busy    chan struct{} // holds a token while a run is going
 	limiter *quota.Limiter
 	cred    quota.Credential
+	plan    *Plan
 	// waitLogged is the WaitingMark.Until last logged, under Scheduler.mu:
 	// one log line per window.
 	waitLogged time.Time
@@ -185,12 +186,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	s.base = base
 	var names []string
+	var all []*job
 	for name, j := range s.jobs {
 		if j.sched != nil {
 			names = append(names, name)
 		}
+		all = append(all, j)
 	}
 	s.mu.Unlock()
+	for _, j := range all {
+		if err := s.saveInfo(ctx, j); err != nil {
+			s.log.Warn("jobs: job info not recorded", "job", j.name, "error", err)
+		}
+	}
 	slices.Sort(names)
 
 	s.cron.Start()
@@ -291,6 +299,9 @@ func (s *Scheduler) execute(parent context.Context, j *job, trigger Trigger) (Re
 	if w, ok := s.waiting(parent, j, run.start); ok {
 		s.release(run)
 		return waitingRecord(run, w), nil
+	}
+	if err := s.saveInfo(parent, j); err != nil {
+		run.log.Warn("jobs: job info not recorded", "error", err)
 	}
 	renewed := make(chan struct{})
 	leaseCtx, cancelLease := context.WithCancelCause(parent)

@@ -148,7 +148,10 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 	// Runs in every process on this store take turns through the job's lease;
 	// a spent budget makes them wait, unless the limiter (say with
 	// --headroom 0) can pay again.
-	if err := a.sched.Add("trending", cfg.schedule, job.Run, jobs.WithLimiter(a.limiter, a.cred)); err != nil {
+	// A full run: 4 pages of videos.list and 1 search.list in each of the 8
+	// regions; `quotactl jobs` holds it against what is left.
+	plan := jobs.WithPlan(api, table.API, map[string]int64{"videos.list": 4 * int64(len(regions)), "search.list": int64(len(regions))})
+	if err := a.sched.Add("trending", cfg.schedule, job.Run, jobs.WithLimiter(a.limiter, a.cred), plan); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -173,6 +173,14 @@ func TestJobs(t *testing.T) {
 			}
 			e.clock.Advance(time.Second)
 		}
+	}, jobs.WithPlan("youtube", "", map[string]int64{"videos.list": 5, "search.list": 2})); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}, 1), make(chan struct{}, 1)
+	if err := sched.Add("hourly", "0 * * * *", func(ctx context.Context, run *jobs.Run) error {
+		started <- struct{}{}
+		<-release
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +197,32 @@ func TestJobs(t *testing.T) {
 		t.Fatal("broken: no error")
 	}
 	e.clock.Advance(time.Minute)
+	// hourly ran once; its second run holds the job's lease meanwhile.
+	release <- struct{}{}
+	if rec, err := sched.RunOnce(ctx, "hourly"); err != nil || rec.Outcome != jobs.OK {
+		t.Fatalf("hourly: %+v, %v", rec, err)
+	}
+	<-started
+	held := make(chan jobs.Record)
+	go func() { rec, _ := sched.RunOnce(ctx, "hourly"); held <- rec }()
+	<-started
+	e.clock.Advance(5 * time.Second)
 
 	e.tty = true
 	out := e.ok("jobs")
-	if !regexpLine(out, `^broken\s+1m ago \(2026-11-22 09:01:03 UTC\)\s+failed\s+0s\s+-\s+-\s+upstream answered 500: backend error$`) ||
-		!regexpLine(out, `^trending\s+2m3s ago \(2026-11-22 09:00:00 UTC\)\s+exhausted\s+3s\s+youtube/units=9\s+saved 2m ago \{"page":3\}\s+youtube/units spent \(9 of 10 used, 1 left\); capacity back in 57m57s$`) {
+	// NEXT says when the next tick comes, or that the job waits for the
+	// spent budget; NEXT RUN COST prices trending's plan (5 videos.list, 2
+	// search.list) against what is left.
+	if !regexpLine(out, `^broken\s+1m5s ago \(2026-11-22 09:01:03 UTC\)\s+failed\s+0s\s+-\s+-\s+on demand\s+-\s+-\s+upstream answered 500: backend error$`) ||
+		!regexpLine(out, `^hourly\s+5s ago \(2026-11-22 09:02:03 UTC\)\s+ok\s+0s\s+-\s+\S+:\d+ run 20261122T090203\.000Z-[0-9a-f]{6}, expires in 25s\s+in 57m52s \(2026-11-22 10:00:00 UTC\)\s+-\s+-\s+-$`) ||
+		!regexpLine(out, `^trending\s+2m8s ago \(2026-11-22 09:00:00 UTC\)\s+exhausted\s+3s\s+youtube/units=9\s+-\s+waiting for capacity until 2026-11-22 10:00:00 UTC\s+does not fit: units 5 of 1 left, search 2 of 100 left\s+saved 2m5s ago \{"page":3\}\s+youtube/units spent \(9 of 10 used, 1 left\); capacity back in 57m52s$`) {
 		t.Errorf("jobs:\n%s", out)
 	}
+	close(release)
+	if rec := <-held; rec.Outcome != jobs.OK {
+		t.Errorf("the held hourly run: %+v", rec)
+	}
+	e.clock.Advance(-5 * time.Second)
 	out = e.ok("jobs", "trending")
 	if !strings.Contains(out, "checkpoint: saved 2m ago {\"page\":3}") || !regexpLine(out, `^2m3s ago \(2026-11-22 09:00:00 UTC\)\s+\S+\s+exhausted\s+3s\s+youtube/units=9\s`) {
 		t.Errorf("jobs trending:\n%s", out)
@@ -205,10 +232,20 @@ func TestJobs(t *testing.T) {
 		Job        string
 		Last       *jobs.Record
 		Checkpoint *jobs.Checkpoint
+		Lease      *quota.Lease
+		Waiting    *jobs.WaitingMark
+		Next       *time.Time
+		Expected   []struct {
+			Budget     string
+			Cost, Left int64
+			Fits       bool
+		}
 	}
 	decode(t, e.ok("--json", "jobs"), &list)
-	if len(list) != 2 || list[0].Job != "broken" || list[0].Last.Outcome != jobs.Failed || list[0].Checkpoint != nil ||
-		list[1].Last.Spent["youtube/units"] != 9 || list[1].Last.Exhausted == nil || list[1].Checkpoint == nil || compactJSON(list[1].Checkpoint.Cursor) != `{"page":3}` {
+	if len(list) != 3 || list[0].Job != "broken" || list[0].Last.Outcome != jobs.Failed || list[0].Checkpoint != nil ||
+		list[2].Last.Spent["youtube/units"] != 9 || list[2].Last.Exhausted == nil || list[2].Checkpoint == nil || compactJSON(list[2].Checkpoint.Cursor) != `{"page":3}` ||
+		list[2].Waiting == nil || list[2].Waiting.Budget != "youtube/units" || len(list[2].Expected) != 2 || list[2].Expected[0].Cost != 5 || list[2].Expected[0].Fits ||
+		list[1].Job != "hourly" || list[1].Next == nil || list[1].Lease != nil {
 		t.Errorf("jobs --json = %+v", list)
 	}
 	var one struct {

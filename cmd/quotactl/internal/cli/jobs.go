@@ -26,15 +26,28 @@ func newCmdJobs(g *globals, runF func(context.Context, *jobsOptions) error) *cob
 		Use:   "jobs [NAME]",
 		Short: "Show the run history of scheduled jobs",
 		Long: `Show the jobs package's run history from the store: without NAME, each job's
-last run; with NAME, its recent runs (--limit) and its checkpoint. An outcome
-is ok, exhausted (a clean stop on a spent budget: the next run resumes from
-the checkpoint), failed, panicked, cancelled or abandoned.
+last run, who holds its lease now, its next tick and what its next run is
+expected to cost against what is left; with NAME, its recent runs (--limit)
+and its checkpoint. An outcome is ok, exhausted (a clean stop on a spent
+budget: the next run resumes from the checkpoint), skipped (another run held
+the job's lease), failed, panicked, cancelled or abandoned. While the budget
+a job needs is spent, NEXT says "waiting for capacity until T": its runs do
+not start before then.
 
-JSON: without NAME, an array of {job, last, checkpoint}; with NAME, {job, runs,
-checkpoint}. A run has the jobs package's stable fields: job, run, trigger,
-start, end, outcome, spent ({"API/BUDGET": units}), charges, unmetered, error,
-exhausted ({budget, used, limit, left, cost, retry_at}); a checkpoint has job,
-run, saved, cursor; it is null when there is none.`,
+The expected cost is the job's plan (jobs.WithPlan: calls per method) priced
+with the cost table, as 'quotactl costs estimate' does, held against what is
+left for the API's only credential (whole budgets when it has none or
+several).
+
+JSON: without NAME, an array of {job, last, checkpoint, lease, waiting, next,
+plan, expected}; with NAME, {job, runs, checkpoint}. A run has the jobs
+package's stable fields: job, run, trigger, start, end, outcome, spent
+({"API/BUDGET": units}), charges, unmetered, error, exhausted ({budget, used,
+limit, left, cost, retry_at}), holder, lease_expires; a checkpoint has job,
+run, saved, cursor; lease is {key, holder, token, expires}; waiting is {job,
+budget, cost, until, run, since}; plan is {api, table, calls}; expected is
+[{budget, cost, left, limit, after, fits, reset}]. Each is null when there is
+none.`,
 		Args: rangeArgs(0, 1, "at most one NAME argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -85,12 +98,18 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		return opts.jobHistory(ctx, ss)
 	}
 	type jobJSON struct {
-		Job        string           `json:"job"`
-		Last       *jobs.Record     `json:"last"`
-		Checkpoint *jobs.Checkpoint `json:"checkpoint"`
+		Job        string               `json:"job"`
+		Last       *jobs.Record         `json:"last"`
+		Checkpoint *jobs.Checkpoint     `json:"checkpoint"`
+		Lease      *quota.Lease         `json:"lease"`
+		Waiting    *jobs.WaitingMark    `json:"waiting"`
+		Next       *time.Time           `json:"next"`
+		Plan       *jobs.Plan           `json:"plan"`
+		Expected   []estimateBudgetJSON `json:"expected"`
 	}
 	out := []jobJSON{}
-	t := &table{header: []string{"JOB", "LAST RUN", "OUTCOME", "TOOK", "SPENT", "CHECKPOINT", "DETAIL"}}
+	t := &table{header: []string{"JOB", "LAST RUN", "OUTCOME", "TOOK", "SPENT", "LEASE", "NEXT", "NEXT RUN COST", "CHECKPOINT", "DETAIL"}}
+	now := opts.now()
 	for _, name := range names {
 		recs, err := jobs.History(ctx, ss, name, 1)
 		if err != nil {
@@ -104,11 +123,15 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		if found {
 			j.Checkpoint = &cp
 		}
-		row := []string{name, "-", "-", "-", "-", opts.checkpointText(j.Checkpoint), "-"}
+		if err := opts.jobNow(ctx, ss, &j.Lease, &j.Waiting, &j.Next, &j.Plan, &j.Expected, name, now); err != nil {
+			return err
+		}
+		lease, next, cost := opts.leaseText(j.Lease), opts.nextText(j.Waiting, j.Next), expectedText(j.Expected)
+		row := []string{name, "-", "-", "-", "-", lease, next, cost, opts.checkpointText(j.Checkpoint), "-"}
 		if len(recs) > 0 {
 			r := recs[0]
 			j.Last = &r
-			row = []string{name, opts.when(r.Start), string(r.Outcome), compact(r.Duration()), spentText(r.Spent), opts.checkpointText(j.Checkpoint), opts.detail(r)}
+			row = []string{name, opts.when(r.Start), string(r.Outcome), compact(r.Duration()), spentText(r.Spent), lease, next, cost, opts.checkpointText(j.Checkpoint), opts.detail(r)}
 		}
 		out = append(out, j)
 		t.add(row...)
@@ -195,3 +218,138 @@ func (g *globals) detail(r jobs.Record) string {
 }
 
 func relativeTo(t, now time.Time) string { return relative(t.Sub(now)) }
+
+// jobNow reads what is true of job now: the live lease, the waiting mark,
+// the next tick, and the plan's expected cost against what is left.
+func (opts *jobsOptions) jobNow(ctx context.Context, ss quota.StateStore, lease **quota.Lease, waiting **jobs.WaitingMark,
+	next **time.Time, plan **jobs.Plan, expected *[]estimateBudgetJSON, job string, now time.Time) error {
+	var leaseNow time.Time // the store's clock, unless a test injects one
+	if opts.io.Clock != nil {
+		leaseNow = now
+	}
+	if l, found, err := jobs.CurrentLease(ctx, ss, job, leaseNow); err != nil {
+		return err
+	} else if found {
+		*lease = &l
+	}
+	if w, found, err := jobs.LoadWaiting(ctx, ss, job, now); err != nil {
+		return err
+	} else if found {
+		*waiting = &w
+	}
+	info, found, err := jobs.LoadInfo(ctx, ss, job)
+	if err != nil || !found {
+		return err
+	}
+	if n := info.Next(now); !n.IsZero() {
+		*next = &n
+	}
+	if info.Plan == nil {
+		return nil
+	}
+	*plan = info.Plan
+	est, err := opts.planCost(ctx, info.Plan)
+	if err != nil {
+		return fmt.Errorf("job %s: plan: %w", job, err)
+	}
+	*expected = est
+	return nil
+}
+
+// planCost prices p with its cost table, as costs estimate does, against
+// what is left now for the API's only credential (whole budgets when there
+// is none or there are several).
+func (opts *jobsOptions) planCost(ctx context.Context, p *jobs.Plan) ([]estimateBudgetJSON, error) {
+	_, tb, err := loadTable(p.API, p.Table)
+	if err != nil {
+		return nil, err
+	}
+	est, err := tb.Estimate(p.Calls)
+	if err != nil {
+		return nil, err
+	}
+	st, err := opts.Store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	apis, err := st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var info quota.APIInfo
+	for _, a := range apis {
+		if a.Name == p.API {
+			info = a
+		}
+	}
+	budgets := mergeBudgets(tb.Budgets, info.Budgets)
+	usage := map[string]quota.Usage{}
+	if len(info.Credentials) == 1 {
+		l, err := quota.New(st, p.API, budgets, opts.limiterOptions()...)
+		if err != nil {
+			return nil, err
+		}
+		us, err := l.StatusOf(ctx, info.Credentials[0].ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
+			usage[u.Budget] = u
+		}
+	}
+	out := []estimateBudgetJSON{}
+	now := opts.now()
+	for _, b := range budgets {
+		cost := est[b.Name]
+		if cost == 0 {
+			continue
+		}
+		left, reset := b.Limit, b.Window.NextReset(now)
+		if u, ok := usage[b.Name]; ok {
+			left = u.Remaining
+			if !b.Window.IsDaily() {
+				reset = u.Reset
+			}
+		}
+		out = append(out, estimateBudgetJSON{Budget: b.Name, Cost: cost, Left: left, Limit: b.Limit, After: left - cost, Fits: cost <= left, Reset: jsonTime(reset)})
+	}
+	return out, nil
+}
+
+// leaseText is "HOLDER, expires in 25s", or "-".
+func (g *globals) leaseText(l *quota.Lease) string {
+	if l == nil {
+		return "-"
+	}
+	return l.Holder + ", expires " + relative(l.Expires.Sub(g.now()))
+}
+
+// nextText is the next tick, or "waiting for capacity until T".
+func (g *globals) nextText(w *jobs.WaitingMark, next *time.Time) string {
+	switch {
+	case w != nil:
+		return "waiting for capacity until " + g.absolute(w.Until)
+	case next != nil:
+		return g.when(*next)
+	}
+	return "on demand"
+}
+
+// expectedText is "fits: units 32 of 40 left" or "does not fit: units 32
+// of 8 left, search 8 of 93 left", or "-" with no plan.
+func expectedText(est []estimateBudgetJSON) string {
+	if len(est) == 0 {
+		return "-"
+	}
+	fits := true
+	var parts []string
+	for _, b := range est {
+		fits = fits && b.Fits
+		parts = append(parts, fmt.Sprintf("%s %d of %d left", b.Budget, b.Cost, b.Left))
+	}
+	verdict := "fits: "
+	if !fits {
+		verdict = "does not fit: "
+	}
+	return verdict + strings.Join(parts, ", ")
+}
