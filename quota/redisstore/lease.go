@@ -8,12 +8,12 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// Leases of quota.StateStore, next to the state key KEY they fence, in its
-// Cluster slot ("{...}" holds the whole state key, which hashes as the
-// state key itself):
+// Leases of quota.StateStore, under the prefix like every key, and in the
+// Cluster slot of the state key PREFIX state:KEY they fence: their hash tag
+// "{...}" holds the whole state key, which hashes as the state key itself.
 //
-//	{PREFIX state:KEY}:lease   string "TOKEN:EXPIRES:HOLDER", PX until it ends
-//	{PREFIX state:KEY}:token   string, the last fencing token granted
+//	PREFIX lease{PREFIX state:KEY}   string "TOKEN:EXPIRES:HOLDER", PX until it ends
+//	PREFIX token{PREFIX state:KEY}   string, the last fencing token granted
 
 var (
 	leaseScript  = script("lease")
@@ -22,7 +22,7 @@ var (
 
 func (s *Store) leaseKeys(key string) []string {
 	st := s.catalogKey("state:", key)
-	return []string{"{" + st + "}:lease", "{" + st + "}:token"}
+	return []string{s.prefix + "lease{" + st + "}", s.prefix + "token{" + st + "}"}
 }
 
 // lease runs lease.lua's operation op.

@@ -1,8 +1,9 @@
 -- lease.lua: quota.StateStore leases. One script, four operations, so each
 -- is atomic and reads its own now.
 --
--- KEYS: lease, token. Both carry the hash tag of the state key the lease
--- fences ("{PREFIX state:KEY}"), so they share its Cluster slot.
+-- KEYS: lease, token. Both carry the state key the lease fences as their
+-- hash tag ("PREFIX lease{PREFIX state:KEY}"), so they share its Cluster
+-- slot.
 --   lease  string "TOKEN:EXPIRES:HOLDER" (EXPIRES in µs), with a PX TTL
 --   token  string, the last fencing token granted (INCR); never expires
 --
