@@ -218,6 +218,18 @@ func TestJobs(t *testing.T) {
 		!regexpLine(out, `^trending\s+2m8s ago \(2026-11-22 09:00:00 UTC\)\s+exhausted\s+3s\s+youtube/units=9\s+-\s+waiting for capacity until 2026-11-22 10:00:00 UTC\s+does not fit: units 5 of 1 left, search 2 of 100 left\s+saved 2m5s ago \{"page":3\}\s+youtube/units spent \(9 of 10 used, 1 left\); capacity back in 57m52s$`) {
 		t.Errorf("jobs:\n%s", out)
 	}
+	// Another process's scheduler finds the lease held: its run is skipped.
+	other := jobs.New(ss, jobs.WithClock(e.clock.Now), jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := other.Add("hourly", "0 * * * *", func(context.Context, *jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := other.RunOnce(ctx, "hourly"); err != nil || rec.Outcome != jobs.Skipped {
+		t.Fatalf("hourly from another scheduler: %+v, %v", rec, err)
+	}
+	out = e.ok("jobs", "hourly")
+	if !regexpLine(out, `^now \(2026-11-22 09:02:08 UTC\)\s+once\s+skipped\s+0s\s+-\s+another run held the lease: \S+:\d+ run 20261122T090203\.000Z-[0-9a-f]{6} until 2026-11-22 09:02:33 UTC$`) {
+		t.Errorf("jobs hourly:\n%s", out)
+	}
 	close(release)
 	if rec := <-held; rec.Outcome != jobs.OK {
 		t.Errorf("the held hourly run: %+v", rec)

@@ -208,6 +208,8 @@ func spentText(spent map[string]int64) string {
 // detail says why a run ended the way it did.
 func (g *globals) detail(r jobs.Record) string {
 	switch {
+	case r.Outcome == jobs.Skipped:
+		return "another run held the lease: " + r.Holder + " until " + g.absolute(r.LeaseExpires)
 	case r.Exhausted != nil:
 		e := r.Exhausted
 		return fmt.Sprintf("%s spent (%d of %d used, %d left); capacity back %s", e.Budget, e.Used, e.Limit, e.Left, relativeTo(e.RetryAt, g.now()))
