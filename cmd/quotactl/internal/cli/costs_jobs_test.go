@@ -236,7 +236,7 @@ func TestJobs(t *testing.T) {
 	}
 	e.clock.Advance(-5 * time.Second)
 	out = e.ok("jobs", "trending")
-	if !strings.Contains(out, "checkpoint: saved 2m ago {\"page\":3}") || !regexpLine(out, `^2m3s ago \(2026-11-22 09:00:00 UTC\)\s+\S+\s+exhausted\s+3s\s+youtube/units=9\s`) {
+	if !strings.Contains(out, "checkpoint: saved 2m ago {\"page\":3}\nwaiting for capacity until 2026-11-22 10:00:00 UTC (youtube/units is spent)") || !regexpLine(out, `^2m3s ago \(2026-11-22 09:00:00 UTC\)\s+\S+\s+exhausted\s+3s\s+youtube/units=9\s`) {
 		t.Errorf("jobs trending:\n%s", out)
 	}
 

@@ -178,6 +178,11 @@ func (opts *jobsOptions) jobHistory(ctx context.Context, ss quota.StateStore) er
 	}
 	if opts.io.TTY {
 		fmt.Fprintf(opts.io.Out, "\ncheckpoint: %s\n", opts.checkpointText(cpp))
+		if w, found, err := jobs.LoadWaiting(ctx, ss, opts.Name, opts.now()); err != nil {
+			return err
+		} else if found {
+			fmt.Fprintf(opts.io.Out, "waiting for capacity until %s (%s is spent): runs before then do not start\n", opts.absolute(w.Until), w.Budget)
+		}
 	}
 	return nil
 }
