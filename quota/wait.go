@@ -15,7 +15,7 @@ import (
 // sooner, and tries again then.
 //
 // Fairness, within a process: the callers of Wait (and of a Transport made
-// WithWait) on one Limiter queue per credential and budget, first come,
+// WithWait) on one Limiter queue per account (owner) and budget, first come,
 // first served. Only the waiter at the head of every queue its charge
 // names tries the store; the others do not overtake it, even when their
 // charge would fit, so a 50-unit write is not starved by a stream of 1-unit
@@ -58,12 +58,12 @@ func (l *Limiter) wait(ctx context.Context, cred Credential, ch Charge, maxWait 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	fp, _, err := l.identify(ctx, cred)
+	id, err := l.identify(ctx, cred)
 	if err != nil {
 		return nil, err
 	}
 	budgets := allocate(ctx, ch).Units
-	w := waiters.join(l, fp, budgets)
+	w := waiters.join(l, id.account, budgets)
 	defer waiters.leave(w)
 	start := time.Now()
 	for {
@@ -92,11 +92,12 @@ func (l *Limiter) wait(ctx context.Context, cred Credential, ch Charge, maxWait 
 	}
 }
 
-// waitKey names one FIFO queue: a limiter's budget for one credential.
+// waitKey names one FIFO queue: a limiter's budget for one account (the
+// owner budgets are kept under; credentials of one owner share it).
 type waitKey struct {
-	l      *Limiter
-	fp     string
-	budget string
+	l       *Limiter
+	account string
+	budget  string
 }
 
 type waiter struct {
@@ -114,10 +115,10 @@ type waitQueues struct {
 
 var waiters = waitQueues{q: make(map[waitKey][]*waiter)}
 
-func (wq *waitQueues) join(l *Limiter, fp string, budgets map[string]int64) *waiter {
+func (wq *waitQueues) join(l *Limiter, account string, budgets map[string]int64) *waiter {
 	w := &waiter{turn: make(chan struct{}, 1)}
 	for b := range budgets {
-		w.keys = append(w.keys, waitKey{l, fp, b})
+		w.keys = append(w.keys, waitKey{l, account, b})
 	}
 	wq.mu.Lock()
 	defer wq.mu.Unlock()

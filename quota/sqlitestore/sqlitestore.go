@@ -374,7 +374,7 @@ func (s *Store) init(dsn string) error {
 	if err := tx.Commit(); err != nil {
 		return s.openErr(err)
 	}
-	return nil
+	return s.ensureLeases(ctx, conn)
 }
 
 // check reads the schema version, and refuses a newer one or another
