@@ -63,11 +63,11 @@ func LoadWaiting(ctx context.Context, store quota.StateStore, job string, now ti
 
 // CurrentLease returns the live lease on job's runs: who holds it (host,
 // process and run) and until when. found is false when no run holds it.
-func CurrentLease(ctx context.Context, store quota.StateStore, job string, now time.Time) (l quota.Lease, found bool, err error) {
+func CurrentLease(ctx context.Context, store quota.StateStore, job string, now time.Time) (l quota.StateLease, found bool, err error) {
 	if err := quota.CheckName("job", job); err != nil {
 		return l, false, fmt.Errorf("jobs: lease: %w", err)
 	}
-	l, err = store.LoadLease(ctx, &quota.LeaseRequest{Key: checkpointKey(job), Now: now})
+	l, err = store.LoadLease(ctx, &quota.StateLeaseRequest{Key: checkpointKey(job), Now: now})
 	if errors.Is(err, quota.ErrNotFound) {
 		return l, false, nil
 	}
@@ -97,8 +97,8 @@ func (s *Scheduler) leaseNow() time.Time {
 
 // acquire takes run's lease. held is set, and err nil, when another run
 // holds it.
-func (s *Scheduler) acquire(ctx context.Context, run *Run) (held *quota.LeaseHeldError, err error) {
-	l, err := s.store.AcquireLease(ctx, &quota.LeaseRequest{
+func (s *Scheduler) acquire(ctx context.Context, run *Run) (held *quota.StateLeaseHeldError, err error) {
+	l, err := s.store.AcquireLease(ctx, &quota.StateLeaseRequest{
 		Key: checkpointKey(run.job.name), Holder: processName + " run " + run.id, TTL: s.leaseTTL, Now: s.leaseNow(),
 	})
 	if errors.As(err, &held) {
@@ -124,7 +124,7 @@ func (s *Scheduler) renew(run *Run, cancel context.CancelCauseFunc, done <-chan 
 		case <-t.C:
 		}
 		ctx, stop := context.WithTimeout(context.Background(), every)
-		_, err := s.store.RenewLease(ctx, &quota.LeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, TTL: s.leaseTTL, Now: s.leaseNow()})
+		_, err := s.store.RenewLease(ctx, &quota.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, TTL: s.leaseTTL, Now: s.leaseNow()})
 		stop()
 		if errors.Is(err, quota.ErrLeaseLost) {
 			run.log.Error("jobs: run lost its lease (expired or taken over): cancelling it; its checkpoint writes are refused", "error", err)
@@ -142,7 +142,7 @@ func (s *Scheduler) renew(run *Run, cancel context.CancelCauseFunc, done <-chan 
 func (s *Scheduler) release(run *Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
 	defer cancel()
-	err := s.store.ReleaseLease(ctx, &quota.LeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, Now: s.leaseNow()})
+	err := s.store.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, Now: s.leaseNow()})
 	switch {
 	case errors.Is(err, quota.ErrLeaseLost):
 		run.log.Warn("jobs: the run's lease had already ended at release: another run may have started meanwhile", "error", err)

@@ -67,7 +67,7 @@ func TestLeaseSkipsOverlap(t *testing.T) {
 			var logA, logB logBuf
 			a := jobs.New(st[0], jobs.WithLogger(logA.logger()), jobs.WithClock(clock.Now), jobs.WithLeaseTTL(time.Minute))
 			b := jobs.New(st[1], jobs.WithLogger(logB.logger()), jobs.WithClock(clock.Now), jobs.WithLeaseTTL(time.Minute))
-			started, release := make(chan quota.Lease), make(chan struct{})
+			started, release := make(chan quota.StateLease), make(chan struct{})
 			if err := a.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
 				started <- run.Lease()
 				<-release
@@ -222,7 +222,7 @@ func TestLeaseLostCancelsRun(t *testing.T) {
 		store := quota.NewMemoryStore()
 		var logs logBuf
 		s := jobs.New(store, jobs.WithLogger(logs.logger()), jobs.WithLeaseTTL(30*time.Second))
-		leased := make(chan quota.Lease, 1)
+		leased := make(chan quota.StateLease, 1)
 		s.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
 			leased <- run.Lease()
 			<-ctx.Done()
@@ -232,10 +232,10 @@ func TestLeaseLostCancelsRun(t *testing.T) {
 		go func() { rec, _ := s.RunOnce(context.Background(), "ingest"); done <- rec }()
 		l := <-leased
 		ctx := context.Background()
-		if err := store.ReleaseLease(ctx, &quota.LeaseRequest{Key: l.Key, Token: l.Token}); err != nil {
+		if err := store.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Token: l.Token}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.AcquireLease(ctx, &quota.LeaseRequest{Key: l.Key, Holder: "other-host:1 run x", TTL: time.Hour}); err != nil {
+		if _, err := store.AcquireLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Holder: "other-host:1 run x", TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		advance(10 * time.Second)

@@ -30,7 +30,7 @@ type Run struct {
 	trigger Trigger
 	start   time.Time
 	log     *slog.Logger
-	lease   quota.Lease // the job's lease, held for the run's duration
+	lease   quota.StateLease // the job's lease, held for the run's duration
 
 	mu        sync.Mutex
 	spent     map[string]int64
@@ -54,7 +54,7 @@ func (r *Run) Trigger() Trigger { return r.trigger }
 
 // Lease returns the run's lease on its job: holder, fencing token and
 // expiry (as of the grant or the last renewal).
-func (r *Run) Lease() quota.Lease { return r.lease }
+func (r *Run) Lease() quota.StateLease { return r.lease }
 
 // Logger returns the scheduler's logger with the job and run attached.
 func (r *Run) Logger() *slog.Logger { return r.log }

@@ -10,7 +10,7 @@ import (
 )
 
 var (
-	// ErrLeaseHeld is matched by every *LeaseHeldError: another holder's
+	// ErrLeaseHeld is matched by every *StateLeaseHeldError: another holder's
 	// lease on the key is live, so AcquireLease took nothing.
 	ErrLeaseHeld = errors.New("quota: lease held")
 
@@ -21,8 +21,10 @@ var (
 	ErrLeaseLost = errors.New("quota: lease lost")
 )
 
-// Lease is one holder's claim on a key, as a StateStore keeps it.
-type Lease struct {
+// StateLease is one holder's claim on a key, as a StateStore keeps it: the
+// jobs package's run leases (not to be confused with budget leases, which
+// are reservations of units).
+type StateLease struct {
 	Key    string `json:"key"`
 	Holder string `json:"holder"` // who holds it, e.g. "host:pid run-id"
 	// Token is the fencing token: every grant of a lease on Key gets a
@@ -32,22 +34,22 @@ type Lease struct {
 	Expires time.Time `json:"expires"` // the lease ends then unless renewed
 }
 
-// LeaseHeldError reports that AcquireLease found another holder's live
+// StateLeaseHeldError reports that AcquireLease found another holder's live
 // lease. errors.Is(err, ErrLeaseHeld) matches it.
-type LeaseHeldError struct {
-	Held Lease // the live lease: who holds it and until when
+type StateLeaseHeldError struct {
+	Held StateLease // the live lease: who holds it and until when
 }
 
 // Error names the holder and when its lease expires.
-func (e *LeaseHeldError) Error() string {
+func (e *StateLeaseHeldError) Error() string {
 	return fmt.Sprintf("quota: lease %q held by %s until %s", e.Held.Key, e.Held.Holder, e.Held.Expires.UTC().Format(time.RFC3339Nano))
 }
 
 // Is reports whether target is ErrLeaseHeld.
-func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
+func (e *StateLeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
 
-// LeaseRequest asks a StateStore about a lease on Key.
-type LeaseRequest struct {
+// StateLeaseRequest asks a StateStore about a lease on Key.
+type StateLeaseRequest struct {
 	Key    string
 	Holder string        // AcquireLease: who asks; non-empty
 	Token  int64         // RenewLease, ReleaseLease: the token AcquireLease gave
@@ -57,10 +59,10 @@ type LeaseRequest struct {
 	Now time.Time
 }
 
-// CheckLease validates what a StateStore's lease method op needs of req:
+// CheckStateLease validates what a StateStore's lease method op needs of req:
 // a key with no '{' or '}' (Redis Cluster hash tags), a holder and a TTL of
 // at least a millisecond to acquire or renew, a token to renew or release.
-func CheckLease(op string, req *LeaseRequest) error {
+func CheckStateLease(op string, req *StateLeaseRequest) error {
 	switch {
 	case req == nil:
 		return invalidf("%s: nil request", op)
@@ -93,21 +95,21 @@ type memLease struct {
 
 func (l *memLease) live(now int64) bool { return l != nil && l.expires > now }
 
-func (l *memLease) lease(key string) Lease {
-	return Lease{Key: key, Holder: l.holder, Token: l.token, Expires: time.UnixMicro(l.expires)}
+func (l *memLease) lease(key string) StateLease {
+	return StateLease{Key: key, Holder: l.holder, Token: l.token, Expires: time.UnixMicro(l.expires)}
 }
 
 // AcquireLease implements StateStore.
-func (s *MemoryStore) AcquireLease(ctx context.Context, req *LeaseRequest) (Lease, error) {
-	if err := CheckLease("acquire lease", req); err != nil {
-		return Lease{}, err
+func (s *MemoryStore) AcquireLease(ctx context.Context, req *StateLeaseRequest) (StateLease, error) {
+	if err := CheckStateLease("acquire lease", req); err != nil {
+		return StateLease{}, err
 	}
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.leases[req.Key]
 	if l.live(now) {
-		return Lease{}, &LeaseHeldError{Held: l.lease(req.Key)}
+		return StateLease{}, &StateLeaseHeldError{Held: l.lease(req.Key)}
 	}
 	if l == nil {
 		l = &memLease{}
@@ -118,24 +120,24 @@ func (s *MemoryStore) AcquireLease(ctx context.Context, req *LeaseRequest) (Leas
 }
 
 // RenewLease implements StateStore.
-func (s *MemoryStore) RenewLease(ctx context.Context, req *LeaseRequest) (Lease, error) {
-	if err := CheckLease("renew lease", req); err != nil {
-		return Lease{}, err
+func (s *MemoryStore) RenewLease(ctx context.Context, req *StateLeaseRequest) (StateLease, error) {
+	if err := CheckStateLease("renew lease", req); err != nil {
+		return StateLease{}, err
 	}
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.leases[req.Key]
 	if !l.live(now) || l.token != req.Token {
-		return Lease{}, fmt.Errorf("%w: %q token %d", ErrLeaseLost, req.Key, req.Token)
+		return StateLease{}, fmt.Errorf("%w: %q token %d", ErrLeaseLost, req.Key, req.Token)
 	}
 	l.expires = now + req.TTL.Microseconds()
 	return l.lease(req.Key), nil
 }
 
 // ReleaseLease implements StateStore.
-func (s *MemoryStore) ReleaseLease(ctx context.Context, req *LeaseRequest) error {
-	if err := CheckLease("release lease", req); err != nil {
+func (s *MemoryStore) ReleaseLease(ctx context.Context, req *StateLeaseRequest) error {
+	if err := CheckStateLease("release lease", req); err != nil {
 		return err
 	}
 	now := nowOr(req.Now).UnixMicro()
@@ -150,23 +152,23 @@ func (s *MemoryStore) ReleaseLease(ctx context.Context, req *LeaseRequest) error
 }
 
 // LoadLease implements StateStore.
-func (s *MemoryStore) LoadLease(ctx context.Context, req *LeaseRequest) (Lease, error) {
-	if err := CheckLease("load lease", req); err != nil {
-		return Lease{}, err
+func (s *MemoryStore) LoadLease(ctx context.Context, req *StateLeaseRequest) (StateLease, error) {
+	if err := CheckStateLease("load lease", req); err != nil {
+		return StateLease{}, err
 	}
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.leases[req.Key]
 	if !l.live(now) {
-		return Lease{}, fmt.Errorf("%w: no live lease on %q", ErrNotFound, req.Key)
+		return StateLease{}, fmt.Errorf("%w: no live lease on %q", ErrNotFound, req.Key)
 	}
 	return l.lease(req.Key), nil
 }
 
 // SaveStateFenced implements StateStore.
 func (s *MemoryStore) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
-	if err := CheckLease("save state fenced", &LeaseRequest{Key: key}); err != nil {
+	if err := CheckStateLease("save state fenced", &StateLeaseRequest{Key: key}); err != nil {
 		return err
 	}
 	s.mu.Lock()

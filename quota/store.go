@@ -212,19 +212,19 @@ type StateStore interface {
 	// AcquireLease grants req.Holder the lease on req.Key until now+TTL,
 	// with a fencing token greater than any earlier grant on the key,
 	// unless another lease on the key is live: then it grants nothing and
-	// returns a *LeaseHeldError naming the holder and its expiry. One
+	// returns a *StateLeaseHeldError naming the holder and its expiry. One
 	// holder at a time, across every process and host using the store.
-	AcquireLease(ctx context.Context, req *LeaseRequest) (Lease, error)
+	AcquireLease(ctx context.Context, req *StateLeaseRequest) (StateLease, error)
 	// RenewLease extends the live lease on req.Key granted with req.Token
 	// to now+TTL; ErrLeaseLost when that lease has ended or was replaced.
-	RenewLease(ctx context.Context, req *LeaseRequest) (Lease, error)
+	RenewLease(ctx context.Context, req *StateLeaseRequest) (StateLease, error)
 	// ReleaseLease ends the live lease on req.Key granted with req.Token
 	// (compare and delete); ErrLeaseLost when it had already ended or been
 	// replaced, and then nothing changes.
-	ReleaseLease(ctx context.Context, req *LeaseRequest) error
+	ReleaseLease(ctx context.Context, req *StateLeaseRequest) error
 	// LoadLease returns the live lease on req.Key, or an error wrapping
 	// ErrNotFound when none is live.
-	LoadLease(ctx context.Context, req *LeaseRequest) (Lease, error)
+	LoadLease(ctx context.Context, req *StateLeaseRequest) (StateLease, error)
 	// SaveStateFenced sets key to value, as SaveState, unless a lease on key
 	// was granted with a token greater than token (the writer's lease was
 	// taken over): then it writes nothing and returns an error wrapping

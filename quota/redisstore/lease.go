@@ -26,8 +26,8 @@ func (s *Store) leaseKeys(key string) []string {
 }
 
 // lease runs lease.lua's operation op.
-func (s *Store) lease(ctx context.Context, op string, req *quota.LeaseRequest) (ok bool, l quota.Lease, err error) {
-	if err := quota.CheckLease(op+" lease", req); err != nil {
+func (s *Store) lease(ctx context.Context, op string, req *quota.StateLeaseRequest) (ok bool, l quota.StateLease, err error) {
+	if err := quota.CheckStateLease(op+" lease", req); err != nil {
 		return false, l, fmt.Errorf("redisstore: %w", err)
 	}
 	reply, err := s.run(ctx, leaseScript, s.leaseKeys(req.Key), []any{nowArg(req.Now), op, req.TTL.Microseconds(), req.Token, req.Holder})
@@ -47,37 +47,37 @@ func (s *Store) lease(ctx context.Context, op string, req *quota.LeaseRequest) (
 	if err1 != nil || err2 != nil || !ok3 {
 		return false, l, failed(ctx, op+" lease", fmt.Errorf("unexpected script reply %v", reply))
 	}
-	return st == 1, quota.Lease{Key: req.Key, Holder: holder, Token: tok, Expires: time.UnixMicro(exp)}, nil
+	return st == 1, quota.StateLease{Key: req.Key, Holder: holder, Token: tok, Expires: time.UnixMicro(exp)}, nil
 }
 
 // AcquireLease implements quota.StateStore: a script reads the lease key
 // and, unless a live lease is there, sets it with SET NX PX and the next
 // token (INCR).
-func (s *Store) AcquireLease(ctx context.Context, req *quota.LeaseRequest) (quota.Lease, error) {
+func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
 	ok, l, err := s.lease(ctx, "acquire", req)
 	switch {
 	case err != nil:
-		return quota.Lease{}, err
+		return quota.StateLease{}, err
 	case !ok:
-		return quota.Lease{}, fmt.Errorf("redisstore: %w", &quota.LeaseHeldError{Held: l})
+		return quota.StateLease{}, fmt.Errorf("redisstore: %w", &quota.StateLeaseHeldError{Held: l})
 	}
 	return l, nil
 }
 
 // RenewLease implements quota.StateStore.
-func (s *Store) RenewLease(ctx context.Context, req *quota.LeaseRequest) (quota.Lease, error) {
+func (s *Store) RenewLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
 	ok, l, err := s.lease(ctx, "renew", req)
 	switch {
 	case err != nil:
-		return quota.Lease{}, err
+		return quota.StateLease{}, err
 	case !ok:
-		return quota.Lease{}, fmt.Errorf("redisstore: renew lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
+		return quota.StateLease{}, fmt.Errorf("redisstore: renew lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
 	}
 	return l, nil
 }
 
 // ReleaseLease implements quota.StateStore: compare and delete, in a script.
-func (s *Store) ReleaseLease(ctx context.Context, req *quota.LeaseRequest) error {
+func (s *Store) ReleaseLease(ctx context.Context, req *quota.StateLeaseRequest) error {
 	ok, _, err := s.lease(ctx, "release", req)
 	switch {
 	case err != nil:
@@ -89,13 +89,13 @@ func (s *Store) ReleaseLease(ctx context.Context, req *quota.LeaseRequest) error
 }
 
 // LoadLease implements quota.StateStore.
-func (s *Store) LoadLease(ctx context.Context, req *quota.LeaseRequest) (quota.Lease, error) {
+func (s *Store) LoadLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
 	ok, l, err := s.lease(ctx, "load", req)
 	switch {
 	case err != nil:
-		return quota.Lease{}, err
+		return quota.StateLease{}, err
 	case !ok:
-		return quota.Lease{}, fmt.Errorf("redisstore: %w: no live lease on %q", quota.ErrNotFound, req.Key)
+		return quota.StateLease{}, fmt.Errorf("redisstore: %w: no live lease on %q", quota.ErrNotFound, req.Key)
 	}
 	return l, nil
 }
@@ -103,7 +103,7 @@ func (s *Store) LoadLease(ctx context.Context, req *quota.LeaseRequest) (quota.L
 // SaveStateFenced implements quota.StateStore: a script compares token with
 // the last one granted on key and sets the state key only if none is newer.
 func (s *Store) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
-	if err := quota.CheckLease("save state fenced", &quota.LeaseRequest{Key: key}); err != nil {
+	if err := quota.CheckStateLease("save state fenced", &quota.StateLeaseRequest{Key: key}); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	k := s.leaseKeys(key)

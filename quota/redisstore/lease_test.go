@@ -18,7 +18,7 @@ func TestLeaseKeys(t *testing.T) {
 	m := redistest.Mini(t)
 	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("app:"))
 	ctx := context.Background()
-	l, err := st.AcquireLease(ctx, &quota.LeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: 30 * time.Second})
+	l, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +32,10 @@ func TestLeaseKeys(t *testing.T) {
 		}
 	}
 	m.FastForward(31 * time.Second) // PX on the server's clock
-	if _, err := st.LoadLease(ctx, &quota.LeaseRequest{Key: "jobs/checkpoint/x"}); err == nil {
+	if _, err := st.LoadLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x"}); err == nil {
 		t.Error("the lease outlived its PX")
 	}
-	next, err := st.AcquireLease(ctx, &quota.LeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:2", TTL: 30 * time.Second})
+	next, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:2", TTL: 30 * time.Second})
 	if err != nil || next.Token <= l.Token {
 		t.Errorf("next grant %+v, %v; want a token above %d", next, err, l.Token)
 	}

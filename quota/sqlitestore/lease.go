@@ -36,8 +36,8 @@ type leaseRow struct {
 	token, expiresUs int64
 }
 
-func (r leaseRow) lease(key string) quota.Lease {
-	return quota.Lease{Key: key, Holder: r.holder, Token: r.token, Expires: time.UnixMicro(r.expiresUs)}
+func (r leaseRow) lease(key string) quota.StateLease {
+	return quota.StateLease{Key: key, Holder: r.holder, Token: r.token, Expires: time.UnixMicro(r.expiresUs)}
 }
 
 func getLease(ctx context.Context, tx *sql.Tx, key string) (r leaseRow, found bool, err error) {
@@ -51,20 +51,20 @@ func getLease(ctx context.Context, tx *sql.Tx, key string) (r leaseRow, found bo
 // AcquireLease implements quota.StateStore: in one immediate transaction,
 // it reads the key's lease row and, unless a live lease is there, writes
 // the new holder with the next token.
-func (s *Store) AcquireLease(ctx context.Context, req *quota.LeaseRequest) (quota.Lease, error) {
-	if err := quota.CheckLease("acquire lease", req); err != nil {
-		return quota.Lease{}, fmt.Errorf("sqlitestore: %w", err)
+func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
+	if err := quota.CheckStateLease("acquire lease", req); err != nil {
+		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
 	now := nowOr(req.Now).UnixMicro()
-	var out quota.Lease
-	var held *quota.LeaseHeldError
+	var out quota.StateLease
+	var held *quota.StateLeaseHeldError
 	err := s.write(ctx, "acquire lease", func(tx *sql.Tx) error {
 		r, _, err := getLease(ctx, tx, req.Key)
 		if err != nil {
 			return err
 		}
 		if r.expiresUs > now {
-			held = &quota.LeaseHeldError{Held: r.lease(req.Key)}
+			held = &quota.StateLeaseHeldError{Held: r.lease(req.Key)}
 			return nil
 		}
 		r = leaseRow{holder: req.Holder, token: r.token + 1, expiresUs: now + req.TTL.Microseconds()}
@@ -76,20 +76,20 @@ func (s *Store) AcquireLease(ctx context.Context, req *quota.LeaseRequest) (quot
 	})
 	switch {
 	case err != nil:
-		return quota.Lease{}, err
+		return quota.StateLease{}, err
 	case held != nil:
-		return quota.Lease{}, fmt.Errorf("sqlitestore: %w", held)
+		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", held)
 	}
 	return out, nil
 }
 
 // RenewLease implements quota.StateStore.
-func (s *Store) RenewLease(ctx context.Context, req *quota.LeaseRequest) (quota.Lease, error) {
-	if err := quota.CheckLease("renew lease", req); err != nil {
-		return quota.Lease{}, fmt.Errorf("sqlitestore: %w", err)
+func (s *Store) RenewLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
+	if err := quota.CheckStateLease("renew lease", req); err != nil {
+		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
 	now := nowOr(req.Now).UnixMicro()
-	var out quota.Lease
+	var out quota.StateLease
 	lost := false
 	err := s.write(ctx, "renew lease", func(tx *sql.Tx) error {
 		r, _, err := getLease(ctx, tx, req.Key)
@@ -107,16 +107,16 @@ func (s *Store) RenewLease(ctx context.Context, req *quota.LeaseRequest) (quota.
 	})
 	switch {
 	case err != nil:
-		return quota.Lease{}, err
+		return quota.StateLease{}, err
 	case lost:
-		return quota.Lease{}, fmt.Errorf("sqlitestore: renew lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
+		return quota.StateLease{}, fmt.Errorf("sqlitestore: renew lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
 	}
 	return out, nil
 }
 
 // ReleaseLease implements quota.StateStore: the row keeps its token.
-func (s *Store) ReleaseLease(ctx context.Context, req *quota.LeaseRequest) error {
-	if err := quota.CheckLease("release lease", req); err != nil {
+func (s *Store) ReleaseLease(ctx context.Context, req *quota.StateLeaseRequest) error {
+	if err := quota.CheckStateLease("release lease", req); err != nil {
 		return fmt.Errorf("sqlitestore: %w", err)
 	}
 	now := nowOr(req.Now).UnixMicro()
@@ -139,9 +139,9 @@ func (s *Store) ReleaseLease(ctx context.Context, req *quota.LeaseRequest) error
 }
 
 // LoadLease implements quota.StateStore.
-func (s *Store) LoadLease(ctx context.Context, req *quota.LeaseRequest) (quota.Lease, error) {
-	if err := quota.CheckLease("load lease", req); err != nil {
-		return quota.Lease{}, fmt.Errorf("sqlitestore: %w", err)
+func (s *Store) LoadLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
+	if err := quota.CheckStateLease("load lease", req); err != nil {
+		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
 	now := nowOr(req.Now).UnixMicro()
 	var r leaseRow
@@ -150,10 +150,10 @@ func (s *Store) LoadLease(ctx context.Context, req *quota.LeaseRequest) (quota.L
 		return err
 	})
 	if err != nil {
-		return quota.Lease{}, err
+		return quota.StateLease{}, err
 	}
 	if r.expiresUs <= now {
-		return quota.Lease{}, fmt.Errorf("sqlitestore: %w: no live lease on %q", quota.ErrNotFound, req.Key)
+		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w: no live lease on %q", quota.ErrNotFound, req.Key)
 	}
 	return r.lease(req.Key), nil
 }
@@ -161,7 +161,7 @@ func (s *Store) LoadLease(ctx context.Context, req *quota.LeaseRequest) (quota.L
 // SaveStateFenced implements quota.StateStore: the token check and the write
 // are one immediate transaction.
 func (s *Store) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
-	if err := quota.CheckLease("save state fenced", &quota.LeaseRequest{Key: key}); err != nil {
+	if err := quota.CheckStateLease("save state fenced", &quota.StateLeaseRequest{Key: key}); err != nil {
 		return fmt.Errorf("sqlitestore: %w", err)
 	}
 	if value == nil {

@@ -33,7 +33,7 @@ func TestLeasesOnOlderFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	l, err := st.AcquireLease(ctx, &quota.LeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: time.Minute})
+	l, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: time.Minute})
 	if err != nil || l.Token != 1 {
 		t.Fatalf("AcquireLease on a file made before leases: %+v, %v", l, err)
 	}

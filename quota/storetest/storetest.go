@@ -986,8 +986,8 @@ func (s suite) leases(t *testing.T) {
 	ctx := context.Background()
 	const key = "jobs/checkpoint/trending"
 	at := func(d time.Duration) time.Time { return T0.Add(d) }
-	req := func(holder string, token int64, now time.Duration) *quota.LeaseRequest {
-		return &quota.LeaseRequest{Key: key, Holder: holder, Token: token, TTL: 30 * time.Second, Now: at(now)}
+	req := func(holder string, token int64, now time.Duration) *quota.StateLeaseRequest {
+		return &quota.StateLeaseRequest{Key: key, Holder: holder, Token: token, TTL: 30 * time.Second, Now: at(now)}
 	}
 
 	a, err := st.AcquireLease(ctx, req("host-a:1", 0, 0))
@@ -995,7 +995,7 @@ func (s suite) leases(t *testing.T) {
 		t.Fatalf("AcquireLease = %+v, %v; want host-a:1's, expiring at T0+30s", a, err)
 	}
 	_, err = st.AcquireLease(ctx, req("host-b:2", 0, 10*time.Second))
-	var held *quota.LeaseHeldError
+	var held *quota.StateLeaseHeldError
 	if !errors.As(err, &held) || !errors.Is(err, quota.ErrLeaseHeld) || errors.Is(err, quota.ErrStoreUnavailable) ||
 		held.Held.Holder != "host-a:1" || !held.Held.Expires.Equal(at(30*time.Second)) || held.Held.Token != a.Token {
 		t.Fatalf("a second AcquireLease = %v (%+v); want a LeaseHeldError naming host-a:1 until T0+30s", err, held)
@@ -1059,7 +1059,7 @@ func (s suite) leases(t *testing.T) {
 		t.Fatalf("SaveStateFenced by a released holder = %v, want ErrLeaseLost", err)
 	}
 	// Leases on other keys are apart; a key never leased takes any write.
-	if _, err := st.AcquireLease(ctx, &quota.LeaseRequest{Key: "jobs/checkpoint/other", Holder: "x", TTL: time.Minute, Now: at(54 * time.Second)}); err != nil {
+	if _, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/other", Holder: "x", TTL: time.Minute, Now: at(54 * time.Second)}); err != nil {
 		t.Fatalf("AcquireLease of another key: %v", err)
 	}
 	if err := st.SaveStateFenced(ctx, "jobs/checkpoint/never", []byte("v"), 1); err != nil {
@@ -1067,7 +1067,7 @@ func (s suite) leases(t *testing.T) {
 	}
 
 	// The store's own clock (no Now): a minute-long lease is live.
-	own := &quota.LeaseRequest{Key: "jobs/checkpoint/own-clock", Holder: "h", TTL: time.Minute}
+	own := &quota.StateLeaseRequest{Key: "jobs/checkpoint/own-clock", Holder: "h", TTL: time.Minute}
 	l, err := st.AcquireLease(ctx, own)
 	if err != nil || time.Until(l.Expires) > time.Minute+time.Hour || time.Until(l.Expires) < -time.Hour {
 		t.Fatalf("AcquireLease on the store's clock = %+v, %v", l, err)
@@ -1075,12 +1075,12 @@ func (s suite) leases(t *testing.T) {
 	if _, err := st.AcquireLease(ctx, own); !errors.Is(err, quota.ErrLeaseHeld) {
 		t.Fatalf("second AcquireLease on the store's clock = %v, want ErrLeaseHeld", err)
 	}
-	if err := st.ReleaseLease(ctx, &quota.LeaseRequest{Key: own.Key, Token: l.Token}); err != nil {
+	if err := st.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: own.Key, Token: l.Token}); err != nil {
 		t.Fatalf("ReleaseLease on the store's clock: %v", err)
 	}
 
 	// Bad requests name what is wrong and change nothing.
-	for _, bad := range []*quota.LeaseRequest{
+	for _, bad := range []*quota.StateLeaseRequest{
 		{Key: "", Holder: "h", TTL: time.Minute},
 		{Key: "a{b}", Holder: "h", TTL: time.Minute},
 		{Key: "k", Holder: "", TTL: time.Minute},
@@ -1090,7 +1090,7 @@ func (s suite) leases(t *testing.T) {
 			t.Errorf("AcquireLease(%+v) = %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := st.RenewLease(ctx, &quota.LeaseRequest{Key: "k", TTL: time.Minute}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := st.RenewLease(ctx, &quota.StateLeaseRequest{Key: "k", TTL: time.Minute}); !errors.Is(err, quota.ErrInvalid) {
 		t.Errorf("RenewLease with no token = %v, want ErrInvalid", err)
 	}
 	if err := st.SaveStateFenced(ctx, "", []byte("v"), 1); !errors.Is(err, quota.ErrInvalid) {
@@ -1104,7 +1104,7 @@ func (s suite) leases(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := st.AcquireLease(ctx, &quota.LeaseRequest{Key: "jobs/checkpoint/race", Holder: fmt.Sprint("p", i), TTL: time.Minute, Now: at(time.Minute)})
+			_, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/race", Holder: fmt.Sprint("p", i), TTL: time.Minute, Now: at(time.Minute)})
 			switch {
 			case err == nil:
 				wins.Add(1)

@@ -244,7 +244,7 @@ func TestJobs(t *testing.T) {
 		Job        string
 		Last       *jobs.Record
 		Checkpoint *jobs.Checkpoint
-		Lease      *quota.Lease
+		Lease      *quota.StateLease
 		Waiting    *jobs.WaitingMark
 		Next       *time.Time
 		Expected   []struct {

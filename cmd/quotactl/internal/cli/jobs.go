@@ -101,7 +101,7 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		Job        string               `json:"job"`
 		Last       *jobs.Record         `json:"last"`
 		Checkpoint *jobs.Checkpoint     `json:"checkpoint"`
-		Lease      *quota.Lease         `json:"lease"`
+		Lease      *quota.StateLease    `json:"lease"`
 		Waiting    *jobs.WaitingMark    `json:"waiting"`
 		Next       *time.Time           `json:"next"`
 		Plan       *jobs.Plan           `json:"plan"`
@@ -228,7 +228,7 @@ func relativeTo(t, now time.Time) string { return relative(t.Sub(now)) }
 
 // jobNow reads what is true of job now: the live lease, the waiting mark,
 // the next tick, and the plan's expected cost against what is left.
-func (opts *jobsOptions) jobNow(ctx context.Context, ss quota.StateStore, lease **quota.Lease, waiting **jobs.WaitingMark,
+func (opts *jobsOptions) jobNow(ctx context.Context, ss quota.StateStore, lease **quota.StateLease, waiting **jobs.WaitingMark,
 	next **time.Time, plan **jobs.Plan, expected *[]estimateBudgetJSON, job string, now time.Time) error {
 	var leaseNow time.Time // the store's clock, unless a test injects one
 	if opts.io.Clock != nil {
@@ -324,7 +324,7 @@ func (opts *jobsOptions) planCost(ctx context.Context, p *jobs.Plan) ([]estimate
 }
 
 // leaseText is "HOLDER, expires in 25s", or "-".
-func (g *globals) leaseText(l *quota.Lease) string {
+func (g *globals) leaseText(l *quota.StateLease) string {
 	if l == nil {
 		return "-"
 	}
