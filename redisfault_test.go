@@ -162,11 +162,15 @@ func redisOutage(t *testing.T, ctxTimeout bool) {
 	budgets := []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(24 * time.Hour)}}
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	closed, err := quota.New(store, "youtube", budgets, quota.WithLogger(logger))
+	// The restart below loses every key (no persistence): the limiters find
+	// that loss (counted below) but trust the store, because this test is
+	// about availability; the default reaction to a loss (budgets count as
+	// spent) is tested in quota/redisstore's loss tests.
+	closed, err := quota.New(store, "youtube", budgets, quota.WithLogger(logger), quota.WithStoreLoss(quota.TrustStore))
 	if err != nil {
 		t.Fatal(err)
 	}
-	open, err := quota.New(store, "youtube", budgets, quota.FailOpen(10), quota.WithLogger(logger))
+	open, err := quota.New(store, "youtube", budgets, quota.FailOpen(10), quota.WithLogger(logger), quota.WithStoreLoss(quota.TrustStore))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +250,9 @@ func redisOutage(t *testing.T, ctxTimeout bool) {
 	phase.Store(phaseRecovered)
 	waitFor(t, within, "every worker's calls to be metered again after the restart", func() bool { return results.metered(phaseRecovered, 10) })
 	halt()
+	if n := closed.StoreLosses() + open.StoreLosses(); n == 0 {
+		t.Error("the restart without persistence lost every key, and no limiter found the loss")
+	}
 
 	var unmetered int
 	for p := range phases {

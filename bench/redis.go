@@ -63,9 +63,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// launch starts redis-server in dir and waits until it logs that it accepts
-// connections.
-func launch(dir string) (*server, error) {
+// launch starts redis-server in dir, with extra arguments after the
+// defaults, and waits until it logs that it accepts connections.
+func launch(dir string, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, fmt.Errorf("bench: free port: %w", err)
@@ -73,6 +73,7 @@ func launch(dir string) (*server, error) {
 	cmd := exec.Command("redis-server",
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "")
+	cmd.Args = append(cmd.Args, extra...)
 	setDeathSignal(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -31,6 +31,7 @@ type Limiter struct {
 	log      *slog.Logger
 
 	unmetered atomic.Uint64
+	loss      lossState // store-loss policy, counter and hook (loss.go)
 	nonceSeq  atomic.Uint64
 	noncePfx  string
 	defined   atomic.Bool
@@ -422,7 +423,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	var req *TakeRequest
 	if err == nil {
 		req = &sc.req
-		*req = TakeRequest{API: l.api, Owner: id.account, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits}
+		*req = TakeRequest{API: l.api, Owner: id.account, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits, TrustStore: l.loss.trust}
 		res, err = l.store.Take(ctx, req)
 	}
 	if err != nil {
@@ -433,6 +434,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 		}
 		return nil, err
 	}
+	l.lostState(ctx, req, res, id)
 	for i := range res.Usage {
 		res.Usage[i].finish(res.At)
 	}

@@ -94,6 +94,10 @@ type TakeRequest struct {
 	Method string // for the record; may be empty
 	Now    time.Time
 	Debits []Debit
+	// TrustStore asks a store that finds it lost recorded state (see
+	// TakeResult.StoreLoss) to decide on what it still holds, instead of
+	// counting the affected budgets as spent (WithStoreLoss).
+	TrustStore bool
 }
 
 // TakeResult is a Store's decision.
@@ -103,6 +107,14 @@ type TakeResult struct {
 	// Usage has one element per debit, in order: after the charge when OK,
 	// the current state otherwise, with RetryAt set on refusing budgets.
 	Usage []Usage
+	// StoreLoss is set when the store found it had lost writes of this
+	// owner that it had acknowledged (a restart without persistence, a
+	// flush, a failover): every budget of the owner is affected, not only
+	// the debited ones. Usage[i].StoreLoss marks each debited budget found
+	// lost. Unless the request said TrustStore, the store marked those
+	// budgets spent (ExhaustedUntil) and refused the charge. Stores that
+	// cannot lose state never set it.
+	StoreLoss bool
 }
 
 // RefundRequest names one reservation's entries.
@@ -122,6 +134,9 @@ type ExhaustRequest struct {
 	Budget Budget
 	Until  time.Time
 	Now    time.Time
+	// StoreLoss says the mark reacts to lost store state: it never shortens
+	// a later mark, and Usage reports it with StoreLoss.
+	StoreLoss bool
 }
 
 // AdjustRequest sets a budget's usage.
@@ -166,6 +181,11 @@ type Usage struct {
 	ExhaustedUntil time.Time `json:"exhausted_until,omitzero"`
 	// RetryAt is set on a refusing budget: when this charge could be paid.
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// StoreLoss is set when the store was found to have lost this budget's
+	// recorded state: in a TakeResult, when this decision found it; from
+	// Usage, while ExhaustedUntil is the mark that finding set (the budget
+	// counts as spent until then; Adjust clears it).
+	StoreLoss bool `json:"store_loss,omitempty"`
 }
 
 // Entry is one recorded charge of one budget.

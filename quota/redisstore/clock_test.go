@@ -231,9 +231,11 @@ func TestKeysExpire(t *testing.T) {
 		"app1:" + tag + ":sum:daily":  4 * time.Hour,
 		"app1:" + tag + ":keep:units": time.Hour,
 		"app1:" + tag + ":keep:daily": 4 * time.Hour,
-		"app1:apis":                   0,
-		"app1:budgets:youtube":        0,
-		"app1:creds:youtube":          0,
+		// the store-loss marker: twice the longest, extended once a window
+		"app1:" + tag + ":mark": 8 * time.Hour,
+		"app1:apis":             0,
+		"app1:budgets:youtube":  0,
+		"app1:creds:youtube":    0,
 	}
 	keys := m.Keys()
 	if len(keys) != len(want) {
@@ -266,9 +268,13 @@ func TestKeysExpire(t *testing.T) {
 	}
 	m.FastForward(3 * time.Hour)
 	for _, k := range m.Keys() {
-		if strings.Contains(k, tag) {
+		if strings.Contains(k, tag) && !strings.HasSuffix(k, ":mark") {
 			t.Fatalf("after the daily reset key %s remains", k)
 		}
+	}
+	m.FastForward(4 * time.Hour)
+	if keys := m.Keys(); len(keys) != 3 {
+		t.Fatalf("after twice the longest window: keys %q; want the catalog's alone", keys)
 	}
 	// Redis's clock moves with the keys: nothing is counted any more.
 	m.SetTime(now.Add(4 * time.Hour))

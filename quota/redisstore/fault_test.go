@@ -105,9 +105,16 @@ func TestServerDown(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	r := take(t, closed, 7) // the restarted server lost its data and its scripts
-	if r.Usage[0].Used != 7 {
-		t.Fatalf("after restart: used %d, want 7 (no persistence)", r.Usage[0].Used)
+	// The restarted server lost its data and its scripts: the limiter finds
+	// the loss and counts the budget spent, until adjusted to the truth.
+	if e := refuse(t, closed, 1); e.ExhaustedUntil.IsZero() || closed.StoreLosses() != 1 {
+		t.Fatalf("after restart: %v, %d losses; want spent (store loss)", e, closed.StoreLosses())
+	}
+	if err := closed.Adjust(ctx, secret, "units", 10); err != nil {
+		t.Fatal(err)
+	}
+	if r := take(t, closed, 7); r.Usage[0].Used != 17 {
+		t.Fatalf("after adjust: used %d, want 17", r.Usage[0].Used)
 	}
 }
 

@@ -63,11 +63,12 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		daily = daily || b.Window.IsDaily()
 	}
 	all := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name }, true)
-	keys := make([]string, 0, 3*n)
+	keys := make([]string, 0, 3*n+1)
 	for i := range n {
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
 	keys = append(keys, all[3*n:]...)
+	keys = append(keys, s.markKey(req.API, req.Owner))
 	rest, _, err := s.runSpecs(ctx, "refund", refundScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
 		for _, b := range req.Budgets {
@@ -94,7 +95,9 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 }
 
 // Exhaust implements quota.Store: it marks the budget spent until
-// req.Until (the key expires then), or clears the mark.
+// req.Until (the key expires then), or clears the mark. A mark set after a
+// store loss (req.StoreLoss, or the take script's own) is never shortened
+// by a later Exhaust with an earlier Until; clearing clears it too.
 func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return err
@@ -103,18 +106,23 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 		return err
 	}
 	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
+	mk := s.markKey(req.API, req.Owner)
 	var until int64
 	if !req.Until.IsZero() {
 		until = quota.ClampTime(req.Until).UnixMicro() // past int64 µs would wrap
 	}
-	reply, err := s.run(ctx, exhaustScript, keys[2:3], []any{nowArg(req.Now), until})
+	loss := zero
+	if req.StoreLoss {
+		loss = one
+	}
+	reply, err := s.run(ctx, exhaustScript, []string{keys[2], mk}, []any{nowArg(req.Now), until, loss})
 	if err != nil {
 		return failed(ctx, "exhaust", err)
 	}
 	if _, _, err := head(reply); err != nil {
 		return failed(ctx, "exhaust", err)
 	}
-	return nil
+	return s.sawMark(mk, reply[2:])
 }
 
 // Adjust implements quota.Store: it replaces the budget's log with one
@@ -135,10 +143,14 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	}
 	name := func(int) string { return req.Budget.Name }
 	keys := s.keys(req.API, req.Owner, 1, name, true)
-	_, _, err := s.runSpecs(ctx, "adjust", adjustScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+	mk := s.markKey(req.API, req.Owner)
+	rest, _, err := s.runSpecs(ctx, "adjust", adjustScript, append(keys, mk), req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return s.sawMark(mk, rest)
 }
 
 // Usage implements quota.Store: the usage of each budget for one
@@ -160,6 +172,7 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 	}
 	name := func(i int) string { return req.Budgets[i].Name }
 	keys := s.keys(req.API, req.Owner, n, name, true)
+	keys = append(keys, s.markKey(req.API, req.Owner))
 	rest, _, err := s.runSpecs(ctx, "usage", usageScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := make([]any, 0, 1+6*n)
 		args = append(args, nowArg(req.Now))
@@ -175,14 +188,14 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 		return nil, err
 	}
 	v, err := ints(rest)
-	if err != nil || len(v) != 3*n {
+	if err != nil || len(v) != 4*n {
 		return nil, unavailable("usage", fmt.Errorf("bad script reply %v: %v", rest, err))
 	}
 	out := make([]quota.Usage, n)
 	for i, b := range req.Budgets {
 		out[i] = quota.Usage{
 			Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: v[3*i],
-			Reset: usTime(v[3*i+1]), ExhaustedUntil: usTime(v[3*i+2]),
+			Reset: usTime(v[3*i+1]), ExhaustedUntil: usTime(v[3*i+2]), StoreLoss: v[3*n+i] == 1,
 		}
 	}
 	return out, nil

@@ -12,6 +12,14 @@
 // charge touches one Cluster slot. Keys expire when idle: a log lives until
 // its newest entry leaves the window.
 //
+// Each owner also has a store-loss marker (KEYPREFIX{API/OWNER}:mark) that
+// the same scripts keep, so that a Redis that lost acknowledged state (a
+// restart without persistence, FLUSHALL, eviction, a failover that missed
+// the last writes) is noticed by the next decision on that owner instead of
+// silently granting spent units again: see quota.WithStoreLoss. Open (not
+// New) refuses a server whose maxmemory-policy can evict the store's keys,
+// and WithReplicas makes each decision wait for replicas.
+//
 // The store's clock is Redis TIME, unless a request carries a Now (a test's
 // injected clock). Redis knows no time zones: for a daily window the Go side
 // passes the local midnights around its estimate of now, and the script picks
@@ -53,6 +61,13 @@ type Store struct {
 	boxMu sync.RWMutex
 	boxes map[quota.Budget]boxed
 	days  map[*time.Location]*dayBounds
+
+	// marks remembers each owner's store-loss marker (loss.go).
+	marks marks
+
+	allowEviction  bool          // WithAllowEviction
+	replicas       int           // WithReplicas: WAIT for this many
+	replicaTimeout time.Duration // and this long
 }
 
 var (
@@ -83,7 +98,8 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // may still be recorded by the server: the failure errs towards counting.
 //
 // The server must be Redis 5 or later (scripts replicate their effects), or
-// a compatible one.
+// a compatible one. New does not talk to the server: Open does the same and
+// also refuses an unsafe eviction policy, and is what most callers want.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed), days: make(map[*time.Location]*dayBounds)}
 	for _, o := range opts {
@@ -151,7 +167,7 @@ func (s *Store) keys(api, fp string, budgets int, name func(int) string, keep ..
 		}
 	}
 	all := b.String()
-	out := make([]string, 0, nk*budgets)
+	out := make([]string, 0, nk*budgets+1) // room for the marker key
 	off := 0
 	for i := range budgets {
 		n := tagLen + 5 + len(name(i))

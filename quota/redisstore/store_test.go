@@ -12,9 +12,11 @@ import (
 )
 
 // TestLostKeys: when eviction (or an operator) removes one key of a
-// budget, the store trusts the log: a lost sum is recounted from the log, a
-// lost log makes its sum count for nothing, and a sum that claims more than
-// the whole log holds is corrected when the log cannot cover a refusal.
+// budget, the store trusts the log: a lost sum is recounted from the log,
+// and a sum that claims more than the whole log holds is corrected when the
+// log cannot cover a refusal. A lost log is lost usage: its sum counts for
+// nothing, and the next decision finds the loss (the owner's marker says
+// the log must hold an entry) and counts the budget as spent for a window.
 func TestLostKeys(t *testing.T) {
 	ctx := context.Background()
 	m := redistest.Mini(t)
@@ -59,7 +61,17 @@ func TestLostKeys(t *testing.T) {
 	if m.Exists(sumKey) {
 		t.Fatal("the orphaned sum key was kept")
 	}
-	take(t, l, 100)
+	if e := refuse(t, l, 1); !e.RetryAt.Equal(t0.Add(time.Hour)) || l.StoreLosses() != 1 {
+		t.Fatalf("after losing the log: refusal %+v, %d losses; want spent for one window, 1 loss", e, l.StoreLosses())
+	}
+	if err := l.Adjust(ctx, secret, "units", 90); err != nil { // the true usage
+		t.Fatal(err)
+	}
+	take(t, l, 10)
+	refuse(t, l, 1)
+	if l.StoreLosses() != 1 {
+		t.Fatalf("%d losses after Adjust, want the one", l.StoreLosses())
+	}
 }
 
 // TestBadRequests: the store itself rejects what its scripts cannot

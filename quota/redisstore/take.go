@@ -35,11 +35,18 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	}
 	name := func(i int) string { return req.Debits[i].Name }
 	keys := s.keys(req.API, req.Owner, n, name, true)
+	mk := s.markKey(req.API, req.Owner)
+	keys = append(keys, mk)
+	seen := s.marks.seen(mk)
+	trust := zero
+	if req.TrustStore {
+		trust = one
+	}
 	var est time.Time
 	if daily {
 		est = s.estimate(req.Now)
 	}
-	args := make([]any, 0, 2+8*n)
+	args := make([]any, 0, 5+8*n)
 	for attempt := 0; ; attempt++ {
 		args = append(args[:0], nowArg(req.Now), req.Nonce)
 		for _, d := range req.Debits {
@@ -54,7 +61,16 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		for _, d := range req.Debits {
 			args = append(args, s.box(d.Budget).id)
 		}
-		reply, err := s.run(ctx, takeScript, keys, args)
+		args = append(args, seen.seq, seen.until, trust)
+		var (
+			reply      []any
+			short, err error
+		)
+		if s.replicas > 0 {
+			reply, short, err = s.runWait(ctx, takeScript, keys, args)
+		} else {
+			reply, err = s.run(ctx, takeScript, keys, args)
+		}
 		if err != nil {
 			return nil, failed(ctx, "take", err)
 		}
@@ -69,7 +85,17 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			est = s.learn(now)
 			continue
 		}
-		return takeResult(req, status == 1, now, reply[2:])
+		res, err := takeResult(req, status == 1, now, reply[2:])
+		if err != nil {
+			return nil, err
+		}
+		if short != nil && res.OK {
+			// An admission needs the replicas; a refusal grants nothing
+			// (and reports any store loss it found), so it stands.
+			return nil, failed(ctx, "take", short)
+		}
+		s.marks.saw(mk, res.seq, res.until, res.StoreLoss || res.lost)
+		return &res.TakeResult, nil
 	}
 }
 
@@ -82,21 +108,40 @@ func head(reply []any) (status, now int64, err error) {
 	return
 }
 
-func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*quota.TakeResult, error) {
+// takeReply is a TakeResult with what the script said of the owner's
+// store-loss marker.
+type takeReply struct {
+	quota.TakeResult
+	seq, until int64 // the marker after the call
+	lost       bool  // some debited budget was found lost
+}
+
+func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*takeReply, error) {
 	n := len(req.Debits)
-	if len(rest) != 4*n {
+	if len(rest) != 5*n+3 {
 		return nil, unavailable("take", fmt.Errorf("script replied %d values for %d budgets", len(rest), n))
 	}
-	var res *quota.TakeResult
+	var res *takeReply
 	if n <= 4 { // one allocation for the result and its usage
 		r := new(struct {
-			res   quota.TakeResult
+			res   takeReply
 			usage [4]quota.Usage
 		})
 		res = &r.res
 		res.Usage = r.usage[:n:n]
 	} else {
-		res = &quota.TakeResult{Usage: make([]quota.Usage, n)}
+		res = &takeReply{TakeResult: quota.TakeResult{Usage: make([]quota.Usage, n)}}
+	}
+	tail, err := ints(rest[4*n:])
+	if err != nil {
+		return nil, unavailable("take", err)
+	}
+	res.seq, res.until, res.StoreLoss = tail[0], tail[1], tail[2] == 1
+	for i, l := range tail[3:] {
+		if l == 1 {
+			res.Usage[i].StoreLoss = true
+			res.lost = true
+		}
 	}
 	res.OK, res.At = ok, time.UnixMicro(now)
 	for i, d := range req.Debits {
@@ -112,6 +157,7 @@ func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*quota.
 		*u = quota.Usage{
 			Budget: d.Name, Window: d.Window, Limit: d.Limit, Used: v[0],
 			Reset: usTime(v[1]), ExhaustedUntil: usTime(v[2]), RetryAt: usTime(v[3]),
+			StoreLoss: u.StoreLoss,
 		}
 		if ok {
 			u.Cost = d.Cost

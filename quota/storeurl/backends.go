@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"context"
 	"errors"
 
 	"github.com/redis/go-redis/v9"
@@ -35,12 +36,24 @@ var (
 	_ quota.StateStore = (*redisStore)(nil)
 )
 
-func newRedisStore(c redis.UniversalClient, prefix string) quota.Store {
+// newRedisStore opens a redisstore.Store on c with the URL's options; Open
+// checks the server's eviction policy.
+func newRedisStore(ctx context.Context, c redis.UniversalClient, s *Spec) (quota.Store, error) {
 	var opts []redisstore.Option
-	if prefix != "" {
-		opts = append(opts, redisstore.WithPrefix(prefix))
+	if s.Prefix != "" {
+		opts = append(opts, redisstore.WithPrefix(s.Prefix))
 	}
-	return &redisStore{Store: redisstore.New(c, opts...), client: c}
+	if s.AllowEviction {
+		opts = append(opts, redisstore.WithAllowEviction())
+	}
+	if s.Replicas > 0 {
+		opts = append(opts, redisstore.WithReplicas(s.Replicas, s.ReplicaTimeout))
+	}
+	st, err := redisstore.Open(ctx, c, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &redisStore{Store: st, client: c}, nil
 }
 
 // Close closes the store and its client.

@@ -2,6 +2,7 @@ package storeurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -60,5 +61,13 @@ func (s *Spec) openRedis(ctx context.Context) (quota.Store, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("storeurl: %s: %w: %s", s.String(), quota.ErrStoreUnavailable, scrub(err.Error(), []string{s.password, s.sentinelPassword}))
 	}
-	return newRedisStore(c, s.Prefix), nil
+	st, err := newRedisStore(ctx, c, s)
+	if err != nil {
+		_ = c.Close()
+		if errors.Is(err, quota.ErrStoreUnavailable) {
+			return nil, fmt.Errorf("storeurl: %s: %s", s.String(), scrub(err.Error(), []string{s.password, s.sentinelPassword}))
+		}
+		return nil, fmt.Errorf("storeurl: %s: %w", s.String(), err)
+	}
+	return st, nil
 }

@@ -37,6 +37,15 @@ type Spec struct {
 	// Prefix is the Redis key prefix from ?prefix=; empty means
 	// redisstore's default.
 	Prefix string
+	// AllowEviction is ?allow_eviction=true: accept a server whose
+	// maxmemory-policy may evict the limiter's keys
+	// (redisstore.WithAllowEviction).
+	AllowEviction bool
+	// Replicas and ReplicaTimeout are ?replicas=N&replica_timeout=D: wait
+	// for N replicas to acknowledge each decision, at most D (default 1s)
+	// (redisstore.WithReplicas).
+	Replicas       int
+	ReplicaTimeout time.Duration
 
 	scheme           string // as written, lower-cased
 	password         string
@@ -466,6 +475,24 @@ func (p *parser) parseOptions(s *Spec, query string) error {
 				return reason(`prefix holds "{" or "}", which would make it the Redis Cluster hash tag of every key`)
 			}
 			s.Prefix = v
+		case "allow_eviction":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return reasonf("allow_eviction=%q: want true or false", v)
+			}
+			s.AllowEviction = b
+		case "replicas":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return reasonf("replicas=%q: want a number of replicas >= 0", v)
+			}
+			s.Replicas = n
+		case "replica_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return reasonf("replica_timeout=%q: want a positive duration such as 500ms", v)
+			}
+			s.ReplicaTimeout = d
 		case "sentinel_username", "sentinel_password":
 			if s.Kind != Sentinel {
 				return reasonf("option %q applies to redis+sentinel:// only", k)
@@ -577,6 +604,15 @@ func (s *Spec) format(redact bool) string {
 	}
 	if s.Prefix != "" {
 		q.Set("prefix", s.Prefix)
+	}
+	if s.AllowEviction {
+		q.Set("allow_eviction", "true")
+	}
+	if s.Replicas > 0 {
+		q.Set("replicas", strconv.Itoa(s.Replicas))
+	}
+	if s.ReplicaTimeout > 0 {
+		q.Set("replica_timeout", s.ReplicaTimeout.String())
 	}
 	if s.sentinelUser != "" {
 		q.Set("sentinel_username", s.sentinelUser)

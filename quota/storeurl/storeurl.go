@@ -36,7 +36,12 @@
 //	    6379; a cluster has no database number, so there is no path.
 //
 // The Redis forms take query options: prefix= sets the key prefix
-// (redisstore.WithPrefix; default "quota:"; no "{" or "}"), and go-redis's
+// (redisstore.WithPrefix; default "quota:"; no "{" or "}");
+// allow_eviction=true accepts a server whose maxmemory-policy may evict the
+// limiter's keys, which Open otherwise refuses (redisstore.Open,
+// redisstore.ErrUnsafeConfig); replicas=N with replica_timeout=D (default
+// 1s) waits for N replicas to acknowledge each decision
+// (redisstore.WithReplicas); and go-redis's
 // connection options by their snake_case names (dial_timeout=2s,
 // read_timeout=1s, pool_size=20, max_retries=1, protocol=2, skip_verify=true
 // for rediss, ...), as go-redis's ParseURL documents. Options that the URL
@@ -52,7 +57,9 @@
 // Open, for a Redis form, makes a client that the returned store owns:
 // closing the store closes the client. It checks the server answers (PING)
 // before returning, so a wrong address fails at once, with an error
-// wrapping quota.ErrStoreUnavailable. Every malformed URL gives an error
+// wrapping quota.ErrStoreUnavailable, and that its eviction policy cannot
+// drop the limiter's keys (an error wrapping redisstore.ErrUnsafeConfig
+// that names maxmemory-policy, unless allow_eviction=true). Every malformed URL gives an error
 // wrapping quota.ErrInvalid that names what is wrong (unknown scheme, missing
 // path, bad host list, ...).
 package storeurl

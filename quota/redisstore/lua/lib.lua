@@ -240,3 +240,59 @@ local function nextreset(i, reset, oldest)
   end
   return 0
 end
+
+-- Store-loss marker. Every owner (hash tag) has a hash MARK beside its
+-- logs, so that lost state is noticed instead of forgotten:
+--   seq     bumped by every write of take, adjust and exhaust
+--   u       µs until which MARK must exist: the latest of the expiries
+--           below
+--   e       µs until which MARK lives (its TTL ends there), past u
+--   b:NAME  µs until which budget NAME's log must hold an entry (its
+--           newest entry's expiry); 0 once a refund emptied the log
+--   x:NAME  µs until which NAME's exhausted-until key must exist
+--   l:NAME  µs until which NAME counts as spent because a loss was found
+-- A process remembers the highest seq it saw per owner and until when
+-- MARK must live, and passes them to take (SEEN, SEEN_UNTIL): a lower seq,
+-- or none, before SEEN_UNTIL means the store lost writes it had
+-- acknowledged (a restart without persistence, FLUSHALL, a failover that
+-- lost the last writes). A log that is empty before its b:NAME, or an
+-- exhausted key missing before its x:NAME, means the store lost that
+-- budget's state (eviction), whichever process asks.
+
+-- budgetname returns NAME from a key PREFIX{API/OWNER}:KIND:NAME (budget
+-- names hold no ':').
+local function budgetname(key)
+  return string.match(key, '[^:]*$')
+end
+
+-- remark writes fields (a flat list of names and values) to the marker mk,
+-- with seq bumped past both seq and seen and u raised to until_, and
+-- returns the new seq and u. u stays exact (a process that saw it expects
+-- the marker until then); the marker's own lifetime, e, is extended past u
+-- to twice what u needs (e = u + (u - now)), so that a steady stream of
+-- decisions extends it once a window, not on every call.
+local function remark(mk, seq, seen, u, e, until_, now, fields)
+  -- a mark years ahead (Exhaust until far away) keeps the marker a year at
+  -- most: past that, a loss goes unnoticed rather than overflow a TTL
+  until_ = math.min(until_, now + 366 * 86400 * 1000000)
+  seq = math.max(seq, seen) + 1
+  fields[#fields + 1] = 'seq'
+  fields[#fields + 1] = int(seq)
+  if until_ > u then
+    u = until_
+    fields[#fields + 1] = 'u'
+    fields[#fields + 1] = int(u)
+  end
+  local grow = u > e
+  if grow then
+    e = u + math.max(0, u - now)
+    fields[#fields + 1] = 'e'
+    fields[#fields + 1] = int(e)
+  end
+  redis.call('HSET', mk, unpack(fields))
+  if grow or e <= now then
+    -- e <= now: a marker that protects nothing goes at once
+    redis.call('PEXPIRE', mk, math.max(1, math.ceil((e - now) / 1000)))
+  end
+  return seq, u
+end

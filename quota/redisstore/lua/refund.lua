@@ -1,7 +1,8 @@
 -- refund.lua: give back one reservation's entries.
 --
 -- KEYS: per budget b: log, sum at 2b-1, 2b; then the keep keys, budget b's
--- at 2n+b.
+-- at 2n+b; then the owner's store-loss marker (see lib.lua), whose b:NAME
+-- follows the newest entry left.
 -- ARGV[1] now or ''; ARGV[2] AT (µs, the reservation's score); ARGV[3]
 -- nonce; then per budget a window spec (5 values) from 4+5(b-1); then the
 -- window ids, budget b's at 3+5n+b.
@@ -11,7 +12,7 @@
 local now = clock(ARGV[1])
 local at, prefix = ARGV[2], ARGV[3] .. ':'
 local reply = {1, now}
-local n = #KEYS / 3
+local n = (#KEYS - 1) / 3
 for b = 1, n do
   local log, sum, a = KEYS[2 * b - 1], KEYS[2 * b], 4 + 5 * (b - 1)
   local start = span(a, now)
@@ -27,10 +28,16 @@ for b = 1, n do
     if string.sub(m, 1, #prefix) == prefix then
       got = cost(m)
       redis.call('ZREM', log, m)
-      if redis.call('EXISTS', log) == 0 then
+      local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+      local e = 0
+      if #newest == 0 then
         redis.call('DEL', sum)
       else
         redis.call('DECRBY', sum, int(got))
+        e = expiry(a, tonumber(newest[2]))
+      end
+      if redis.call('EXISTS', KEYS[#KEYS]) == 1 then
+        redis.call('HSET', KEYS[#KEYS], 'b:' .. budgetname(log), int(e))
       end
       break
     end

@@ -2,23 +2,47 @@
 -- of the charge: all pay or none does.
 --
 -- KEYS: per debit d (1-based): log, sum, exh at 3d-2, 3d-1, 3d; then the
--- keep keys, debit d's at 3n+d.
+-- keep keys, debit d's at 3n+d; then the owner's store-loss marker (see
+-- lib.lua), last.
 -- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
 -- then per debit 7 values from 3+7(d-1): COST, LIMIT, and a window spec;
--- then the window ids, debit d's at 2+7n+d.
+-- then the window ids, debit d's at 2+7n+d; then at 3+8n SEEN, SEEN_UNTIL
+-- (what this process saw of the marker, 0 0 when nothing) and TRUST ('1':
+-- on a loss, decide on what the store holds).
 --
 -- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
--- (0 where none). OK is 1 when every budget paid (USED is after the charge),
--- 0 when none did (USED is the current state, RETRY_AT set on each refusing
--- budget), -1 on clock skew (see lib.lua).
+-- (0 where none), then SEQ, U (the marker after this call), LOST_ALL and
+-- per debit LOST (1 where this call found the budget's state lost). OK is
+-- 1 when every budget paid (USED is after the charge), 0 when none did
+-- (USED is the current state, RETRY_AT set on each refusing budget), -1 on
+-- clock skew (see lib.lua). Unless TRUST, a budget found lost is marked
+-- spent until its next reset (daily) or for one window (sliding), and the
+-- charge is refused.
 
 local now = clock(ARGV[1])
 local nonce = ARGV[2]
-local n = #KEYS / 4
+local n = (#KEYS - 1) / 4
 local reply = {1, now}
 local used, oldest, reset = {}, {}, {}
 local totals, kepts = {}, {}
 local ok = 1
+
+-- store-loss marker: one read of seq, u, e and each debit's b: and x:
+local mk, m0 = KEYS[#KEYS], 3 + 8 * n
+local seen, seenUntil = tonumber(ARGV[m0]), tonumber(ARGV[m0 + 1])
+local trust = ARGV[m0 + 2] == '1'
+local names, fields = {}, {'seq', 'u', 'e'}
+for d = 1, n do
+  names[d] = budgetname(KEYS[3 * d - 2])
+  fields[2 * d + 2] = 'b:' .. names[d]
+  fields[2 * d + 3] = 'x:' .. names[d]
+end
+local mv = redis.call('HMGET', mk, unpack(fields))
+local seq, mu, me = tonumber(mv[1]) or 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
+-- a lower seq (or none) while the marker must exist: acknowledged writes
+-- of this owner were lost, so every budget of it is affected
+local lostAll = seq < seen and now < seenUntil
+local lost, marks, top = {}, {}, 0
 
 for d = 1, n do
   local k, a = 3 * d - 2, 3 + 7 * (d - 1)
@@ -34,7 +58,8 @@ for d = 1, n do
   local kept = retain(v[3], w)
   local kstart = alive(v[3], w, start, now)
   local total, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
-  if total == 0 and not o then
+  local empty = total == 0 and not o
+  if empty then
     kept = w -- an empty log starts afresh
   end
   local u
@@ -80,6 +105,33 @@ for d = 1, n do
   if retry > 0 then
     ok = 0
   end
+  -- a log emptied before its newest entry's expiry, or an exhausted mark
+  -- gone before its time: the store lost this budget's state
+  local gone = empty and (tonumber(mv[2 * d + 2]) or 0) > now
+  local xgone = exh == 0 and (tonumber(mv[2 * d + 3]) or 0) > now
+  lost[d] = lostAll or gone or xgone
+  if gone then
+    marks[#marks + 1] = 'b:' .. names[d] -- repaired: found once, not again
+    marks[#marks + 1] = '0'
+  end
+  if xgone then
+    marks[#marks + 1] = 'x:' .. names[d]
+    marks[#marks + 1] = '0'
+  end
+  if lost[d] and not trust then
+    -- count the budget as spent until its next reset, or for one window,
+    -- in the store, so every process sharing it stops
+    local until_ = r > 0 and r or now + tonumber(ARGV[a + 2])
+    until_ = math.max(until_, exh)
+    redis.call('SET', KEYS[k + 2], int(until_), 'PX', math.max(1, math.ceil((until_ - now) / 1000)))
+    exh, retry = until_, math.max(retry, until_)
+    marks[#marks + 1] = 'x:' .. names[d]
+    marks[#marks + 1] = int(until_)
+    marks[#marks + 1] = 'l:' .. names[d]
+    marks[#marks + 1] = int(until_)
+    top = math.max(top, until_)
+    ok = 0
+  end
   used[d], oldest[d], reset[d] = u, o, r
   local at = #reply
   reply[at + 1] = u
@@ -88,9 +140,23 @@ for d = 1, n do
   reply[at + 4] = retry
 end
 
+-- tail appends the marker's state and what was found lost to the reply.
+local function tail()
+  reply[#reply + 1] = seq
+  reply[#reply + 1] = mu
+  reply[#reply + 1] = lostAll and 1 or 0
+  for d = 1, n do
+    reply[#reply + 1] = lost[d] and 1 or 0
+  end
+  return reply
+end
+
 if ok == 0 then
   reply[1] = 0
-  return reply
+  if #marks > 0 or lostAll then
+    seq, mu = remark(mk, seq, seen, mu, me, top, now, marks)
+  end
+  return tail()
 end
 
 -- every budget can pay: record one entry per budget, whatever the cost
@@ -112,5 +178,11 @@ for d = 1, n do
   -- the new entry is the oldest when the clock stepped back (TIME after a
   -- failover or an NTP step)
   reply[at + 2] = nextreset(a + 2, reset[d], math.min(oldest[d] or now, now))
+  -- the log must now hold an entry until this one expires
+  local e = math.max(expiry(a + 2, now), tonumber(mv[2 * d + 2]) or 0)
+  marks[#marks + 1] = 'b:' .. names[d]
+  marks[#marks + 1] = int(e)
+  top = math.max(top, e)
 end
-return reply
+seq, mu = remark(mk, seq, seen, mu, me, top, now, marks)
+return tail()

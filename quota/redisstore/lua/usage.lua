@@ -2,15 +2,17 @@
 -- expired entries and records nothing.
 --
 -- KEYS: per budget b: log, sum, exh at 3b-2, 3b-1, 3b; then the keep keys,
--- budget b's at 3n+b.
+-- budget b's at 3n+b; then the owner's store-loss marker (see lib.lua).
 -- ARGV[1] now or ''; then per budget a window spec from 2+5(b-1); then the
 -- window ids, budget b's at 1+5n+b.
 --
--- Reply: {1, NOW, then per budget USED, RESET, EXHAUSTED_UNTIL}.
+-- Reply: {1, NOW, then per budget USED, RESET, EXHAUSTED_UNTIL, then per
+-- budget LOSS (1 while the exhausted mark is a store-loss reaction)}.
 
 local now = clock(ARGV[1])
 local reply = {1, now}
-local n = #KEYS / 4
+local n = (#KEYS - 1) / 4
+local losses = {}
 for b = 1, n do
   local k, a = 3 * b - 2, 2 + 5 * (b - 1)
   local start, r = span(a, now)
@@ -24,6 +26,12 @@ for b = 1, n do
   u, o = counted(KEYS[k], start, kstart, u, o)
   reply[#reply + 1] = u
   reply[#reply + 1] = nextreset(a, r, o)
-  reply[#reply + 1] = exhausted(v[2], now)
+  local exh = exhausted(v[2], now)
+  reply[#reply + 1] = exh
+  local lm = redis.call('HGET', KEYS[#KEYS], 'l:' .. budgetname(KEYS[k]))
+  losses[b] = (exh > 0 and lm and tonumber(lm) == exh) and 1 or 0
+end
+for b = 1, n do
+  reply[#reply + 1] = losses[b]
 end
 return reply

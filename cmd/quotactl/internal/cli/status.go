@@ -26,7 +26,11 @@ func newCmdStatus(g *globals, runF func(context.Context, *statusOptions) error) 
 		Long: `Show, per API, owner and budget: units used of the limit, units remaining, a
 usage bar, when capacity next frees up (a daily budget's reset, or when a
 sliding window's oldest entry leaves it), and until when the budget is marked
-spent. Budgets are kept per owner, the account every credential of one owner
+spent, with "(store loss)" when the mark is the limiter's reaction to a store
+that lost recorded usage (a Redis restarted without persistence, flushed,
+evicting or failed over): the budget counts as spent until then, unless
+'quotactl adjust' sets the true usage, which clears the mark. Budgets are
+kept per owner, the account every credential of one owner
 shares (a Google Cloud project for YouTube); OWNER is its name, or the first
 8 digits of the fingerprint of a credential that is its own owner, and
 CREDENTIALS lists the owner's credentials (labels, or short fingerprints).
@@ -42,9 +46,10 @@ the program's) are named under the table on a terminal, and have source
 
 JSON: an array of {api, owner, credentials: [{label, fingerprint}],
 credential, fingerprint, budget, window, source, used, limit, remaining,
-reset, exhausted_until}; credential and fingerprint are the owner's first
-credential (labelled ones first); reset and exhausted_until are RFC 3339
-times, absent when there is none.`,
+reset, exhausted_until, store_loss}; credential and fingerprint are the
+owner's first credential (labelled ones first); reset and exhausted_until
+are RFC 3339 times, absent when there is none; store_loss is true while the
+exhausted_until mark is a store-loss reaction, absent otherwise.`,
 		Args: rangeArgs(0, 1, "at most one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -75,6 +80,7 @@ type statusJSON struct {
 	Remaining      int64            `json:"remaining"`
 	Reset          *time.Time       `json:"reset,omitempty"`
 	ExhaustedUntil *time.Time       `json:"exhausted_until,omitempty"`
+	StoreLoss      bool             `json:"store_loss,omitempty"`
 }
 
 func statusRun(ctx context.Context, opts *statusOptions) error {
@@ -131,6 +137,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 					API: info.Name, Owner: grp.Account, Credentials: cj, Credential: first.Label, Fingerprint: first.ID, Budget: u.Budget, Window: u.Window.String(),
 					Source: opts.source(info.Name, u.Budget),
 					Used:   u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
+					StoreLoss: u.StoreLoss && !u.ExhaustedUntil.IsZero(),
 				})
 				t.add(info.Name, ownerName(grp.Account), names(grp.Credentials), u.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), fmt.Sprint(u.Remaining),
 					fmt.Sprintf("%s %3d%%", bar(u.Used, u.Limit, 20), percent(u.Used, u.Limit)), opts.nextFree(u), opts.spentUntil(u))
@@ -206,6 +213,9 @@ func (g *globals) nextFree(u quota.Usage) string {
 func (g *globals) spentUntil(u quota.Usage) string {
 	if u.ExhaustedUntil.IsZero() {
 		return "-"
+	}
+	if u.StoreLoss {
+		return g.when(u.ExhaustedUntil) + " (store loss)"
 	}
 	return g.when(u.ExhaustedUntil)
 }

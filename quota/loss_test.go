@@ -1,0 +1,75 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// lossStore is a MemoryStore that reports, on the next Take, that it lost
+// the owner's acknowledged writes, as a Redis store does after a flush.
+type lossStore struct {
+	*MemoryStore
+	lose bool
+}
+
+func (s *lossStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, error) {
+	res, err := s.MemoryStore.Take(ctx, req)
+	if err != nil || !s.lose {
+		return res, err
+	}
+	s.lose = false
+	res.StoreLoss = true
+	if !req.TrustStore { // the store marked the debited budgets itself
+		res.OK = false
+		for i := range res.Usage {
+			res.Usage[i].StoreLoss = true
+			res.Usage[i].ExhaustedUntil = req.Debits[i].Window.Expiry(res.At)
+			res.Usage[i].RetryAt = res.Usage[i].ExhaustedUntil
+		}
+	}
+	return res, nil
+}
+
+// TestStoreLossHook: a finding of lost state is counted, handed to the hook
+// with every budget of the owner (the one the charge did not name is marked
+// spent by the limiter), and described by an error wrapping ErrStoreLost.
+func TestStoreLossHook(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	st := &lossStore{MemoryStore: NewMemoryStore()}
+	l, err := New(st, "api", []Budget{
+		{Name: "units", Limit: 100, Window: Sliding(time.Hour)},
+		{Name: "search", Limit: 10, Window: Sliding(time.Minute)},
+	}, WithClock(func() time.Time { return now }), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []storeLoss
+	l.loss.hook = func(_ context.Context, f storeLoss) { got = append(got, f) }
+	cred := Credential{Secret: "s", Label: "k"}
+	if _, err := l.Take(ctx, cred, Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	st.lose = true
+	if _, err := l.Take(ctx, cred, Units("units", 1)); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("Take that found a loss = %v, want refused", err)
+	}
+	if l.StoreLosses() != 1 || len(got) != 1 {
+		t.Fatalf("StoreLosses %d, hook calls %d; want 1, 1", l.StoreLosses(), len(got))
+	}
+	f := got[0]
+	if !f.OwnerWide || f.Trusted || len(f.Budgets) != 2 || !f.Until["search"].Equal(now.Add(time.Minute)) || !errors.Is(f.err(), ErrStoreLost) {
+		t.Fatalf("finding %+v (%v); want owner-wide, both budgets, search spent for its minute", f, f.err())
+	}
+	if _, err := l.Take(ctx, cred, Units("search", 1)); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("search after the loss = %v, want refused (marked by the limiter)", err)
+	}
+	us, err := l.Status(ctx, cred)
+	if err != nil || us[1].ExhaustedUntil.IsZero() {
+		t.Fatalf("Status = %+v, %v; want search marked", us, err)
+	}
+}

@@ -1,0 +1,368 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2/server"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+	"github.com/quotactl/quotactl/quota/storeurl"
+)
+
+// lockedBuffer is a log sink safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+const lossLog = `msg="quota: the store lost recorded usage`
+
+// decide is Take, retried while the store is unavailable (a client
+// reconnecting after a restart): a bounded number of attempts, no sleeping.
+func decide(t *testing.T, l *quota.Limiter, cred quota.Credential, ch quota.Charge) (*quota.Reservation, error) {
+	t.Helper()
+	var (
+		r   *quota.Reservation
+		err error
+	)
+	for range 20 {
+		if r, err = l.Take(context.Background(), cred, ch); !errors.Is(err, quota.ErrStoreUnavailable) {
+			return r, err
+		}
+	}
+	t.Fatalf("Take(%v): still unavailable after 20 attempts: %v", ch.Units, err)
+	return nil, err
+}
+
+// TestStoreLoss: a Redis of the test's own (redis-server --save "") loses
+// everything the limiters recorded, by a restart without persistence or by
+// FLUSHALL, after 600 of 1,000 daily units were spent. The first decision
+// after the loss finds it (the owner's marker is gone while the process saw
+// it) and, by default, every budget of the owner counts as spent, in the
+// store: the finding process, another process that had used the store, and
+// a process started after the loss all refuse, so no unit is granted over
+// the limit (before the guard: 1,600 granted on 1,000). The finding is
+// logged once and counted, by the process that made it; Status says it is a store loss; Adjust restores
+// the true usage and clears the mark.
+func TestStoreLoss(t *testing.T) {
+	for _, fault := range []string{"restart", "flushall"} {
+		t.Run(fault, func(t *testing.T) {
+			ctx := context.Background()
+			srv := redistest.Server(t)
+			la, err := time.LoadLocation("America/Los_Angeles")
+			if err != nil {
+				t.Fatal(err)
+			}
+			budgets := []quota.Budget{
+				{Name: "units", Limit: 1000, Window: quota.Daily(la)},
+				{Name: "search", Limit: 100, Window: quota.Sliding(time.Hour)},
+			}
+			var logs lockedBuffer
+			process := func() *quota.Limiter { // its own client and store: another process
+				t.Helper()
+				l, err := quota.New(redisstore.New(srv.Client(t)), "youtube", budgets,
+					quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			a, b := process(), process()
+			units := quota.Units("units", 100)
+			var granted int64
+			for range 6 {
+				if _, err := decide(t, a, secret, units); err != nil {
+					t.Fatal(err)
+				}
+				granted += 100
+			}
+			if _, err := decide(t, b, secret, quota.Units("search", 1)); err != nil {
+				t.Fatal(err)
+			}
+
+			switch fault {
+			case "restart":
+				if err := srv.Restart(); err != nil {
+					t.Fatal(err)
+				}
+			case "flushall":
+				if err := srv.Client(t).FlushAll(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			_, err = decide(t, a, secret, units)
+			var e *quota.ExhaustedError
+			reset := quota.Daily(la).NextReset(time.Now())
+			if !errors.As(err, &e) || !e.ExhaustedUntil.Equal(reset) || !e.RetryAt.Equal(reset) {
+				t.Fatalf("first Take after the loss = %v; want refused, spent until the reset %v", err, reset)
+			}
+			if n := a.StoreLosses(); n != 1 {
+				t.Fatalf("StoreLosses = %d, want 1", n)
+			}
+			// Every process sharing the store stops, including one that
+			// never saw the marker; the budget the charge did not name
+			// (search) is spent for one window too.
+			c := process()
+			for _, l := range []*quota.Limiter{a, b, c, a, b, c} {
+				r, err := decide(t, l, secret, units)
+				if err == nil {
+					granted += r.Usage[0].Cost
+				} else if !errors.Is(err, quota.ErrExhausted) {
+					t.Fatal(err)
+				}
+			}
+			if granted > 1000 {
+				t.Fatalf("granted %d units on a limit of 1000", granted)
+			}
+			_, err = decide(t, c, secret, quota.Units("search", 1))
+			if !errors.As(err, &e) || e.ExhaustedUntil.Before(time.Now().Add(59*time.Minute)) {
+				t.Fatalf("search after the loss = %v; want spent for one window", err)
+			}
+			// One finding: the marker it repaired is past what b saw, and
+			// the marks it set stop everyone else.
+			if n := logs.count(lossLog); n != 1 {
+				t.Fatalf("the loss was logged %d times, want once:\n%s", n, logs.b.String())
+			}
+			us, err := c.Status(ctx, secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range us {
+				if !u.StoreLoss || u.ExhaustedUntil.IsZero() || u.Remaining != 0 {
+					t.Fatalf("Status after the loss: %+v; want every budget marked spent by a store loss", u)
+				}
+			}
+
+			// The operator restores the true usage: the mark goes.
+			if err := c.Adjust(ctx, secret, "units", 600); err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				if _, err := decide(t, b, secret, units); err != nil {
+					t.Fatalf("after Adjust: %v", err)
+				}
+			}
+			if _, err := decide(t, a, secret, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
+				t.Fatalf("the 1,001st unit: %v, want refused", err)
+			}
+			us, err = c.Status(ctx, secret)
+			if err != nil || us[0].StoreLoss || us[0].Used != 1000 {
+				t.Fatalf("Status after Adjust: %+v, %v; want 1000 used, no store loss", us, err)
+			}
+			if n := a.StoreLosses() + b.StoreLosses() + c.StoreLosses(); n != 1 {
+				t.Fatalf("%d findings in all, want 1", n)
+			}
+		})
+	}
+}
+
+// TestStoreLossTrust: WithStoreLoss(TrustStore) decides on what the store
+// still holds after a loss, and still logs and counts the finding.
+func TestStoreLossTrust(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Server(t)
+	var logs lockedBuffer
+	l, err := quota.New(redisstore.New(srv.Client(t)), "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithStoreLoss(quota.TrustStore), quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(t, l, 60)
+	if err := srv.Client(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := take(t, l, 60); r.Usage[0].Used != 60 {
+		t.Fatalf("trusting the store after a flush: used %d, want 60", r.Usage[0].Used)
+	}
+	take(t, l, 1)
+	if l.StoreLosses() != 1 || logs.count(lossLog) != 1 {
+		t.Fatalf("StoreLosses %d, %d log lines; want the one finding", l.StoreLosses(), logs.count(lossLog))
+	}
+}
+
+// TestStoreLossRefundEmptiesLog: a refund that empties a log, or removes
+// its newest entry, is not a loss (the marker follows the newest entry
+// left), nor is a log whose entries all expired.
+func TestStoreLossRefundEmptiesLog(t *testing.T) {
+	ctx := context.Background()
+	clock := t0
+	l, err := quota.New(redisstore.New(redistest.MiniClient(t, redistest.Mini(t))), "api",
+		[]quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(func() time.Time { return clock }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(t, l, 10)
+	clock = clock.Add(30 * time.Minute)
+	if err := l.Refund(ctx, take(t, l, 10)); err != nil { // the older entry is left
+		t.Fatal(err)
+	}
+	clock = clock.Add(31 * time.Minute)                    // and expires
+	if err := l.Refund(ctx, take(t, l, 100)); err != nil { // the log is empty again
+		t.Fatal(err)
+	}
+	if r := take(t, l, 100); r.Usage[0].Used != 100 || l.StoreLosses() != 0 {
+		t.Fatalf("used %d, %d losses after refunds and expiry; want 100, none", r.Usage[0].Used, l.StoreLosses())
+	}
+}
+
+// evictionServer starts a server of the test's own with maxmemory 4mb and
+// policy, and returns its address and fill, which plays another
+// application filling memory until the key watch is evicted (it reports
+// whether it was). Without redis-server on PATH (and without
+// $QUOTA_REQUIRE_REDIS=1, which makes that a failure) the server is an
+// in-process miniredis that reports the same configuration to CONFIG GET,
+// and fill does what the policy does: it deletes the keys the policy may
+// evict (those with a TTL for volatile-*, any for allkeys-*).
+func evictionServer(t *testing.T, policy string) (addr string, fill func(watch string) bool) {
+	t.Helper()
+	ctx := context.Background()
+	if redistest.HaveServer(t, "a server with maxmemory") {
+		srv := redistest.Server(t, "--maxmemory", "4mb", "--maxmemory-policy", policy)
+		c := srv.Client(t)
+		return srv.Addr(), func(watch string) bool {
+			val := strings.Repeat("x", 10<<10)
+			for i := range 4000 { // up to 40 MB, ten times maxmemory
+				// keys with a TTL, which volatile policies may evict too
+				if err := c.Set(ctx, fmt.Sprintf("otherapp:%d", i), val, time.Hour).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if i%10 == 9 && c.Exists(ctx, watch).Val() == 0 {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	m := redistest.Mini(t)
+	if err := m.Server().Register("CONFIG", func(p *server.Peer, cmd string, args []string) {
+		if len(args) != 2 || !strings.EqualFold(args[0], "GET") {
+			p.WriteError("ERR only CONFIG GET is played by this test")
+			return
+		}
+		p.WriteMapLen(2)
+		p.WriteBulk("maxmemory")
+		p.WriteBulk("4194304")
+		p.WriteBulk("maxmemory-policy")
+		p.WriteBulk(policy)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return m.Addr(), func(string) bool {
+		for _, k := range m.Keys() {
+			if strings.HasPrefix(policy, "allkeys-") || m.TTL(k) > 0 {
+				m.Del(k)
+			}
+		}
+		return true
+	}
+}
+
+// TestEvictionPolicy: a server whose maxmemory-policy can evict the
+// limiter's keys is refused at open, naming the setting (before: volatile-lru
+// granted 6,000 on a limit of 2,000, allkeys-lru 4,100). With the opt-out
+// (?allow_eviction=true) the store opens, and when another application's
+// data makes Redis evict the limiter's keys, the next decision finds the
+// loss: no unit is granted over the limit.
+func TestEvictionPolicy(t *testing.T) {
+	for _, policy := range []string{"volatile-lru", "allkeys-lru"} {
+		t.Run(policy, func(t *testing.T) {
+			ctx := context.Background()
+			addr, fill := evictionServer(t, policy)
+			prefix := redistest.Prefix(t)
+			client := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { _ = client.Close() })
+
+			_, err := redisstore.Open(ctx, client, redisstore.WithPrefix(prefix))
+			if !errors.Is(err, redisstore.ErrUnsafeConfig) || !strings.Contains(err.Error(), "maxmemory-policy is "+policy) {
+				t.Fatalf("Open on maxmemory-policy %s = %v; want ErrUnsafeConfig naming the setting", policy, err)
+			}
+			url := "redis://" + addr + "?prefix=" + prefix
+			if _, err := storeurl.Open(ctx, url); !errors.Is(err, redisstore.ErrUnsafeConfig) {
+				t.Fatalf("storeurl.Open(%s) = %v; want ErrUnsafeConfig", url, err)
+			}
+			st, err := storeurl.Open(ctx, url+"&allow_eviction=true")
+			if err != nil {
+				t.Fatalf("storeurl.Open with allow_eviction=true: %v", err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+
+			l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 2000, Window: quota.Sliding(time.Hour)}},
+				quota.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var granted int64
+			for range 150 {
+				take(t, l, 10)
+				granted += 10
+			}
+			log := prefix + redisstore.CredentialTag("api", fingerprint(secret)) + ":log:units"
+			if !fill(log) {
+				t.Fatal("the limiter's log was never evicted")
+			}
+			for range 300 {
+				r, err := l.Take(ctx, secret, quota.Units("units", 10))
+				if err == nil {
+					granted += r.Usage[0].Cost
+				} else if !errors.Is(err, quota.ErrExhausted) {
+					t.Fatal(err)
+				}
+			}
+			if granted > 2000 || l.StoreLosses() == 0 {
+				t.Fatalf("after eviction: granted %d on a limit of 2000, %d losses found; want at most 2000 and the loss found", granted, l.StoreLosses())
+			}
+			t.Logf("granted %d on a limit of 2000; %d loss finding(s)", granted, l.StoreLosses())
+		})
+	}
+}
+
+// TestStoreLossAfterExpiry: a flush after everything recorded had expired
+// anyway loses nothing, and is not a loss; a flush within the window is.
+func TestStoreLossAfterExpiry(t *testing.T) {
+	m := redistest.Mini(t)
+	clock := t0
+	l, err := quota.New(redisstore.New(redistest.MiniClient(t, m)), "api",
+		[]quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(func() time.Time { return clock }), quota.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(t, l, 10)
+	clock = clock.Add(61 * time.Minute) // the entry has left the window
+	m.FlushAll()
+	if r := take(t, l, 100); r.Usage[0].Used != 100 || l.StoreLosses() != 0 {
+		t.Fatalf("after a flush of expired state: used %d, %d losses; want 100, none", r.Usage[0].Used, l.StoreLosses())
+	}
+	clock = clock.Add(30 * time.Minute) // the entry of 100 still counts
+	m.FlushAll()
+	refuse(t, l, 1)
+	if l.StoreLosses() != 1 {
+		t.Fatalf("a flush within the window: %d losses, want 1", l.StoreLosses())
+	}
+}

@@ -1,0 +1,40 @@
+package storeurl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// TestParseSafetyOptions: allow_eviction, replicas and replica_timeout
+// parse into the Spec, survive String, and bad values name the option.
+func TestParseSafetyOptions(t *testing.T) {
+	t.Parallel()
+	u := "redis+sentinel://s1:26379/main?allow_eviction=true&replicas=2&replica_timeout=250ms"
+	s, err := Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.AllowEviction || s.Replicas != 2 || s.ReplicaTimeout != 250*time.Millisecond {
+		t.Fatalf("Parse(%s) = %+v", u, s)
+	}
+	again, err := Parse(s.String())
+	if err != nil || !again.AllowEviction || again.Replicas != 2 || again.ReplicaTimeout != 250*time.Millisecond {
+		t.Fatalf("Parse(String()) = %+v, %v from %s", again, err, s.String())
+	}
+	for _, tt := range []struct{ url, want string }{
+		{"redis://h:1?allow_eviction=maybe", `allow_eviction="maybe"`},
+		{"redis://h:1?replicas=-1", `replicas="-1"`},
+		{"redis://h:1?replicas=two", `replicas="two"`},
+		{"redis://h:1?replica_timeout=0s", `replica_timeout="0s"`},
+		{"redis://h:1?replica_timeout=soon", `replica_timeout="soon"`},
+	} {
+		_, err := Parse(tt.url)
+		if !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%s) = %v; want ErrInvalid naming %s", tt.url, err, tt.want)
+		}
+	}
+}
