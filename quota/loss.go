@@ -86,8 +86,7 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 	if res.StoreLoss {
 		// The budget definitions and the credential's record went with the
 		// rest (they live outside the owner's keys): record them again.
-		l.defined.Store(false)
-		l.define(ctx)
+		l.recatalog(ctx)
 		owner := ""
 		if id.account != id.fp {
 			owner = id.account
@@ -149,6 +148,25 @@ func (f storeLoss) err() error {
 		then = "trusting what the store holds"
 	}
 	return fmt.Errorf("%w: %s; %s", ErrStoreLost, what, then)
+}
+
+// recatalog records the limiter's budget definitions again when the store
+// lost its catalog of the API with the rest (a flush, a restart without
+// persistence): operator overrides went too, so the definitions in force
+// here are the best record left. A catalog that survived is left alone.
+func (l *Limiter) recatalog(ctx context.Context) {
+	apis, err := l.store.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, a := range apis {
+		if a.Name == l.api && len(a.Budgets) > 0 {
+			return
+		}
+	}
+	if err := l.store.DefineBudgets(ctx, l.api, l.budgets); err != nil {
+		l.log.Error("quota: store lost recorded usage and recording the budget definitions again failed", "api", l.api, "error", err)
+	}
 }
 
 func anyLost(us []Usage) bool {
