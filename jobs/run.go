@@ -67,7 +67,7 @@ func (r *Run) Spent() map[string]int64 {
 	return maps.Clone(r.spent)
 }
 
-// observe is the quota.Observer on the run's context.
+// observe is the quota.ChargeFunc on the run's context.
 func (r *Run) observe(res *quota.Reservation, refund bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -312,7 +312,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, trigger Trigger) (Re
 		s.release(run)
 	}()
 
-	ctx := quota.ContextWithObserver(leaseCtx, run.observe)
+	ctx := quota.ContextWithJob(quota.ContextWithChargeFunc(leaseCtx, run.observe), j.name)
 	for _, a := range j.allocs {
 		ctx = quota.ContextWithAllocation(ctx, a[0], a[1])
 	}

@@ -2,13 +2,30 @@ package quota
 
 import "context"
 
-// Observer is told of every charge a Limiter grants (refund false) or gives
-// back (refund true) under a context made by ContextWithObserver. The jobs
-// package uses it to count the units each run spends. It must be quick and
-// safe for concurrent use.
-type Observer func(res *Reservation, refund bool)
+// ChargeFunc is told of every charge a Limiter grants (refund false) or
+// gives back (refund true) under a context made by ContextWithChargeFunc.
+// The jobs package uses it to count the units each run spends. It is called
+// on the decision path: it must be quick and safe for concurrent use. (An
+// Observer, given to the Limiter with WithObserver, receives every event
+// off the decision path instead.)
+type ChargeFunc func(res *Reservation, refund bool)
 
-type observerKey struct{}
+type chargeFuncKey struct{}
+
+type jobKey struct{}
+
+// ContextWithJob returns a copy of ctx under which every charge is recorded
+// as made by the job name: Store.Breakdown reports units per job, and
+// events carry it. The jobs package sets it for every run.
+func ContextWithJob(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, jobKey{}, name)
+}
+
+// JobFromContext returns the job name ContextWithJob set on ctx, or "".
+func JobFromContext(ctx context.Context) string {
+	name, _ := ctx.Value(jobKey{}).(string)
+	return name
+}
 
 type allocation struct {
 	budget, within string
@@ -17,15 +34,15 @@ type allocation struct {
 
 type allocationKey struct{}
 
-// ContextWithObserver returns a copy of ctx under which every Take and
-// Refund of any Limiter also calls fn. Observers nest: an inner one does not
+// ContextWithChargeFunc returns a copy of ctx under which every Take and
+// Refund of any Limiter also calls fn. They nest: an inner one does not
 // hide an outer one.
-func ContextWithObserver(ctx context.Context, fn Observer) context.Context {
-	if outer, ok := ctx.Value(observerKey{}).(Observer); ok {
+func ContextWithChargeFunc(ctx context.Context, fn ChargeFunc) context.Context {
+	if outer, ok := ctx.Value(chargeFuncKey{}).(ChargeFunc); ok {
 		inner := fn
 		fn = func(res *Reservation, refund bool) { inner(res, refund); outer(res, refund) }
 	}
-	return context.WithValue(ctx, observerKey{}, fn)
+	return context.WithValue(ctx, chargeFuncKey{}, fn)
 }
 
 // ContextWithAllocation returns a copy of ctx under which every charge to
@@ -40,7 +57,7 @@ func ContextWithAllocation(ctx context.Context, alloc, within string) context.Co
 }
 
 func observe(ctx context.Context, res *Reservation, refund bool) {
-	if fn, ok := ctx.Value(observerKey{}).(Observer); ok {
+	if fn, ok := ctx.Value(chargeFuncKey{}).(ChargeFunc); ok {
 		fn(res, refund)
 	}
 }

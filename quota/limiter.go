@@ -423,7 +423,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	var req *TakeRequest
 	if err == nil {
 		req = &sc.req
-		*req = TakeRequest{API: l.api, Owner: id.account, Nonce: l.nonce(), Method: ch.Method, Now: l.now(), Debits: debits, TrustStore: l.loss.trust}
+		*req = TakeRequest{API: l.api, Owner: id.account, Nonce: l.nonce(), Method: ch.Method, Job: JobFromContext(ctx), Now: l.now(), Debits: debits, TrustStore: l.loss.trust}
 		res, err = l.store.Take(ctx, req)
 	}
 	if err != nil {
@@ -444,7 +444,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	r := &sc.res
 	*r = Reservation{
 		ID: reservationID(l.api, id.account, res.At, req.Nonce), API: l.api, Credential: id.fp, Owner: id.account, Label: id.label,
-		Method: ch.Method, At: res.At, Usage: res.Usage, nonce: req.Nonce,
+		Method: ch.Method, Job: req.Job, At: res.At, Usage: res.Usage, nonce: req.Nonce,
 	}
 	observe(ctx, r, false)
 	return r, nil
@@ -541,7 +541,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if owner == "" {
 		owner = res.Credential
 	}
-	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: res.nonce, Budgets: budgets, Now: l.now()})
+	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: res.nonce, Budgets: budgets, Method: res.Method, Job: res.Job, Now: l.now()})
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,8 @@ type MemoryStore struct {
 	records map[string][][]byte
 	leases  map[string]*memLease
 	ops     uint64
+	use     map[useKey]*useRow // Breakdown rows
+	marks   map[markKey]int64  // MarkCrossing: lapses at (µs)
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -325,6 +327,7 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 		lg := lgs[i]
 		lg.push(memEntry{at: nowUS, cost: d.Cost, nonce: nonce})
 		lg.sum += d.Cost
+		s.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
 		res.Usage[i] = lg.usage(d.Budget, nowUS)
 		res.Usage[i].Cost = d.Cost
 	}
@@ -352,6 +355,7 @@ func (s *MemoryStore) sweep(now int64) {
 			delete(s.logs, k)
 		}
 	}
+	s.sweepUse(now)
 }
 
 // Refund implements Store.
@@ -371,6 +375,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 			if e := lg.at(i); e.nonce.is(req.Nonce) && e.cost > 0 {
 				got[b.Name] = e.cost
 				lg.sum -= e.cost
+				s.spend(req.API, req.Owner, b, req.Method, req.Job, e.at, -e.cost)
 				e.cost = 0
 			}
 		}

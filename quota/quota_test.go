@@ -182,7 +182,7 @@ func TestObserverAndAllocation(t *testing.T) {
 	}
 	cred := quota.Credential{Secret: "k"}
 	var spent int64
-	ctx := quota.ContextWithObserver(context.Background(), func(r *quota.Reservation, refund bool) {
+	ctx := quota.ContextWithChargeFunc(context.Background(), func(r *quota.Reservation, refund bool) {
 		for _, u := range r.Usage {
 			if u.Budget == "units" {
 				if refund {

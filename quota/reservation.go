@@ -21,6 +21,7 @@ type Reservation struct {
 	Owner  string    `json:"owner"`
 	Label  string    `json:"label,omitempty"`
 	Method string    `json:"method,omitempty"`
+	Job    string    `json:"job,omitempty"` // the job run charging (ContextWithJob)
 	At     time.Time `json:"at"`
 	// Usage has one element per charged budget: its cost, and used, limit
 	// and remaining after the charge.

@@ -72,6 +72,20 @@ type Store interface {
 	// budget definitions and credentials.
 	List(ctx context.Context) ([]APIInfo, error)
 
+	// Breakdown returns the units each method and job spent, per hour, in
+	// the owner's budgets from the hour holding req.Since on, sorted by
+	// hour, budget, method and job, without rows of zero units. Take adds
+	// to them (the TakeRequest's Method and Job) and Refund subtracts (the
+	// RefundRequest's). A row is kept at least BreakdownKeep(window) after
+	// its hour ends.
+	Breakdown(ctx context.Context, req *BreakdownRequest) ([]BreakdownRow, error)
+
+	// MarkCrossing records that a budget crossed a threshold, unless a mark
+	// for the same API, owner, budget and percent holds already (recorded
+	// and not lapsed at now): set-if-absent, atomic across every process
+	// sharing the store. first is true for the call that recorded it.
+	MarkCrossing(ctx context.Context, req *CrossingMark) (first bool, err error)
+
 	// Close releases what the store owns. A store built on a caller's
 	// client leaves that client open.
 	Close() error
@@ -91,7 +105,8 @@ type TakeRequest struct {
 	// is its own owner.
 	Owner  string
 	Nonce  string // unique per call; identifies the entries for Refund
-	Method string // for the record; may be empty
+	Method string // for the record and Breakdown; may be empty
+	Job    string // the job run charging (JobFromContext), for Breakdown; may be empty
 	Now    time.Time
 	Debits []Debit
 	// TrustStore asks a store that finds it lost recorded state (see
@@ -124,7 +139,11 @@ type RefundRequest struct {
 	At      time.Time // when the reservation was recorded
 	Nonce   string
 	Budgets []Budget // the budgets to look in
-	Now     time.Time
+	// Method and Job are the reservation's, for Breakdown: the refund is
+	// subtracted from that row of the hour of At. Empty when unknown (a
+	// refund by reservation ID alone).
+	Method, Job string
+	Now         time.Time
 }
 
 // ExhaustRequest marks a budget spent.

@@ -302,7 +302,7 @@ func TestTransportRefundsWhenNotSent(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var took, refunded int64
-		cctx = quota.ContextWithObserver(cctx, func(res *quota.Reservation, refund bool) {
+		cctx = quota.ContextWithChargeFunc(cctx, func(res *quota.Reservation, refund bool) {
 			if refund {
 				refunded++
 				return
@@ -693,7 +693,7 @@ func TestTransportObserverCountsNetUnits(t *testing.T) {
 	e := newTrEnv(t, nil)
 	var mu sync.Mutex
 	var net int64
-	ctx := quota.ContextWithObserver(context.Background(), func(res *quota.Reservation, refund bool) {
+	ctx := quota.ContextWithChargeFunc(context.Background(), func(res *quota.Reservation, refund bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, u := range res.Usage {

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -233,9 +234,12 @@ func TestKeysExpire(t *testing.T) {
 		"app1:" + tag + ":keep:daily": 4 * time.Hour,
 		// the store-loss marker: twice the longest, extended once a window
 		"app1:" + tag + ":mark": 8 * time.Hour,
-		"app1:apis":             0,
-		"app1:budgets:youtube":  0,
-		"app1:creds:youtube":    0,
+		// the breakdown hash of the hour: kept an hour (the hour's end)
+		// plus the longest of the budgets' windows (a daily one: 25h)
+		"app1:" + tag + ":use:" + strconv.FormatInt(now.Unix(), 10): 26 * time.Hour,
+		"app1:apis":            0,
+		"app1:budgets:youtube": 0,
+		"app1:creds:youtube":   0,
 	}
 	keys := m.Keys()
 	if len(keys) != len(want) {
@@ -268,19 +272,25 @@ func TestKeysExpire(t *testing.T) {
 	}
 	m.FastForward(3 * time.Hour)
 	for _, k := range m.Keys() {
-		if strings.Contains(k, tag) && !strings.HasSuffix(k, ":mark") {
+		if strings.Contains(k, tag) && !strings.HasSuffix(k, ":mark") && !strings.Contains(k, ":use:") {
 			t.Fatalf("after the daily reset key %s remains", k)
 		}
 	}
 	m.FastForward(4 * time.Hour)
-	if keys := m.Keys(); len(keys) != 3 {
-		t.Fatalf("after twice the longest window: keys %q; want the catalog's alone", keys)
+	if keys := m.Keys(); len(keys) != 4 || !strings.Contains(keys[3], ":use:") {
+		t.Fatalf("after twice the longest window: keys %q; want the catalog's and the hour's breakdown hash", keys)
 	}
 	// Redis's clock moves with the keys: nothing is counted any more.
 	m.SetTime(now.Add(4 * time.Hour))
 	us, err := l.Status(ctx, secret)
 	if err != nil || us[0].Used != 0 || us[1].Used != 0 {
 		t.Fatalf("Status = %+v, %v; want nothing used", us, err)
+	}
+	m.FastForward(22 * time.Hour)
+	for _, k := range m.Keys() {
+		if strings.Contains(k, tag) {
+			t.Fatalf("26h on, key %s remains", k)
+		}
 	}
 }
 

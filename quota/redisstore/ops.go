@@ -68,6 +68,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
 	keys = append(keys, all[3*n:]...)
+	keys = append(keys, s.useKey(req.API, req.Owner, quota.HourOf(req.At)))
 	keys = append(keys, s.markKey(req.API, req.Owner))
 	rest, _, err := s.runSpecs(ctx, "refund", refundScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
@@ -76,6 +77,9 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 		}
 		for _, b := range req.Budgets {
 			args = append(args, s.box(b).id)
+		}
+		for _, b := range req.Budgets {
+			args = append(args, quota.BreakdownField(b.Name, req.Method, req.Job))
 		}
 		return args
 	})

@@ -31,4 +31,5 @@ var (
 	entriesScript = script("entries")
 	adjustScript  = script("adjust")
 	exhaustScript = script("exhaust")
+	markScript    = script("mark")
 )

@@ -23,7 +23,6 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	if n == 0 {
 		return nil, invalid("take names no budget")
 	}
-	daily := false
 	for _, d := range req.Debits {
 		if err := checkBudget(d.Budget); err != nil {
 			return nil, err
@@ -31,22 +30,24 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		if d.Cost <= 0 || d.Cost > d.Limit {
 			return nil, invalid("cost %d for budget %q: must be between 1 and the limit %d", d.Cost, d.Name, d.Limit)
 		}
-		daily = daily || d.Window.IsDaily()
 	}
 	name := func(i int) string { return req.Debits[i].Name }
 	keys := s.keys(req.API, req.Owner, n, name, true)
 	mk := s.markKey(req.API, req.Owner)
-	keys = append(keys, mk)
+	keys = append(keys, "", "", mk) // the hour hashes are named in the loop
 	seen := s.marks.seen(mk)
 	trust := zero
 	if req.TrustStore {
 		trust = one
 	}
-	var est time.Time
-	if daily {
-		est = s.estimate(req.Now)
+	est := s.estimate(req.Now)
+	var keep time.Duration
+	fields := make([]any, n)
+	for i, d := range req.Debits {
+		keep = max(keep, quota.BreakdownKeep(d.Window))
+		fields[i] = quota.BreakdownField(d.Name, req.Method, req.Job)
 	}
-	args := make([]any, 0, 5+8*n)
+	args := make([]any, 0, 7+9*n)
 	for attempt := 0; ; attempt++ {
 		args = append(args[:0], nowArg(req.Now), req.Nonce)
 		for _, d := range req.Debits {
@@ -62,6 +63,14 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			args = append(args, s.box(d.Budget).id)
 		}
 		args = append(args, seen.seq, seen.until, trust)
+		// the breakdown hashes of the hour holding est (less a margin for
+		// a Redis clock behind the host's) and the next: the script picks
+		// the one of its now
+		h0 := quota.HourOf(est.Add(-hourMargin))
+		keys[4*n] = s.useKey(req.API, req.Owner, h0)
+		keys[4*n+1] = s.useKey(req.API, req.Owner, h0.Add(time.Hour))
+		args = append(args, h0.UnixMicro(), keep.Microseconds())
+		args = append(args, fields...)
 		var (
 			reply      []any
 			short, err error

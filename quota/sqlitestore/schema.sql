@@ -1,4 +1,5 @@
--- Schema version 2 of the sqlitestore database (PRAGMA user_version = 2).
+-- Schema version 2 of the sqlitestore database; schema_v3.sql completes
+-- version 3 (PRAGMA user_version = 3).
 -- Version 1 had no creds.owner; Open adds it in place (migrateV1).
 -- Times are microseconds since the Unix epoch (UTC), costs are units.
 

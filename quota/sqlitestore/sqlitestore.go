@@ -59,7 +59,7 @@ import (
 )
 
 // schemaVersion is the PRAGMA user_version of the schema this package writes.
-const schemaVersion = 2
+const schemaVersion = 3
 
 //go:embed schema.sql
 var schemaSQL string
@@ -362,12 +362,19 @@ func (s *Store) init(dsn string) error {
 		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
 			return s.openErr(err)
 		}
-		if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(schemaVersion)); err != nil {
-			return s.openErr(err)
-		}
 	}
 	if cur == 1 {
 		if _, err := tx.ExecContext(ctx, migrateV1); err != nil {
+			return s.openErr(err)
+		}
+	}
+	if cur < 3 {
+		if _, err := tx.ExecContext(ctx, schemaV3SQL); err != nil {
+			return s.openErr(err)
+		}
+	}
+	if cur < schemaVersion {
+		if _, err := tx.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(schemaVersion)); err != nil {
 			return s.openErr(err)
 		}
 	}

@@ -23,6 +23,7 @@ type stmts struct {
 	refund     *sql.Stmt
 	clearLog   *sql.Stmt // delete every entry of a log
 	idleLogs   *sql.Stmt // logs the sweep may drop
+	spend      *sql.Stmt // add to a breakdown row
 	all        []*sql.Stmt
 	prepareErr error
 }
@@ -55,6 +56,7 @@ func (st *stmts) prepare(db *sql.DB) error {
 	st.refund = st.prep(db, `DELETE FROM entries WHERE log = ? AND at = ? AND nonce = ? RETURNING cost`)
 	st.clearLog = st.prep(db, `DELETE FROM entries WHERE log = ?`)
 	st.idleLogs = st.prep(db, `SELECT id FROM sums WHERE idle_after <= ? ORDER BY idle_after LIMIT ?`)
+	st.spend = st.prep(db, spendSQL)
 	if err := st.prepareErr; err != nil {
 		_ = st.close()
 		*st = stmts{}

@@ -331,6 +331,9 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			lg.used += d.Cost
 			lg.idle = max(lg.idle, lg.expiry(d.Window, now))
 			lg.dirty = true
+			if err := w.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, n, d.Cost); err != nil {
+				return err
+			}
 			if err := w.save(lg); err != nil {
 				return err
 			}
@@ -382,7 +385,7 @@ func (s *Store) sweep(ctx context.Context, now int64) (int, error) {
 			}
 		}
 		dropped = len(ids)
-		return nil
+		return w.sweepUse(now)
 	})
 	return dropped, err
 }
@@ -430,6 +433,11 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 			}
 			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 				return err
+			}
+			if c := got[b.Name]; c > 0 {
+				if err := w.spend(req.API, req.Owner, b, req.Method, req.Job, at, -c); err != nil {
+					return err
+				}
 			}
 			if err := w.save(lg); err != nil {
 				return err

@@ -9,7 +9,8 @@
 // The suite drives each store through quota.Limiter with an injected clock
 // (fixed instants, never sleeping): boundary bursts, weighted costs,
 // multi-budget atomicity, exact RetryAfter, refund, exhaust, adjust, daily
-// reset across DST, expiry, concurrency, bad input, the catalog, and
+// reset across DST, expiry, concurrency, bad input, the catalog, usage by
+// method and job (Breakdown), threshold marks (MarkCrossing), and
 // quota.StateStore, which every store must also implement (jobs keeps its
 // checkpoints and run history there).
 package storetest
@@ -90,6 +91,8 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"Extremes", s.extremes},
 		{"Redefine", s.redefine},
 		{"StateStoreLeases", s.leases},
+		{"BreakdownByMethod", s.breakdownByMethod},
+		{"Crossings", s.crossings},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)

@@ -10,6 +10,9 @@
 --   exh  string, µs until which the budget is marked spent (Exhaust)
 --   keep string, the id of the window the log keeps its entries for (see
 --        retain), with the log's lifetime; missing on logs older than it
+-- and of one (api, credential) per hour (quota.Store.Breakdown):
+--   use:H  hash, field "BUDGET\x1fMETHOD\x1fJOB" = units spent in the hour
+--          starting at H (Unix seconds); expires once its rows lapse
 --
 -- A window spec is 5 ARGV values: WIN, B1, B2, B3, B4. WIN > 0 is a sliding
 -- window of WIN µs (B1..B4 unused). WIN = 0 is a daily window; B1..B4 are
@@ -295,4 +298,17 @@ local function remark(mk, seq, seen, u, e, until_, now, fields)
     redis.call('PEXPIRE', mk, math.max(1, math.ceil((e - now) / 1000)))
   end
   return seq, u
+end
+
+-- keephash makes the hash key live at least until the instant until (µs):
+-- it only ever extends the hash's lifetime.
+local function keephash(key, until_, now)
+  local ms = math.ceil((until_ - now) / 1000)
+  if ms < 1 then
+    return
+  end
+  local pttl = redis.call('PTTL', key)
+  if pttl < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
 end

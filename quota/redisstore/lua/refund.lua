@@ -1,18 +1,21 @@
 -- refund.lua: give back one reservation's entries.
 --
 -- KEYS: per budget b: log, sum at 2b-1, 2b; then the keep keys, budget b's
--- at 2n+b; then the owner's store-loss marker (see lib.lua), whose b:NAME
--- follows the newest entry left.
+-- at 2n+b; then the breakdown hash of AT's hour; then the owner's
+-- store-loss marker (see lib.lua), whose b:NAME follows the newest entry
+-- left, last.
 -- ARGV[1] now or ''; ARGV[2] AT (µs, the reservation's score); ARGV[3]
 -- nonce; then per budget a window spec (5 values) from 4+5(b-1); then the
--- window ids, budget b's at 3+5n+b.
+-- window ids, budget b's at 3+5n+b; then the breakdown fields, budget b's
+-- at 3+6n+b.
 --
 -- Reply: {1, NOW, then per budget the units given back (0: none found)}.
 
 local now = clock(ARGV[1])
 local at, prefix = ARGV[2], ARGV[3] .. ':'
 local reply = {1, now}
-local n = (#KEYS - 1) / 3
+local n = (#KEYS - 2) / 3
+local ukey = KEYS[3 * n + 1]
 for b = 1, n do
   local log, sum, a = KEYS[2 * b - 1], KEYS[2 * b], 4 + 5 * (b - 1)
   local start = span(a, now)
@@ -38,6 +41,10 @@ for b = 1, n do
       end
       if redis.call('EXISTS', KEYS[#KEYS]) == 1 then
         redis.call('HSET', KEYS[#KEYS], 'b:' .. budgetname(log), int(e))
+      end
+      -- the units leave the breakdown row they were spent in
+      if redis.call('EXISTS', ukey) == 1 then
+        redis.call('HINCRBY', ukey, ARGV[3 + 6 * n + b], int(-got))
       end
       break
     end

@@ -2,13 +2,16 @@
 -- of the charge: all pay or none does.
 --
 -- KEYS: per debit d (1-based): log, sum, exh at 3d-2, 3d-1, 3d; then the
--- keep keys, debit d's at 3n+d; then the owner's store-loss marker (see
--- lib.lua), last.
+-- keep keys, debit d's at 3n+d; then the breakdown hashes of two
+-- consecutive hours, H and H+1h (see usage below), at 4n+1 and 4n+2; then
+-- the owner's store-loss marker (see lib.lua), last.
 -- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
 -- then per debit 7 values from 3+7(d-1): COST, LIMIT, and a window spec;
 -- then the window ids, debit d's at 2+7n+d; then at 3+8n SEEN, SEEN_UNTIL
 -- (what this process saw of the marker, 0 0 when nothing) and TRUST ('1':
--- on a loss, decide on what the store holds).
+-- on a loss, decide on what the store holds); then H (µs), KEEP (µs a
+-- breakdown row is kept after its hour ends) at 6+8n and 7+8n, and per
+-- debit the breakdown field "BUDGET\x1fMETHOD\x1fJOB" at 7+8n+d.
 --
 -- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
 -- (0 where none), then SEQ, U (the marker after this call), LOST_ALL and
@@ -21,7 +24,20 @@
 
 local now = clock(ARGV[1])
 local nonce = ARGV[2]
-local n = (#KEYS - 1) / 4
+local n = (#KEYS - 3) / 4
+-- the breakdown hash of now's hour: one of the two the Go side named
+-- around its estimate of now; when the estimate was off (the Redis clock
+-- moved against the host's), the hash of now's hour is named here, with the
+-- same prefix and hash tag, so in the same Cluster slot
+local ub, hour = 6 + 8 * n, 3600000000
+local h0 = tonumber(ARGV[ub])
+local ukey = KEYS[4 * n + 1]
+if now >= h0 + hour and now < h0 + 2 * hour then
+  ukey, h0 = KEYS[4 * n + 2], h0 + hour
+elseif now < h0 or now >= h0 + hour then
+  h0 = now - now % hour
+  ukey = string.match(ukey, '^(.*:use:)%d+$') .. int(h0 / 1000000)
+end
 local reply = {1, now}
 local used, oldest, reset = {}, {}, {}
 local totals, kepts = {}, {}
@@ -173,6 +189,12 @@ for d = 1, n do
   redis.call('PEXPIRE', KEYS[k], ms)
   redis.call('SET', KEYS[k + 1], int(total), 'PX', ms)
   redis.call('SET', KEYS[3 * n + d], kepts[d], 'PX', ms)
+  -- usage by method and job: one HINCRBY on the hour's hash; a new field
+  -- (rare: once per hour, method and job) makes the hash last until its
+  -- rows may be dropped
+  if redis.call('HINCRBY', ukey, ARGV[ub + 1 + d], ARGV[a]) == tonumber(ARGV[a]) then
+    keephash(ukey, h0 + hour + tonumber(ARGV[ub + 1]), now)
+  end
   local at = 2 + 4 * (d - 1)
   reply[at + 1] = used[d] + c
   -- the new entry is the oldest when the clock stepped back (TIME after a

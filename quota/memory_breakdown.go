@@ -1,0 +1,102 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// useKey names one breakdown row of the memory store.
+type useKey struct {
+	api, owner        string
+	hour              int64 // µs, on the hour
+	budget, method, j string
+}
+
+// useRow is a breakdown row's units and when it may be dropped (µs).
+type useRow struct{ units, keep int64 }
+
+type markKey struct {
+	api, owner, budget string
+	percent            int
+}
+
+// spend adds units to the breakdown row of (budget, method, job) in the
+// hour holding at (µs). Called with s.mu held.
+func (s *MemoryStore) spend(api, owner string, b Budget, method, job string, at, units int64) {
+	if s.use == nil {
+		s.use = make(map[useKey]*useRow)
+	}
+	hour := at - at%hourUS
+	k := useKey{api: api, owner: owner, hour: hour, budget: b.Name, method: method, j: job}
+	r := s.use[k]
+	if r == nil {
+		r = &useRow{}
+		s.use[k] = r
+	}
+	r.units += units
+	r.keep = max(r.keep, hour+hourUS+BreakdownKeep(b.Window).Microseconds())
+}
+
+// sweepUse drops breakdown rows and crossing marks that have lapsed by now
+// (µs). Called with s.mu held.
+func (s *MemoryStore) sweepUse(now int64) {
+	for k, r := range s.use {
+		if r.keep <= now {
+			delete(s.use, k)
+		}
+	}
+	for k, until := range s.marks {
+		if until <= now {
+			delete(s.marks, k)
+		}
+	}
+}
+
+// Breakdown implements Store.
+func (s *MemoryStore) Breakdown(ctx context.Context, req *BreakdownRequest) ([]BreakdownRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+	}
+	now := nowOr(req.Now).UnixMicro()
+	since := req.Since.UnixMicro()
+	want := make(map[string]bool, len(req.Budgets))
+	for _, b := range req.Budgets {
+		want[b] = true
+	}
+	s.mu.Lock()
+	var out []BreakdownRow
+	for k, r := range s.use {
+		if k.api != req.API || k.owner != req.Owner || r.keep <= now || k.hour+hourUS <= since {
+			continue
+		}
+		if len(want) > 0 && !want[k.budget] {
+			continue
+		}
+		out = append(out, BreakdownRow{Hour: time.UnixMicro(k.hour), Budget: k.budget, Method: k.method, Job: k.j, Units: r.units})
+	}
+	s.mu.Unlock()
+	return SortBreakdown(out), nil
+}
+
+// MarkCrossing implements Store.
+func (s *MemoryStore) MarkCrossing(ctx context.Context, req *CrossingMark) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+	}
+	if req.Percent < 1 || req.Percent > 100 {
+		return false, invalidf("threshold %d%%: must be between 1 and 100", req.Percent)
+	}
+	now := nowOr(req.Now).UnixMicro()
+	k := markKey{req.API, req.Owner, req.Budget, req.Percent}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.marks == nil {
+		s.marks = make(map[markKey]int64)
+	}
+	if until, ok := s.marks[k]; ok && until > now {
+		return false, nil
+	}
+	s.marks[k] = req.Until.UnixMicro()
+	return true, nil
+}

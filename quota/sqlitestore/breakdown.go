@@ -1,0 +1,106 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+//go:embed schema_v3.sql
+var schemaV3SQL string
+
+const spendSQL = `INSERT INTO usage_hours (api, owner, hour, budget, method, job, units, keep) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (api, owner, hour, budget, method, job) DO UPDATE SET units = units + excluded.units, keep = max(keep, excluded.keep)`
+
+// spend adds units to the breakdown row of the hour holding at (µs), in the
+// decision's transaction.
+func (w *wtx) spend(api, owner string, b quota.Budget, method, job string, at, units int64) error {
+	hour := quota.HourOf(time.UnixMicro(at)).UnixMicro()
+	keep := hour + int64(time.Hour/time.Microsecond) + quota.BreakdownKeep(b.Window).Microseconds()
+	_, err := w.stmt(w.st.spend).ExecContext(w.ctx, api, owner, hour, b.Name, method, job, units, keep)
+	return err
+}
+
+// Breakdown implements quota.Store.
+func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]quota.BreakdownRow, error) {
+	if req == nil || req.Owner == "" {
+		return nil, fmt.Errorf("sqlitestore: breakdown: %w: empty credential", quota.ErrInvalid)
+	}
+	now := nowOr(req.Now).UnixMicro()
+	since := quota.HourOf(req.Since).UnixMicro()
+	q := `SELECT hour, budget, method, job, units FROM usage_hours WHERE api = ? AND owner = ? AND hour >= ? AND keep > ? AND units != 0`
+	args := []any{req.API, req.Owner, since, now}
+	if len(req.Budgets) > 0 {
+		q += ` AND budget IN (?` + strings.Repeat(`, ?`, len(req.Budgets)-1) + `)`
+		for _, b := range req.Budgets {
+			args = append(args, b)
+		}
+	}
+	var out []quota.BreakdownRow
+	err := s.read(ctx, "breakdown", func(tx *sql.Tx) error {
+		out = nil
+		rows, err := tx.QueryContext(ctx, q+` ORDER BY hour, budget, method, job`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r quota.BreakdownRow
+			var hour int64
+			if err := rows.Scan(&hour, &r.Budget, &r.Method, &r.Job, &r.Units); err != nil {
+				return err
+			}
+			r.Hour = time.UnixMicro(hour)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return quota.SortBreakdown(out), nil
+}
+
+// MarkCrossing implements quota.Store: an upsert that replaces only a
+// lapsed mark, in one immediate transaction, so of several processes
+// exactly one records it.
+func (s *Store) MarkCrossing(ctx context.Context, req *quota.CrossingMark) (bool, error) {
+	if req == nil || req.Owner == "" {
+		return false, fmt.Errorf("sqlitestore: mark crossing: %w: empty credential", quota.ErrInvalid)
+	}
+	if req.Percent < 1 || req.Percent > 100 {
+		return false, fmt.Errorf("sqlitestore: mark crossing: %w: threshold %d%%: must be between 1 and 100", quota.ErrInvalid, req.Percent)
+	}
+	now := nowOr(req.Now).UnixMicro()
+	var first bool
+	err := s.write(ctx, "mark crossing", func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `INSERT INTO crossings (api, owner, budget, percent, until) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (api, owner, budget, percent) DO UPDATE SET until = excluded.until WHERE crossings.until <= ?
+			RETURNING 1`, req.API, req.Owner, req.Budget, req.Percent, req.Until.UnixMicro(), now).Scan(&one)
+		switch {
+		case err == sql.ErrNoRows:
+			first = false
+			return nil
+		case err != nil:
+			return err
+		}
+		first = true
+		return nil
+	})
+	return first, err
+}
+
+// sweepUse drops breakdown rows and crossing marks lapsed by now (µs).
+func (w *wtx) sweepUse(now int64) error {
+	if _, err := w.tx.ExecContext(w.ctx, `DELETE FROM usage_hours WHERE keep <= ?`, now); err != nil {
+		return err
+	}
+	_, err := w.tx.ExecContext(w.ctx, `DELETE FROM crossings WHERE until <= ?`, now)
+	return err
+}
