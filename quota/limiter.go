@@ -41,6 +41,13 @@ type Limiter struct {
 	fps       sync.Map                  // secret -> fingerprint
 	accounts  sync.Map                  // resolveKey -> account, once registered in the store
 	labels    sync.Map                  // resolveKey (no fingerprint) -> CredentialInfo, for label-only credentials
+
+	// events (observer.go)
+	obs        []Observer
+	thresholds []int
+	queueCap   int
+	ev         *events
+	owners     sync.Map // fingerprint -> owner name, for events
 }
 
 // resolveKey is what the limiter caches a credential's account under: the
@@ -86,6 +93,9 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 	}
 	if l.log == nil {
 		l.log = slog.Default()
+	}
+	if err := l.setupEvents(); err != nil {
+		return nil, err
 	}
 	var rnd [5]byte
 	_, _ = rand.Read(rnd[:])
@@ -387,6 +397,18 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 		return nil, err
 	}
 	l.refreshOverrides(ctx)
+	obs := l.observers(ctx)
+	if len(obs) == 0 {
+		return l.take(ctx, cred, ch, nil)
+	}
+	d := &decision{start: time.Now()}
+	r, err := l.take(ctx, cred, ch, d)
+	l.decided(ctx, obs, cred, ch, d, r, err)
+	return r, err
+}
+
+// take is Take; d, when not nil, collects what an event reports.
+func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decision) (*Reservation, error) {
 	ch = allocate(ctx, ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
@@ -426,6 +448,7 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 		*req = TakeRequest{API: l.api, Owner: id.account, Nonce: l.nonce(), Method: ch.Method, Job: JobFromContext(ctx), Now: l.now(), Debits: debits, TrustStore: l.loss.trust}
 		res, err = l.store.Take(ctx, req)
 	}
+	d.note(id.fp, req, debits, res, err)
 	if err != nil {
 		if err = l.unavailable(err, maxCost, ch.Method, cred); err == nil {
 			r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}
@@ -542,6 +565,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 		owner = res.Credential
 	}
 	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: res.nonce, Budgets: budgets, Method: res.Method, Job: res.Job, Now: l.now()})
+	l.refunded(ctx, res, budgets, got, err)
 	if err != nil {
 		return err
 	}
@@ -570,7 +594,9 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 	if err != nil {
 		return err
 	}
-	return l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
+	err = l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
+	l.marked(ctx, cred, id.fp, budget, until, err)
+	return err
 }
 
 // Adjust sets budget's usage for cred to used units recorded now, dropping

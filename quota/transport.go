@@ -97,6 +97,7 @@ type Transport struct {
 	// when the Classifier holds nothing. held are the methods it can hold.
 	holds *Limiter
 	held  map[string]bool
+	obs   []Observer // WithTransportObserver
 
 	maxAttempts   int
 	maxElapsed    time.Duration
@@ -223,6 +224,17 @@ func WithRetryClock(clock backoff.Clock, newTimer func() backoff.Timer) Transpor
 		}
 		if newTimer != nil {
 			t.newTimer = newTimer
+		}
+	}
+}
+
+// WithTransportObserver adds o to the observers of the limiter calls this
+// Transport makes (its decisions, refunds and exhaust marks), on top of the
+// Limiter's own (WithObserver); see Observer.
+func WithTransportObserver(o Observer) TransportOption {
+	return func(t *Transport) {
+		if o != nil {
+			t.obs = append(t.obs, o)
 		}
 	}
 }
@@ -516,7 +528,7 @@ type attempt struct {
 }
 
 func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*http.Response, error) {
-	a := &attempt{t: t, req: req, ctx: req.Context(), cred: cred, charge: ch}
+	a := &attempt{t: t, req: req, ctx: withObservers(req.Context(), t.obs), cred: cred, charge: ch}
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	var (
 		bo    backoff.BackOff

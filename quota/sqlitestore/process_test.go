@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role))
 	}
+	if cfg := os.Getenv(thresholdChildEnv); cfg != "" {
+		os.Exit(runThresholdChild(cfg))
+	}
 	os.Exit(m.Run())
 }
 

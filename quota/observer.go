@@ -1,0 +1,535 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Observer receives a Limiter's events: every decision, each threshold a
+// budget crosses, refunds, exhaust marks, store errors and detected store
+// losses. Give it to a Limiter with WithObserver, or to a Transport with
+// WithTransportObserver. quota/promquota and quota/otelquota are Observers.
+//
+// Events are delivered off the decision path: a Limiter queues them (up to
+// WithEventQueue, default DefaultEventQueue) and one goroutine at a time
+// delivers them in order. When the queue is full the event is dropped and
+// counted (Limiter.DroppedEvents): a slow or stuck Observer never slows or
+// blocks a decision, it loses events instead. Observe is never called
+// concurrently for one Limiter, but an Observer given to several Limiters
+// must be safe for concurrent use. A panic in Observe is recovered and
+// logged.
+type Observer interface {
+	Observe(e Event)
+}
+
+// ObserverFunc is an Observer that is a function.
+type ObserverFunc func(e Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// The kinds of Event.
+const (
+	// EventDecision is one Take: Outcome says what was decided.
+	EventDecision EventKind = iota + 1
+	// EventThreshold is a budget's usage crossing Percent of its limit,
+	// reported once per window across every process sharing the store.
+	EventThreshold
+	// EventRefund is a reservation given back: Usage holds the units
+	// returned per budget (Cost).
+	EventRefund
+	// EventExhaust is a budget marked spent until Until (a zero Until
+	// clears the mark).
+	EventExhaust
+	// EventStoreError is an operation the store could not do (Err); a
+	// decision it broke is also reported as EventDecision with Outcome
+	// OutcomeUnmetered or OutcomeFailed.
+	EventStoreError
+	// EventStoreLoss is the store found to have lost recorded usage (a
+	// Redis restart without persistence, FLUSHALL, eviction, a replaced
+	// SQLite file): Budget names the budget affected, Err says what was
+	// found.
+	EventStoreLoss
+)
+
+var kindNames = [...]string{"", "decision", "threshold", "refund", "exhaust", "store_error", "store_loss"}
+
+// String returns the kind's name: "decision", "threshold", "refund",
+// "exhaust", "store_error" or "store_loss".
+func (k EventKind) String() string {
+	if int(k) < len(kindNames) && k != 0 {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", k)
+}
+
+// Outcome is what a decision did with a charge.
+type Outcome string
+
+// The outcomes of a decision.
+const (
+	OutcomeAdmitted  Outcome = "admitted"  // every budget paid
+	OutcomeRefused   Outcome = "refused"   // a budget could not pay (ErrExhausted)
+	OutcomeUnmetered Outcome = "unmetered" // the store was unreachable and FailOpen let it through
+	OutcomeFailed    Outcome = "failed"    // the store was unreachable and the charge was refused
+)
+
+// Event is one thing a Limiter reports to its Observers. Which fields are
+// set depends on Kind. It never holds a credential's secret.
+type Event struct {
+	Kind EventKind
+	// Time is when it happened: the store's time for decisions and refunds
+	// when the store answered, the limiter's clock otherwise.
+	Time time.Time
+	API  string
+	// Owner is the name of the account the budgets are kept under
+	// (Credential.Owner); empty when the credential is its own owner.
+	Owner string
+	// Label is the credential's label (may be empty); Credential its
+	// fingerprint.
+	Label, Credential string
+	Method            string // the charge's method
+	Job               string // the job run charging (ContextWithJob)
+
+	// Outcome, Latency and RetryAfter describe a decision. Latency is how
+	// long the limiter took to decide, store round trip included;
+	// RetryAfter is set when refused.
+	Outcome    Outcome
+	Latency    time.Duration
+	RetryAfter time.Duration
+
+	// Usage is, for a decision, each budget's usage after the charge when
+	// admitted, its state when refused (with RetryAt on the refusing
+	// budgets), with Cost set to what the charge asked; for a refund, the
+	// units given back (Cost) per budget; for a threshold, the usage that
+	// crossed it.
+	Usage []Usage
+
+	// Budget names the budget a threshold, exhaust mark or store loss is
+	// about, or the budget that refused a charge.
+	Budget string
+	// Percent is the threshold crossed (EventThreshold).
+	Percent int
+	// Until is when an exhaust mark ends (EventExhaust), or when a
+	// threshold's window ends (EventThreshold).
+	Until time.Time
+	// Err is the cause of an EventStoreError or EventStoreLoss.
+	Err error
+	// Context is the context of the call that caused the event, for
+	// tracing adapters (the parent span). It may be done by delivery time:
+	// read values from it, do not wait on it.
+	Context context.Context
+}
+
+// DefaultThresholds are the percentages of a budget's limit whose crossing
+// an Observer is told of, unless WithThresholds says otherwise.
+var DefaultThresholds = []int{50, 80, 95, 100}
+
+// DefaultEventQueue is how many events a Limiter holds for slow Observers
+// before it drops them (WithEventQueue).
+const DefaultEventQueue = 4096
+
+// markTimeout bounds the store call that records a threshold crossing.
+const markTimeout = 10 * time.Second
+
+// WithObserver adds o to the Limiter's observers: it receives every event
+// of the Limiter, delivered off the decision path (see Observer). Several
+// observers receive the same events in the order they were added.
+func WithObserver(o Observer) Option {
+	return func(l *Limiter) {
+		if o != nil {
+			l.obs = append(l.obs, o)
+		}
+	}
+}
+
+// WithThresholds sets the percentages of a budget's limit (each 1..100)
+// whose crossing is reported as EventThreshold: once per window (a daily
+// window's day; one window's length for a sliding window) per owner and
+// budget, across every process sharing the store, which records each
+// crossing (Store.MarkCrossing) off the decision path. With no percentages
+// no thresholds are reported. Default: DefaultThresholds, when the Limiter
+// has an Observer. New rejects a percentage out of range.
+func WithThresholds(percents ...int) Option {
+	return func(l *Limiter) {
+		l.thresholds = slices.Clone(percents)
+		if l.thresholds == nil {
+			l.thresholds = []int{}
+		}
+	}
+}
+
+// WithEventQueue sets how many events the Limiter holds for its Observers
+// before it drops new ones (counted by DroppedEvents). Default:
+// DefaultEventQueue.
+func WithEventQueue(n int) Option { return func(l *Limiter) { l.queueCap = max(n, 1) } }
+
+// events delivers a Limiter's events to its observers, in order, from one
+// goroutine at a time, started when events arrive and ended when the queue
+// is empty (so an idle Limiter holds no goroutine).
+type events struct {
+	capacity int
+	dropped  atomic.Uint64
+
+	mu      sync.Mutex
+	queue   []queued
+	head    int
+	running bool
+	pending int             // queued, being delivered, or threshold marks in flight
+	waiters []chan struct{} // Flush calls waiting for pending to reach 0
+}
+
+type queued struct {
+	e   Event
+	obs []Observer
+}
+
+// setupEvents validates the observer options; called by New.
+func (l *Limiter) setupEvents() error {
+	for _, p := range l.thresholds {
+		if p < 1 || p > 100 {
+			return invalidf("threshold %d%%: must be between 1 and 100", p)
+		}
+	}
+	if l.thresholds == nil {
+		l.thresholds = DefaultThresholds
+	}
+	slices.Sort(l.thresholds)
+	l.thresholds = slices.Compact(l.thresholds)
+	if l.queueCap == 0 {
+		l.queueCap = DefaultEventQueue
+	}
+	l.ev = &events{capacity: l.queueCap}
+	return nil
+}
+
+type transportObserversKey struct{}
+
+// withObservers returns ctx carrying extra observers for the limiter calls
+// made under it (a Transport's WithTransportObserver).
+func withObservers(ctx context.Context, obs []Observer) context.Context {
+	if len(obs) == 0 {
+		return ctx
+	}
+	if outer, ok := ctx.Value(transportObserversKey{}).([]Observer); ok {
+		obs = append(slices.Clip(obs), outer...)
+	}
+	return context.WithValue(ctx, transportObserversKey{}, obs)
+}
+
+// observers returns the observers of a call under ctx, nil when none.
+func (l *Limiter) observers(ctx context.Context) []Observer {
+	extra, _ := ctx.Value(transportObserversKey{}).([]Observer)
+	if len(extra) == 0 {
+		return l.obs
+	}
+	if len(l.obs) == 0 {
+		return extra
+	}
+	return append(slices.Clip(l.obs), extra...)
+}
+
+// emit queues e for obs, or drops and counts it when the queue is full.
+func (l *Limiter) emit(obs []Observer, e Event) {
+	d := l.ev
+	d.mu.Lock()
+	if len(d.queue)-d.head >= d.capacity {
+		d.mu.Unlock()
+		d.dropped.Add(1)
+		return
+	}
+	d.queue = append(d.queue, queued{e: e, obs: obs})
+	d.pending++
+	start := !d.running
+	d.running = true
+	d.mu.Unlock()
+	if start {
+		go l.deliver()
+	}
+}
+
+// deliver hands queued events to their observers until the queue is empty.
+func (l *Limiter) deliver() {
+	d := l.ev
+	for {
+		d.mu.Lock()
+		if d.head == len(d.queue) {
+			d.queue, d.head, d.running = d.queue[:0], 0, false
+			d.mu.Unlock()
+			return
+		}
+		q := d.queue[d.head]
+		d.queue[d.head] = queued{}
+		d.head++
+		d.mu.Unlock()
+		for _, o := range q.obs {
+			l.call(o, q.e)
+		}
+		d.done()
+	}
+}
+
+// call runs one Observe, recovering a panic.
+func (l *Limiter) call(o Observer, e Event) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.log.Error("quota: observer panicked", "api", l.api, "event", e.Kind.String(), "panic", v)
+		}
+	}()
+	o.Observe(e)
+}
+
+// done marks one pending item finished and wakes Flush callers at zero.
+func (d *events) done() {
+	d.mu.Lock()
+	d.pending--
+	var w []chan struct{}
+	if d.pending == 0 {
+		w, d.waiters = d.waiters, nil
+	}
+	d.mu.Unlock()
+	for _, c := range w {
+		close(c)
+	}
+}
+
+// DroppedEvents returns how many events the Limiter dropped because its
+// observers fell WithEventQueue events behind.
+func (l *Limiter) DroppedEvents() uint64 { return l.ev.dropped.Load() }
+
+// Flush waits until every event queued so far has been delivered and every
+// threshold crossing found so far has been recorded and reported, or ctx is
+// done. Call it before a short-lived program exits (a job run under system
+// cron) so its last events are not lost.
+func (l *Limiter) Flush(ctx context.Context) error {
+	d := l.ev
+	d.mu.Lock()
+	if d.pending == 0 {
+		d.mu.Unlock()
+		return nil
+	}
+	c := make(chan struct{})
+	d.waiters = append(d.waiters, c)
+	d.mu.Unlock()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("quota: flush events: %w", ctx.Err())
+	}
+}
+
+// ownerName returns the owner name of a credential the limiter has seen
+// in Take, by fingerprint ("" when it is its own owner).
+func (l *Limiter) ownerName(fp string) string {
+	if v, ok := l.owners.Load(fp); ok {
+		return v.(string)
+	}
+	return ""
+}
+
+// decision is what Take found, for its event.
+type decision struct {
+	start  time.Time
+	fp     string // the credential's fingerprint
+	owner  string // the TakeRequest's Owner
+	job    string
+	debits []Debit
+	res    *TakeResult // the store's answer; nil when it failed
+	err    error       // the store's error
+}
+
+// note records what Take found; called once the store answered or failed.
+func (d *decision) note(fp string, req *TakeRequest, debits []Debit, res *TakeResult, err error) {
+	if d == nil {
+		return
+	}
+	if err != nil && !errors.Is(err, ErrStoreUnavailable) {
+		return // a bad argument or unknown credential: no decision
+	}
+	d.fp, d.debits, d.res, d.err = fp, debits, res, err
+	if req != nil {
+		d.owner, d.job = req.Owner, req.Job
+	}
+}
+
+// decided reports a decision: r is the reservation when admitted or
+// unmetered, err Take's error otherwise.
+func (l *Limiter) decided(ctx context.Context, obs []Observer, cred Credential, ch Charge, d *decision, r *Reservation, err error) {
+	if d.debits == nil || (r == nil && d.res == nil && d.err == nil) {
+		return // invalid arguments: no decision was made
+	}
+	if d.err != nil {
+		l.storeError(ctx, obs, cred.Owner, cred.Label, d.fp, d.err)
+	}
+	if cred.Owner != "" && d.fp != "" {
+		if _, ok := l.owners.Load(d.fp); !ok {
+			l.owners.Store(d.fp, cred.Owner)
+		}
+	}
+	e := Event{
+		Kind: EventDecision, API: l.api, Owner: cred.Owner, Label: cred.Label, Credential: d.fp,
+		Method: ch.Method, Job: d.job, Latency: time.Since(d.start), Context: ctx,
+	}
+	budgets := func() {
+		for _, b := range d.debits {
+			e.Usage = append(e.Usage, Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Cost: b.Cost})
+		}
+	}
+	switch {
+	case r != nil && r.Unmetered:
+		e.Outcome, e.Time = OutcomeUnmetered, r.At
+		budgets()
+	case r != nil:
+		e.Outcome, e.Time, e.Usage = OutcomeAdmitted, r.At, slices.Clone(r.Usage)
+	case d.res != nil:
+		e.Outcome, e.Time, e.Usage = OutcomeRefused, d.res.At, slices.Clone(d.res.Usage)
+		for i := range e.Usage {
+			e.Usage[i].Cost = d.debits[i].Cost
+		}
+		var ee *ExhaustedError
+		if errors.As(err, &ee) {
+			e.Budget, e.RetryAfter = ee.Budget, ee.RetryAfter
+		}
+	default:
+		e.Outcome, e.Time = OutcomeFailed, l.eventTime()
+		budgets()
+	}
+	l.emit(obs, e)
+	if e.Outcome == OutcomeAdmitted {
+		l.crossings(ctx, obs, e, d)
+	}
+}
+
+// eventTime is the limiter's clock, or the host's.
+func (l *Limiter) eventTime() time.Time {
+	if t := l.now(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
+
+// crossings finds the thresholds an admitted charge crossed and records
+// them in the store off the decision path; the first process to record a
+// crossing in a window reports it.
+func (l *Limiter) crossings(ctx context.Context, obs []Observer, e Event, dec *decision) {
+	debits := dec.debits
+	if len(l.thresholds) == 0 {
+		return
+	}
+	var found []Event
+	for i, u := range e.Usage {
+		before := u.Used - u.Cost
+		for _, p := range l.thresholds {
+			// crossed: before < p% of the limit <= after, in integers
+			if before*100 < int64(p)*u.Limit && u.Used*100 >= int64(p)*u.Limit {
+				c := e
+				c.Kind, c.Budget, c.Percent, c.Usage = EventThreshold, u.Budget, p, []Usage{u}
+				c.Outcome, c.Latency = "", 0
+				c.Until = u.Reset
+				if !debits[i].Window.IsDaily() {
+					c.Until = e.Time.Add(debits[i].Window.Duration())
+				}
+				found = append(found, c)
+			}
+		}
+	}
+	if len(found) == 0 {
+		return
+	}
+	d := l.ev
+	d.mu.Lock()
+	d.pending++
+	d.mu.Unlock()
+	go func() {
+		defer d.done()
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+		defer cancel()
+		for _, c := range found {
+			first, err := l.store.MarkCrossing(mctx, &CrossingMark{
+				API: l.api, Owner: dec.owner, Budget: c.Budget, Percent: c.Percent, Until: c.Until, Now: l.now(),
+			})
+			if err != nil {
+				l.storeError(ctx, obs, c.Owner, c.Label, c.Credential, fmt.Errorf("quota: mark %d%% crossed of %s/%s: %w", c.Percent, l.api, c.Budget, err))
+				continue
+			}
+			if first {
+				l.emit(obs, c)
+			}
+		}
+	}()
+}
+
+// storeError reports a store error.
+func (l *Limiter) storeError(ctx context.Context, obs []Observer, owner, label, fp string, err error) {
+	l.emit(obs, Event{Kind: EventStoreError, Time: l.eventTime(), API: l.api, Owner: owner, Label: label, Credential: fp, Err: err, Context: ctx})
+}
+
+// storeLost reports that the store lost recorded usage of budget for the
+// owner fp (the loss detection calls it).
+func (l *Limiter) storeLost(ctx context.Context, fp, label, budget string, err error) {
+	obs := l.observers(ctx)
+	if len(obs) == 0 {
+		return
+	}
+	l.emit(obs, Event{
+		Kind: EventStoreLoss, Time: l.eventTime(), API: l.api, Owner: l.ownerName(fp), Label: label, Credential: fp,
+		Budget: budget, Err: err, Context: ctx,
+	})
+}
+
+// refunded reports a refund (got: units given back per budget) or the
+// store error that stopped it.
+func (l *Limiter) refunded(ctx context.Context, res *Reservation, budgets []Budget, got map[string]int64, err error) {
+	obs := l.observers(ctx)
+	if len(obs) == 0 {
+		return
+	}
+	owner := l.ownerName(res.Credential)
+	if err == nil && len(got) == 0 {
+		return // nothing was refunded
+	}
+	if err != nil {
+		if errors.Is(err, ErrStoreUnavailable) {
+			l.storeError(ctx, obs, owner, res.Label, res.Credential, err)
+		}
+		return
+	}
+	e := Event{
+		Kind: EventRefund, Time: l.eventTime(), API: l.api, Owner: owner, Label: res.Label, Credential: res.Credential,
+		Method: res.Method, Job: res.Job, Context: ctx,
+	}
+	for _, b := range budgets {
+		if n, ok := got[b.Name]; ok {
+			e.Usage = append(e.Usage, Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Cost: n})
+		}
+	}
+	l.emit(obs, e)
+}
+
+// marked reports an exhaust mark set (or cleared) or the store error
+// that stopped it.
+func (l *Limiter) marked(ctx context.Context, cred Credential, fp, budget string, until time.Time, err error) {
+	obs := l.observers(ctx)
+	if len(obs) == 0 {
+		return
+	}
+	if err != nil {
+		if errors.Is(err, ErrStoreUnavailable) {
+			l.storeError(ctx, obs, cred.Owner, cred.Label, fp, err)
+		}
+		return
+	}
+	l.emit(obs, Event{
+		Kind: EventExhaust, Time: l.eventTime(), API: l.api, Owner: cred.Owner, Label: cred.Label, Credential: fp,
+		Budget: budget, Until: until, Context: ctx,
+	})
+}
