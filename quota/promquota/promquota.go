@@ -1,0 +1,319 @@
+// Package promquota exports a quota.Limiter's events as Prometheus metrics.
+// A Collector is both a quota.Observer (give it to quota.WithObserver) and
+// a prometheus.Collector (register it):
+//
+//	c := promquota.New()
+//	prometheus.MustRegister(c)
+//	lim, _ := quota.New(store, "youtube", budgets, quota.WithObserver(c))
+//
+// The series, all from the decisions this process makes:
+//
+//	quota_decisions_total{api,owner,method,outcome}        counter
+//	quota_units_total{api,budget,owner,method,outcome}     counter: units admitted (or unmetered), or asked and refused (or failed)
+//	quota_refunded_units_total{api,budget,owner,method}    counter
+//	quota_decision_duration_seconds{api,outcome}           histogram: time to decide, store round trip included
+//	quota_threshold_crossings_total{api,budget,owner,percent} counter: thresholds this process reported (once per window across processes)
+//	quota_exhaust_marks_total{api,budget,owner}            counter: budgets marked spent (the upstream said so)
+//	quota_store_errors_total{api}                          counter
+//	quota_store_losses_total{api,budget}                   counter: the store lost recorded usage
+//	quota_used_units{api,budget,owner}                     gauge: units used in the window, as of the last decision seen
+//	quota_limit_units{api,budget,owner}                    gauge
+//	quota_remaining_units{api,budget,owner}                gauge: 0 while the budget is marked spent
+//	quota_reset_seconds{api,budget,owner}                  gauge: seconds until capacity next frees (a daily reset, or a sliding window's oldest entry expiring); 0 when nothing is used
+//
+// outcome is admitted, refused, unmetered or failed (quota.Outcome).
+//
+// Cardinality is bounded. api and budget come from the Limiter's budget
+// definitions; method from its cost table; owner is the credential's owner
+// name (quota.Credential.Owner), else its label, else "unlabelled": never a
+// fingerprint or a secret. As a guard against an unbounded set reaching a
+// label (a table that names methods from request paths, labels made per
+// request), at most WithMaxOwners distinct owners (default 100) and
+// WithMaxMethods distinct methods (default 200) get series of their own;
+// the rest are counted under "other". The worst case is about
+// apis x budgets x owners x methods x 4 outcomes series of
+// quota_units_total.
+//
+// The gauges show what this process last saw (adjusted by its own refunds
+// and exhaust marks): with several processes sharing a store, each exports
+// its own view; `quotactl serve` exports /metrics computed from the store.
+package promquota
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Collector turns quota events into Prometheus metrics. It is safe for
+// concurrent use and may observe several Limiters. Make one with New.
+type Collector struct {
+	clock      func() time.Time
+	maxOwners  int
+	maxMethods int
+
+	decisions *prometheus.CounterVec
+	units     *prometheus.CounterVec
+	refunded  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	crossings *prometheus.CounterVec
+	exhausts  *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	losses    *prometheus.CounterVec
+
+	usedDesc, limitDesc, remainingDesc, resetDesc *prometheus.Desc
+
+	mu      sync.Mutex
+	owners  map[string]bool
+	methods map[string]bool
+	gauges  map[gaugeKey]*gauge
+}
+
+var (
+	_ quota.Observer       = (*Collector)(nil)
+	_ prometheus.Collector = (*Collector)(nil)
+)
+
+type gaugeKey struct{ api, budget, owner string }
+
+type gauge struct {
+	used, limit, remaining int64
+	reset, exhaustedUntil  time.Time
+}
+
+// Option configures a Collector in New.
+type Option func(*Collector)
+
+// WithClock sets the clock quota_reset_seconds counts from. Default:
+// time.Now. Give the Limiter's clock when it has one (quota.WithClock).
+func WithClock(clock func() time.Time) Option { return func(c *Collector) { c.clock = clock } }
+
+// WithMaxOwners sets how many distinct owner label values get series of
+// their own; later ones are counted as "other". Default: 100.
+func WithMaxOwners(n int) Option { return func(c *Collector) { c.maxOwners = n } }
+
+// WithMaxMethods sets how many distinct method label values get series of
+// their own; later ones are counted as "other". Default: 200.
+func WithMaxMethods(n int) Option { return func(c *Collector) { c.maxMethods = n } }
+
+// WithBuckets sets the upper bounds (seconds) of the decision latency
+// histogram. Default: DefaultBuckets.
+func WithBuckets(b []float64) Option {
+	return func(c *Collector) { c.latency = newLatency(b) }
+}
+
+// DefaultBuckets are the decision latency histogram's upper bounds in
+// seconds: 100µs to 1s.
+var DefaultBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// Other is the label value that stands for owners and methods past the
+// WithMaxOwners and WithMaxMethods bounds.
+const Other = "other"
+
+// Unlabelled is the owner label of a credential with neither an owner name
+// nor a label.
+const Unlabelled = "unlabelled"
+
+func newLatency(b []float64) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "quota_decision_duration_seconds", Help: "Time a quota Limiter took to decide a charge, store round trip included.",
+		Buckets: b,
+	}, []string{"api", "outcome"})
+}
+
+// New returns a Collector; see the package doc for its series.
+func New(opts ...Option) *Collector {
+	c := &Collector{
+		clock: time.Now, maxOwners: 100, maxMethods: 200,
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_decisions_total", Help: "Charges decided, by outcome (admitted, refused, unmetered, failed).",
+		}, []string{"api", "owner", "method", "outcome"}),
+		units: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_units_total", Help: "Units of the charges decided, per budget and outcome: admitted or unmetered units spent, refused or failed units asked.",
+		}, []string{"api", "budget", "owner", "method", "outcome"}),
+		refunded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_refunded_units_total", Help: "Units given back by refunds (requests that never reached the upstream).",
+		}, []string{"api", "budget", "owner", "method"}),
+		latency: newLatency(DefaultBuckets),
+		crossings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_threshold_crossings_total", Help: "Budget thresholds crossed (percent of the limit), once per window across processes.",
+		}, []string{"api", "budget", "owner", "percent"}),
+		exhausts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_exhaust_marks_total", Help: "Budgets marked spent until their reset (the upstream said so).",
+		}, []string{"api", "budget", "owner"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_store_errors_total", Help: "Store operations that failed (unreachable, timed out).",
+		}, []string{"api"}),
+		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_store_losses_total", Help: "Times the store was found to have lost recorded usage.",
+		}, []string{"api", "budget"}),
+		usedDesc:      prometheus.NewDesc("quota_used_units", "Units used in the budget's window, as of the last decision this process saw.", []string{"api", "budget", "owner"}, nil),
+		limitDesc:     prometheus.NewDesc("quota_limit_units", "The budget's limit.", []string{"api", "budget", "owner"}, nil),
+		remainingDesc: prometheus.NewDesc("quota_remaining_units", "Units left in the budget's window (0 while marked spent).", []string{"api", "budget", "owner"}, nil),
+		resetDesc:     prometheus.NewDesc("quota_reset_seconds", "Seconds until the budget next frees capacity (0 when nothing is used).", []string{"api", "budget", "owner"}, nil),
+		owners:        map[string]bool{},
+		methods:       map[string]bool{},
+		gauges:        map[gaugeKey]*gauge{},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// bounded returns v, or Other once max distinct values were seen. Called
+// with c.mu held.
+func bounded(seen map[string]bool, max int, v string) string {
+	if seen[v] {
+		return v
+	}
+	if len(seen) >= max {
+		return Other
+	}
+	seen[v] = true
+	return v
+}
+
+// Observe implements quota.Observer.
+func (c *Collector) Observe(e quota.Event) {
+	owner := e.Owner
+	if owner == "" {
+		owner = e.Label
+	}
+	if owner == "" {
+		owner = Unlabelled
+	}
+	c.mu.Lock()
+	owner = bounded(c.owners, c.maxOwners, owner)
+	method := bounded(c.methods, c.maxMethods, e.Method)
+	c.mu.Unlock()
+	switch e.Kind {
+	case quota.EventDecision:
+		out := string(e.Outcome)
+		c.decisions.WithLabelValues(e.API, owner, method, out).Inc()
+		c.latency.WithLabelValues(e.API, out).Observe(e.Latency.Seconds())
+		for _, u := range e.Usage {
+			c.units.WithLabelValues(e.API, u.Budget, owner, method, out).Add(float64(u.Cost))
+		}
+		if e.Outcome == quota.OutcomeAdmitted || e.Outcome == quota.OutcomeRefused {
+			c.mu.Lock()
+			for _, u := range e.Usage {
+				g := c.gauge(e.API, u.Budget, owner)
+				g.used, g.limit, g.remaining = u.Used, u.Limit, u.Remaining
+				g.reset, g.exhaustedUntil = u.Reset, u.ExhaustedUntil
+			}
+			c.mu.Unlock()
+		}
+	case quota.EventRefund:
+		c.mu.Lock()
+		for _, u := range e.Usage {
+			c.refunded.WithLabelValues(e.API, u.Budget, owner, method).Add(float64(u.Cost))
+			if g := c.gauges[gaugeKey{e.API, u.Budget, owner}]; g != nil {
+				g.used = max(g.used-u.Cost, 0)
+				if g.used == 0 && !u.Window.IsDaily() {
+					g.reset = time.Time{} // an empty sliding window frees nothing
+				}
+				if g.exhaustedUntil.IsZero() || !g.exhaustedUntil.After(c.clock()) {
+					g.remaining = min(g.remaining+u.Cost, g.limit)
+				}
+			}
+		}
+		c.mu.Unlock()
+	case quota.EventThreshold:
+		c.crossings.WithLabelValues(e.API, e.Budget, owner, strconv.Itoa(e.Percent)).Inc()
+	case quota.EventExhaust:
+		if e.Until.IsZero() {
+			c.mu.Lock()
+			if g := c.gauges[gaugeKey{e.API, e.Budget, owner}]; g != nil {
+				g.exhaustedUntil = time.Time{}
+				g.remaining = max(g.limit-g.used, 0)
+			}
+			c.mu.Unlock()
+			return
+		}
+		c.exhausts.WithLabelValues(e.API, e.Budget, owner).Inc()
+		c.mu.Lock()
+		if g := c.gauges[gaugeKey{e.API, e.Budget, owner}]; g != nil {
+			g.exhaustedUntil, g.remaining = e.Until, 0
+			if e.Until.After(g.reset) {
+				g.reset = e.Until
+			}
+		}
+		c.mu.Unlock()
+	case quota.EventStoreError:
+		c.errors.WithLabelValues(e.API).Inc()
+	case quota.EventStoreLoss:
+		c.losses.WithLabelValues(e.API, e.Budget).Inc()
+	}
+}
+
+// gauge returns the gauges of one budget, creating them. Called with c.mu
+// held.
+func (c *Collector) gauge(api, budget, owner string) *gauge {
+	k := gaugeKey{api, budget, owner}
+	g := c.gauges[k]
+	if g == nil {
+		g = &gauge{}
+		c.gauges[k] = g
+	}
+	return g
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range c.vecs() {
+		v.Describe(ch)
+	}
+	ch <- c.usedDesc
+	ch <- c.limitDesc
+	ch <- c.remainingDesc
+	ch <- c.resetDesc
+}
+
+func (c *Collector) vecs() []prometheus.Collector {
+	return []prometheus.Collector{c.decisions, c.units, c.refunded, c.latency, c.crossings, c.exhausts, c.errors, c.losses}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, v := range c.vecs() {
+		v.Collect(ch)
+	}
+	now := c.clock()
+	c.mu.Lock()
+	keys := make([]gaugeKey, 0, len(c.gauges))
+	for k := range c.gauges {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.api != b.api {
+			return a.api < b.api
+		}
+		if a.budget != b.budget {
+			return a.budget < b.budget
+		}
+		return a.owner < b.owner
+	})
+	for _, k := range keys {
+		g := c.gauges[k]
+		remaining := g.remaining
+		if !g.exhaustedUntil.IsZero() && !g.exhaustedUntil.After(now) {
+			remaining = max(g.limit-g.used, 0) // the mark has ended
+		}
+		var reset float64
+		if !g.reset.IsZero() && g.reset.After(now) {
+			reset = g.reset.Sub(now).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.usedDesc, prometheus.GaugeValue, float64(g.used), k.api, k.budget, k.owner)
+		ch <- prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, float64(g.limit), k.api, k.budget, k.owner)
+		ch <- prometheus.MustNewConstMetric(c.remainingDesc, prometheus.GaugeValue, float64(remaining), k.api, k.budget, k.owner)
+		ch <- prometheus.MustNewConstMetric(c.resetDesc, prometheus.GaugeValue, reset, k.api, k.budget, k.owner)
+	}
+	c.mu.Unlock()
+}
