@@ -99,10 +99,11 @@ type Event struct {
 	Method            string // the charge's method
 	Job               string // the job run charging (ContextWithJob)
 
-	// Outcome, Latency and RetryAfter describe a decision. Latency is how
-	// long the limiter took to decide, store round trip included;
-	// RetryAfter is set when refused.
+	// Outcome, Start, Latency and RetryAfter describe a decision. Start is
+	// when the limiter began deciding (host clock); Latency is how long it
+	// took, store round trip included; RetryAfter is set when refused.
 	Outcome    Outcome
+	Start      time.Time
 	Latency    time.Duration
 	RetryAfter time.Duration
 
@@ -377,7 +378,7 @@ func (l *Limiter) decided(ctx context.Context, obs []Observer, cred Credential, 
 	}
 	e := Event{
 		Kind: EventDecision, API: l.api, Owner: cred.Owner, Label: cred.Label, Credential: d.fp,
-		Method: ch.Method, Job: d.job, Latency: time.Since(d.start), Context: ctx,
+		Method: ch.Method, Job: d.job, Start: d.start, Latency: time.Since(d.start), Context: ctx,
 	}
 	budgets := func() {
 		for _, b := range d.debits {
@@ -433,7 +434,7 @@ func (l *Limiter) crossings(ctx context.Context, obs []Observer, e Event, dec *d
 			if before*100 < int64(p)*u.Limit && u.Used*100 >= int64(p)*u.Limit {
 				c := e
 				c.Kind, c.Budget, c.Percent, c.Usage = EventThreshold, u.Budget, p, []Usage{u}
-				c.Outcome, c.Latency = "", 0
+				c.Outcome, c.Start, c.Latency = "", time.Time{}, 0
 				c.Until = u.Reset
 				if !debits[i].Window.IsDaily() {
 					c.Until = e.Time.Add(debits[i].Window.Duration())
