@@ -48,6 +48,7 @@ type Limiter struct {
 	queueCap   int
 	ev         *events
 	owners     sync.Map // fingerprint -> owner name, for events
+	marks      sync.Map // crossingKey -> time.Time: threshold marks known until then
 }
 
 // resolveKey is what the limiter caches a credential's account under: the

@@ -418,9 +418,20 @@ func (l *Limiter) eventTime() time.Time {
 	return time.Now()
 }
 
+// crossingKey names a threshold mark the limiter knows of.
+type crossingKey struct {
+	owner, budget string
+	percent       int
+}
+
 // crossings finds the thresholds an admitted charge crossed and records
 // them in the store off the decision path; the first process to record a
-// crossing in a window reports it.
+// crossing in a window reports it. A mark the limiter recorded or found
+// is remembered until the end of the window it was asked for, so that a
+// budget hovering at a threshold (a saturated one crosses 100% on every
+// admitted charge) costs no store call per decision; for a sliding window
+// this may hold back a crossing by another process's mark for up to one
+// window length.
 func (l *Limiter) crossings(ctx context.Context, obs []Observer, e Event, dec *decision) {
 	debits := dec.debits
 	if len(l.thresholds) == 0 {
@@ -432,6 +443,10 @@ func (l *Limiter) crossings(ctx context.Context, obs []Observer, e Event, dec *d
 		for _, p := range l.thresholds {
 			// crossed: before < p% of the limit <= after, in integers
 			if before*100 < int64(p)*u.Limit && u.Used*100 >= int64(p)*u.Limit {
+				mk := crossingKey{dec.owner, u.Budget, p}
+				if until, ok := l.marks.Load(mk); ok && until.(time.Time).After(e.Time) {
+					continue // known marked in this window: no store call
+				}
 				c := e
 				c.Kind, c.Budget, c.Percent, c.Usage = EventThreshold, u.Budget, p, []Usage{u}
 				c.Outcome, c.Start, c.Latency = "", time.Time{}, 0
@@ -462,6 +477,7 @@ func (l *Limiter) crossings(ctx context.Context, obs []Observer, e Event, dec *d
 				l.storeError(ctx, obs, c.Owner, c.Label, c.Credential, fmt.Errorf("quota: mark %d%% crossed of %s/%s: %w", c.Percent, l.api, c.Budget, err))
 				continue
 			}
+			l.marks.Store(crossingKey{dec.owner, c.Budget, c.Percent}, c.Until)
 			if first {
 				l.emit(obs, c)
 			}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -244,5 +247,55 @@ func TestStuckObserverNeverBlocksTake(t *testing.T) {
 func TestThresholdsValidated(t *testing.T) {
 	if _, err := quota.New(quota.NewMemoryStore(), "yt", []quota.Budget{{Name: "units", Limit: 1, Window: quota.Sliding(time.Hour)}}, quota.WithThresholds(0)); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("WithThresholds(0): %v, want ErrInvalid", err)
+	}
+}
+
+// TestTransportObserver: a Transport's observer sees the decisions and
+// refunds of its own requests, next to the limiter's observers, and not
+// those of other callers.
+func TestTransportObserver(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer srv.Close()
+	lim := &recorder{}
+	tr := &recorder{}
+	l, err := quota.New(quota.NewMemoryStore(), "yt", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithObserver(lim), quota.WithThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pricer := quota.PricerFunc(func(*http.Request) (quota.Charge, error) {
+		return quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 1}}, nil
+	})
+	client := &http.Client{Transport: quota.NewTransport(l, pricer, quota.WithTransportObserver(tr),
+		quota.WithCredential(quota.Credential{Secret: "s3cret", Label: "k"}))}
+	resp, err := client.Get(srv.URL + "/videos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// A request that never reaches the upstream is refunded.
+	srv.Close()
+	if _, err := client.Get(srv.URL + "/videos"); err == nil {
+		t.Fatal("request to a closed server succeeded")
+	}
+	if _, err := l.Take(ctx, quota.Credential{Secret: "s3cret", Label: "k"}, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(r *recorder) string {
+		var k []string
+		for _, e := range r.take() {
+			k = append(k, e.Kind.String()+":"+e.Method)
+		}
+		return strings.Join(k, " ")
+	}
+	if got, want := kinds(tr), "decision:videos.list decision:videos.list refund:videos.list"; got != want {
+		t.Fatalf("transport observer saw %q, want %q", got, want)
+	}
+	if got, want := kinds(lim), "decision:videos.list decision:videos.list refund:videos.list decision:"; got != want {
+		t.Fatalf("limiter observer saw %q, want %q", got, want)
 	}
 }
