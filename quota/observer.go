@@ -17,7 +17,9 @@ import (
 //
 // Events are delivered off the decision path: a Limiter queues them (up to
 // WithEventQueue, default DefaultEventQueue) and one goroutine at a time
-// delivers them in order. When the queue is full the event is dropped and
+// delivers them in order (that goroutine also records threshold crossings
+// in the store, so a crossing is reported right after the decision that
+// made it). When the queue is full the event is dropped and
 // counted (Limiter.DroppedEvents): a slow or stuck Observer never slows or
 // blocks a decision, it loses events instead. Observe is never called
 // concurrently for one Limiter, but an Observer given to several Limiters
@@ -184,13 +186,17 @@ type events struct {
 	queue   []queued
 	head    int
 	running bool
-	pending int             // queued, being delivered, or threshold marks in flight
+	pending int             // queued or being delivered
 	waiters []chan struct{} // Flush calls waiting for pending to reach 0
 }
 
+// queued is an event for obs, or threshold crossings to record (marks,
+// under the store owner owner) and report to obs.
 type queued struct {
-	e   Event
-	obs []Observer
+	e     Event
+	obs   []Observer
+	marks []Event
+	owner string
 }
 
 // setupEvents validates the observer options; called by New.
@@ -238,8 +244,11 @@ func (l *Limiter) observers(ctx context.Context) []Observer {
 	return append(slices.Clip(l.obs), extra...)
 }
 
-// emit queues e for obs, or drops and counts it when the queue is full.
-func (l *Limiter) emit(obs []Observer, e Event) {
+// emit queues e for obs.
+func (l *Limiter) emit(obs []Observer, e Event) { l.enqueue(queued{e: e, obs: obs}) }
+
+// enqueue queues q, or drops and counts it when the queue is full.
+func (l *Limiter) enqueue(q queued) {
 	d := l.ev
 	d.mu.Lock()
 	if len(d.queue)-d.head >= d.capacity {
@@ -247,7 +256,7 @@ func (l *Limiter) emit(obs []Observer, e Event) {
 		d.dropped.Add(1)
 		return
 	}
-	d.queue = append(d.queue, queued{e: e, obs: obs})
+	d.queue = append(d.queue, q)
 	d.pending++
 	start := !d.running
 	d.running = true
@@ -271,8 +280,12 @@ func (l *Limiter) deliver() {
 		d.queue[d.head] = queued{}
 		d.head++
 		d.mu.Unlock()
-		for _, o := range q.obs {
-			l.call(o, q.e)
+		if q.marks != nil {
+			l.mark(q)
+		} else {
+			for _, o := range q.obs {
+				l.call(o, q.e)
+			}
 		}
 		d.done()
 	}
@@ -461,28 +474,34 @@ func (l *Limiter) crossings(ctx context.Context, obs []Observer, e Event, dec *d
 	if len(found) == 0 {
 		return
 	}
-	d := l.ev
-	d.mu.Lock()
-	d.pending++
-	d.mu.Unlock()
-	go func() {
-		defer d.done()
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
-		defer cancel()
-		for _, c := range found {
-			first, err := l.store.MarkCrossing(mctx, &CrossingMark{
-				API: l.api, Owner: dec.owner, Budget: c.Budget, Percent: c.Percent, Until: c.Until, Now: l.now(),
-			})
-			if err != nil {
-				l.storeError(ctx, obs, c.Owner, c.Label, c.Credential, fmt.Errorf("quota: mark %d%% crossed of %s/%s: %w", c.Percent, l.api, c.Budget, err))
-				continue
+	l.enqueue(queued{obs: obs, marks: found, owner: dec.owner})
+}
+
+// mark records the crossings of q in the store and reports those this
+// process recorded first; called by the delivering goroutine, so they
+// come in order after the decision that crossed them.
+func (l *Limiter) mark(q queued) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.marks[0].Context), markTimeout)
+	defer cancel()
+	for _, c := range q.marks {
+		first, err := l.store.MarkCrossing(ctx, &CrossingMark{
+			API: l.api, Owner: q.owner, Budget: c.Budget, Percent: c.Percent, Until: c.Until, Now: l.now(),
+		})
+		if err != nil {
+			e := Event{Kind: EventStoreError, Time: l.eventTime(), API: l.api, Owner: c.Owner, Label: c.Label, Credential: c.Credential,
+				Err: fmt.Errorf("quota: mark %d%% crossed of %s/%s: %w", c.Percent, l.api, c.Budget, err), Context: c.Context}
+			for _, o := range q.obs {
+				l.call(o, e)
 			}
-			l.marks.Store(crossingKey{dec.owner, c.Budget, c.Percent}, c.Until)
-			if first {
-				l.emit(obs, c)
+			continue
+		}
+		l.marks.Store(crossingKey{q.owner, c.Budget, c.Percent}, c.Until)
+		if first {
+			for _, o := range q.obs {
+				l.call(o, c)
 			}
 		}
-	}()
+	}
 }
 
 // storeError reports a store error.
