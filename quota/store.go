@@ -76,8 +76,11 @@ type Store interface {
 	// the owner's budgets from the hour holding req.Since on, sorted by
 	// hour, budget, method and job, without rows of zero units. Take adds
 	// to them (the TakeRequest's Method and Job) and Refund subtracts (the
-	// RefundRequest's). A row is kept at least BreakdownKeep(window) after
-	// its hour ends.
+	// RefundRequest's; a refund that names no method, made by reservation
+	// ID alone, is subtracted under method and job "", so the hour's total
+	// stays exact while that row goes negative). Adjust is no method's
+	// spending and changes no row. A row is kept at least
+	// BreakdownKeep(window) after its hour ends.
 	Breakdown(ctx context.Context, req *BreakdownRequest) ([]BreakdownRow, error)
 
 	// MarkCrossing records that a budget crossed a threshold, unless a mark

@@ -82,6 +82,19 @@ func (s suite) breakdownByMethod(t *testing.T) {
 	if got, want := breakdown(t, st, owner, T0.Add(time.Hour+10*time.Minute), now), "11:00 units videos.list  1\n11:00 units videos.update backfill 100\n"; got != want {
 		t.Fatalf("Breakdown since 11:10:\n%s\nwant:\n%s", got, want)
 	}
+	// A refund by reservation ID alone knows no method or job: it is
+	// subtracted under method "", so the hour's total stays exact.
+	r7 := mustTake(t, l, key, quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 7}})
+	byID, err := quota.ParseReservationID(r7.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refund(ctx, byID); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := breakdown(t, st, owner, T0.Add(time.Hour), now), "11:00 units   -7\n11:00 units videos.list  8\n11:00 units videos.update backfill 100\n"; got != want {
+		t.Fatalf("Breakdown after a refund by ID:\n%s\nwant:\n%s", got, want)
+	}
 	if got := breakdown(t, st, "another-owner", T0.Add(-24*time.Hour), now); got != "" {
 		t.Fatalf("Breakdown of an owner that spent nothing:\n%s", got)
 	}
