@@ -234,6 +234,9 @@ func withObservers(ctx context.Context, obs []Observer) context.Context {
 
 // observers returns the observers of a call under ctx, nil when none.
 func (l *Limiter) observers(ctx context.Context) []Observer {
+	if ctx == nil {
+		return l.obs // the entry point refuses it
+	}
 	extra, _ := ctx.Value(transportObserversKey{}).([]Observer)
 	if len(extra) == 0 {
 		return l.obs
