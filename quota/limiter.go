@@ -62,7 +62,8 @@ type resolveKey struct{ fp, label, owner string }
 //
 // Defaults: the store's clock, DefaultFingerprint, no owner (each
 // credential is its own owner unless it or the store names one), fail
-// closed, slog.Default().
+// closed, slog.Default(), no observers (WithObserver; DefaultThresholds
+// and DefaultEventQueue once there is one).
 func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, invalidf("nil store")
