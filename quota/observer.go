@@ -24,7 +24,8 @@ import (
 // blocks a decision, it loses events instead. Observe is never called
 // concurrently for one Limiter, but an Observer given to several Limiters
 // must be safe for concurrent use. A panic in Observe is recovered and
-// logged.
+// logged. Observe may call the Limiter, but not its Flush, which would wait
+// for itself.
 type Observer interface {
 	Observe(e Event)
 }
