@@ -47,7 +47,6 @@ type Limiter struct {
 	thresholds []int
 	queueCap   int
 	ev         *events
-	owners     sync.Map // fingerprint -> owner name, for events
 	marks      sync.Map // crossingKey -> time.Time: threshold marks known until then
 }
 
@@ -597,7 +596,7 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 		return err
 	}
 	err = l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
-	l.marked(ctx, cred, id.fp, budget, until, err)
+	l.marked(ctx, cred, id.fp, id.account, budget, until, err)
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,7 +95,8 @@ type Event struct {
 	Time time.Time
 	API  string
 	// Owner is the name of the account the budgets are kept under
-	// (Credential.Owner); empty when the credential is its own owner.
+	// (Credential.Owner, WithOwner or the store's record); empty when the
+	// credential is its own owner.
 	Owner string
 	// Label is the credential's label (may be empty); Credential its
 	// fingerprint.
@@ -345,13 +347,13 @@ func (l *Limiter) Flush(ctx context.Context) error {
 	}
 }
 
-// ownerName returns the owner name of a credential the limiter has seen
-// in Take, by fingerprint ("" when it is its own owner).
-func (l *Limiter) ownerName(fp string) string {
-	if v, ok := l.owners.Load(fp); ok {
-		return v.(string)
+// ownerName returns the name of the account a charge was kept under: the
+// account, or "" when it is the credential's fingerprint (its own owner).
+func ownerName(account, fp string) string {
+	if account == fp || (fp == "" && len(account) == FingerprintLen && strings.Trim(account, "0123456789abcdef") == "") {
+		return ""
 	}
-	return ""
+	return account
 }
 
 // decision is what Take found, for its event.
@@ -386,15 +388,10 @@ func (l *Limiter) decided(ctx context.Context, obs []Observer, cred Credential, 
 		return // invalid arguments: no decision was made
 	}
 	if d.err != nil {
-		l.storeError(ctx, obs, cred.Owner, cred.Label, d.fp, d.err)
-	}
-	if cred.Owner != "" && d.fp != "" {
-		if _, ok := l.owners.Load(d.fp); !ok {
-			l.owners.Store(d.fp, cred.Owner)
-		}
+		l.storeError(ctx, obs, ownerName(d.owner, d.fp), cred.Label, d.fp, d.err)
 	}
 	e := Event{
-		Kind: EventDecision, API: l.api, Owner: cred.Owner, Label: cred.Label, Credential: d.fp,
+		Kind: EventDecision, API: l.api, Owner: ownerName(d.owner, d.fp), Label: cred.Label, Credential: d.fp,
 		Method: ch.Method, Job: d.job, Start: d.start, Latency: time.Since(d.start), Context: ctx,
 	}
 	budgets := func() {
@@ -513,15 +510,15 @@ func (l *Limiter) storeError(ctx context.Context, obs []Observer, owner, label, 
 	l.emit(obs, Event{Kind: EventStoreError, Time: l.eventTime(), API: l.api, Owner: owner, Label: label, Credential: fp, Err: err, Context: ctx})
 }
 
-// storeLost reports that the store lost recorded usage of budget for the
-// owner fp (the loss detection calls it).
-func (l *Limiter) storeLost(ctx context.Context, fp, label, budget string, err error) {
+// storeLost reports that the store lost recorded usage of budget of the
+// account (the loss detection calls it).
+func (l *Limiter) storeLost(ctx context.Context, account, fp, label, budget string, err error) {
 	obs := l.observers(ctx)
 	if len(obs) == 0 {
 		return
 	}
 	l.emit(obs, Event{
-		Kind: EventStoreLoss, Time: l.eventTime(), API: l.api, Owner: l.ownerName(fp), Label: label, Credential: fp,
+		Kind: EventStoreLoss, Time: l.eventTime(), API: l.api, Owner: ownerName(account, fp), Label: label, Credential: fp,
 		Budget: budget, Err: err, Context: ctx,
 	})
 }
@@ -533,7 +530,7 @@ func (l *Limiter) refunded(ctx context.Context, res *Reservation, budgets []Budg
 	if len(obs) == 0 {
 		return
 	}
-	owner := l.ownerName(res.Credential)
+	owner := ownerName(res.Owner, res.Credential)
 	if err == nil && len(got) == 0 {
 		return // nothing was refunded
 	}
@@ -557,19 +554,19 @@ func (l *Limiter) refunded(ctx context.Context, res *Reservation, budgets []Budg
 
 // marked reports an exhaust mark set (or cleared) or the store error
 // that stopped it.
-func (l *Limiter) marked(ctx context.Context, cred Credential, fp, budget string, until time.Time, err error) {
+func (l *Limiter) marked(ctx context.Context, cred Credential, fp, account, budget string, until time.Time, err error) {
 	obs := l.observers(ctx)
 	if len(obs) == 0 {
 		return
 	}
 	if err != nil {
 		if errors.Is(err, ErrStoreUnavailable) {
-			l.storeError(ctx, obs, cred.Owner, cred.Label, fp, err)
+			l.storeError(ctx, obs, ownerName(account, fp), cred.Label, fp, err)
 		}
 		return
 	}
 	l.emit(obs, Event{
-		Kind: EventExhaust, Time: l.eventTime(), API: l.api, Owner: cred.Owner, Label: cred.Label, Credential: fp,
+		Kind: EventExhaust, Time: l.eventTime(), API: l.api, Owner: ownerName(account, fp), Label: cred.Label, Credential: fp,
 		Budget: budget, Until: until, Context: ctx,
 	})
 }
