@@ -257,8 +257,8 @@ func TestTransportObserver(t *testing.T) {
 	ctx := context.Background()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	defer srv.Close()
-	lim := &recorder{}
-	tr := &recorder{}
+	lim := &eventLog{}
+	tr := &eventLog{}
 	l, err := quota.New(quota.NewMemoryStore(), "yt", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
 		quota.WithObserver(lim), quota.WithThresholds())
 	if err != nil {
@@ -285,7 +285,7 @@ func TestTransportObserver(t *testing.T) {
 	if err := l.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	kinds := func(r *recorder) string {
+	kinds := func(r *eventLog) string {
 		var k []string
 		for _, e := range r.take() {
 			k = append(k, e.Kind.String()+":"+e.Method)
