@@ -132,6 +132,9 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 	}
 	l.log.Error("quota: the store lost recorded usage (restart without persistence, flush, eviction or failover); "+what,
 		"api", l.api, "owner", who(req.Owner, label), "budgets", f.Budgets, "owner_wide", f.OwnerWide, "store_losses_total", n, "error", f.err())
+	for _, b := range f.Budgets {
+		l.storeLost(ctx, req.Owner, id.fp, label, b, f.err())
+	}
 	if l.loss.hook != nil {
 		l.loss.hook(ctx, f)
 	}
