@@ -1,0 +1,305 @@
+package dashboard
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/quotactl/quotactl/jobs"
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Status is one budget of one credential's owner, as `quotactl status
+// --json` prints it (same field names), plus percent and state for the page.
+type Status struct {
+	API            string     `json:"api"`
+	Credential     string     `json:"credential"`
+	Fingerprint    string     `json:"fingerprint"`
+	Budget         string     `json:"budget"`
+	Window         string     `json:"window"`
+	Used           int64      `json:"used"`
+	Limit          int64      `json:"limit"`
+	Remaining      int64      `json:"remaining"`
+	Reset          *time.Time `json:"reset,omitempty"`
+	ExhaustedUntil *time.Time `json:"exhausted_until,omitempty"`
+	// Percent is used of limit, 0 to 100, rounded down (so 99.6% is not
+	// shown as full); 100 while the budget is marked spent.
+	Percent int64 `json:"percent"`
+	// ResetSeconds is the time from now until capacity next frees, in
+	// seconds (0 when nothing is counted).
+	ResetSeconds float64 `json:"reset_seconds"`
+}
+
+// spent reports whether nothing is left: used up, or marked spent.
+func (s Status) spent() bool { return s.ExhaustedUntil != nil || s.Remaining == 0 }
+
+// Bucket is one hour (or --every) of a History: the units and calls
+// recorded in it, as `quotactl history --json` prints them, and the units
+// per method when the store keeps them.
+type Bucket struct {
+	Start   time.Time        `json:"start"`
+	End     time.Time        `json:"end"`
+	Units   int64            `json:"units"`
+	Calls   int64            `json:"calls"`
+	Methods map[string]int64 `json:"methods,omitempty"`
+}
+
+// History is one budget's current window of one owner, per hour in the
+// budget's own time zone (a daily budget's zone; the display zone for a
+// sliding one), as `quotactl history --json` prints it (same field names).
+type History struct {
+	API          string    `json:"api"`
+	Budget       string    `json:"budget"`
+	Credential   string    `json:"credential"`
+	Fingerprint  string    `json:"fingerprint"`
+	Window       string    `json:"window"`
+	Used         int64     `json:"used"`
+	Limit        int64     `json:"limit"`
+	From         time.Time `json:"from"`
+	To           time.Time `json:"to"`
+	EverySeconds float64   `json:"every_seconds"`
+	Zone         string    `json:"zone"`
+	Buckets      []Bucket  `json:"buckets"`
+}
+
+// Job is one job's recent runs, as `quotactl jobs --json` prints a job
+// (job, last, checkpoint) plus its recent runs, newest first.
+type Job struct {
+	Job        string           `json:"job"`
+	Last       *jobs.Record     `json:"last"`
+	Checkpoint *jobs.Checkpoint `json:"checkpoint"`
+	Runs       []jobs.Record    `json:"runs"`
+}
+
+// Crossing is a usage threshold one budget crossed in its current window.
+type Crossing struct {
+	API         string    `json:"api"`
+	Credential  string    `json:"credential"`
+	Fingerprint string    `json:"fingerprint"`
+	Budget      string    `json:"budget"`
+	Percent     int64     `json:"percent"` // 50, 80, 95 or 100
+	At          time.Time `json:"at"`      // when usage first reached it in the window
+	Used        int64     `json:"used"`    // units counted right after that charge
+	Limit       int64     `json:"limit"`
+}
+
+// Thresholds lists the crossings of every budget. Derived is true: they are
+// computed from the entries counted in each window (the first charge that
+// took usage to each threshold), not from recorded events.
+type Thresholds struct {
+	Derived   bool       `json:"derived"`
+	Levels    []int64    `json:"levels"`
+	Crossings []Crossing `json:"crossings"`
+}
+
+// Snapshot is everything the page shows, read from the store at one time.
+type Snapshot struct {
+	Now        time.Time  `json:"now"`
+	Status     []Status   `json:"status"`
+	History    []History  `json:"history"`
+	Jobs       []Job      `json:"jobs"`
+	Thresholds Thresholds `json:"thresholds"`
+	// JobsKept is false when the store keeps no job history (it is not a
+	// quota.StateStore).
+	JobsKept bool `json:"jobs_kept"`
+}
+
+// DefaultThresholds are the usage levels, in percent, the dashboard marks.
+var DefaultThresholds = []int64{50, 80, 95, 100}
+
+// runsShown is how many recent runs of each job the page lists.
+const runsShown = 10
+
+// read builds a Snapshot from the store.
+func (h *Handler) read(ctx context.Context) (*Snapshot, error) {
+	now := h.now()
+	apis, err := h.store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: list store: %w", err)
+	}
+	s := &Snapshot{Now: now.UTC(), Status: []Status{}, History: []History{}, Jobs: []Job{},
+		Thresholds: Thresholds{Derived: true, Levels: h.levels, Crossings: []Crossing{}}}
+	for _, a := range apis {
+		if len(a.Budgets) == 0 {
+			continue
+		}
+		if err := h.readAPI(ctx, a, now, s); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(s.Status, func(x, y Status) int {
+		return cmp.Or(cmp.Compare(x.API, y.API), cmp.Compare(x.Credential, y.Credential), cmp.Compare(x.Fingerprint, y.Fingerprint), cmp.Compare(x.Budget, y.Budget))
+	})
+	slices.SortStableFunc(s.History, func(x, y History) int {
+		return cmp.Or(cmp.Compare(x.API, y.API), cmp.Compare(x.Credential, y.Credential), cmp.Compare(x.Fingerprint, y.Fingerprint), cmp.Compare(x.Budget, y.Budget))
+	})
+	if ss, ok := h.store.(quota.StateStore); ok {
+		s.JobsKept = true
+		if s.Jobs, err = readJobs(ctx, ss); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, now time.Time, s *Snapshot) error {
+	l, err := quota.New(h.store, a.Name, a.Budgets, h.limiterOptions()...)
+	if err != nil {
+		return fmt.Errorf("dashboard: stored budgets of %s: %w", a.Name, err)
+	}
+	if len(a.Credentials) == 0 {
+		// Nothing charged yet: every budget is whole.
+		for _, b := range a.Budgets {
+			s.Status = append(s.Status, Status{API: a.Name, Budget: b.Name, Window: b.Window.String(), Limit: b.Limit, Remaining: b.Limit})
+		}
+		return nil
+	}
+	for _, c := range a.Credentials {
+		us, err := l.StatusOf(ctx, c.ID)
+		if err != nil {
+			return fmt.Errorf("dashboard: usage of %s: %w", a.Name, err)
+		}
+		for _, u := range us {
+			st := Status{
+				API: a.Name, Credential: c.Label, Fingerprint: c.ID, Budget: u.Budget, Window: u.Window.String(),
+				Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
+				Percent: Percent(u), ResetSeconds: resetSeconds(u, now),
+			}
+			s.Status = append(s.Status, st)
+			b := a.Budgets[slices.IndexFunc(a.Budgets, func(b quota.Budget) bool { return b.Name == u.Budget })]
+			entries, err := h.store.Entries(ctx, &quota.EntriesRequest{API: a.Name, Owner: c.ID, Budget: b, Now: h.storeNow()})
+			if err != nil {
+				return fmt.Errorf("dashboard: entries of %s/%s: %w", a.Name, b.Name, err)
+			}
+			hist := h.history(a.Name, c, b, now, entries)
+			s.History = append(s.History, hist)
+			s.Thresholds.Crossings = append(s.Thresholds.Crossings, crossings(st, entries, h.levels)...)
+		}
+	}
+	return nil
+}
+
+// Percent returns u's used of limit in percent, rounded down and at most
+// 100, so a bar is never drawn full before the budget is; 100 while the
+// budget is marked spent.
+func Percent(u quota.Usage) int64 {
+	if !u.ExhaustedUntil.IsZero() {
+		return 100
+	}
+	if u.Limit <= 0 {
+		return 0
+	}
+	return min(max(u.Used, 0)*100/u.Limit, 100)
+}
+
+func resetSeconds(u quota.Usage, now time.Time) float64 {
+	at := u.Reset
+	if u.Window.IsDaily() {
+		at = u.Window.NextReset(now)
+	}
+	if at.IsZero() || !at.After(now) {
+		return 0
+	}
+	return at.Sub(now).Round(time.Second).Seconds()
+}
+
+// zoneOf is where a budget's hours are labelled: a daily budget's own zone,
+// else the display zone.
+func (h *Handler) zoneOf(w quota.Window) *time.Location {
+	if w.IsDaily() {
+		return w.Location()
+	}
+	return h.loc
+}
+
+// history buckets entries per hour of the window, on the hours of the
+// budget's zone.
+func (h *Handler) history(api string, c quota.CredentialInfo, b quota.Budget, now time.Time, entries []quota.Entry) History {
+	const every = time.Hour
+	loc := h.zoneOf(b.Window)
+	from := b.Window.Start(now)
+	// The first bucket starts on the local hour at or before from.
+	lf := from.In(loc)
+	first := time.Date(lf.Year(), lf.Month(), lf.Day(), lf.Hour(), 0, 0, 0, loc)
+	n := int(now.Sub(first)/every) + 1
+	bs := make([]Bucket, n)
+	for i := range bs {
+		bs[i].Start = first.Add(time.Duration(i) * every).UTC()
+		bs[i].End = first.Add(time.Duration(i+1) * every).UTC()
+	}
+	var used int64
+	for _, e := range entries {
+		used += e.Cost
+		i := int(e.At.Sub(first) / every)
+		if i < 0 || i >= n {
+			continue
+		}
+		bs[i].Units += e.Cost
+		bs[i].Calls++
+	}
+	return History{
+		API: api, Budget: b.Name, Credential: c.Label, Fingerprint: c.ID, Window: b.Window.String(),
+		Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(),
+		Zone: loc.String(), Buckets: bs,
+	}
+}
+
+// crossings walks the window's entries, oldest first, and returns the first
+// charge that took usage to each level. A budget marked spent with no
+// charge taking it to 100% gets no 100% crossing here: its mark is on its
+// status.
+func crossings(st Status, entries []quota.Entry, levels []int64) []Crossing {
+	var out []Crossing
+	var used int64
+	next := 0
+	for _, e := range entries {
+		used += e.Cost
+		for next < len(levels) && used*100 >= levels[next]*st.Limit {
+			out = append(out, Crossing{
+				API: st.API, Credential: st.Credential, Fingerprint: st.Fingerprint, Budget: st.Budget,
+				Percent: levels[next], At: e.At.UTC(), Used: used, Limit: st.Limit,
+			})
+			next++
+		}
+	}
+	return out
+}
+
+func readJobs(ctx context.Context, ss quota.StateStore) ([]Job, error) {
+	names, err := jobs.Names(ctx, ss)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	out := []Job{}
+	for _, name := range names {
+		recs, err := jobs.History(ctx, ss, name, runsShown)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: %w", err)
+		}
+		j := Job{Job: name, Runs: recs}
+		if len(recs) > 0 {
+			j.Last = &recs[0]
+		}
+		cp, found, err := jobs.LoadCheckpoint(ctx, ss, name)
+		if err != nil && !errors.Is(err, quota.ErrNotFound) {
+			return nil, fmt.Errorf("dashboard: %w", err)
+		}
+		if found {
+			j.Checkpoint = &cp
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// jsonTime is a time for JSON output: UTC, or nil when zero.
+func jsonTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -1,0 +1,517 @@
+package dashboard
+
+import (
+	"cmp"
+	"fmt"
+	"html/template"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quotactl/quotactl/jobs"
+	"github.com/quotactl/quotactl/quota"
+)
+
+// pageView is the whole page: the live part, or the error that kept it from
+// being read.
+type pageView struct {
+	Main    *mainView
+	Error   string
+	Refresh int64 // ms between live refreshes
+}
+
+// mainView is the page's live part, re-sent on every change.
+type mainView struct {
+	Updated   string
+	Zone      string
+	Rows      []rowView
+	Charts    []chartView
+	Crossings []crossView
+	Levels    string
+	Jobs      []jobView
+	JobsKept  bool
+	Spent     int // budgets with nothing left
+	Warn      int // budgets at or past the second-highest threshold
+}
+
+type rowView struct {
+	API, Owner, OwnerTitle, Budget, Window string
+	Used, Limit, Remaining                 int64
+	Percent                                int64  // shown number, 0..100
+	PercentText                            string // "97%" or "spent"
+	Fill                                   int64  // bar fill in percent: Percent, or 100 when spent
+	State                                  string // ok, warn, high, spent
+	ResetIn, ResetAt                       string
+	SpentUntil                             string
+	Anchor                                 string
+}
+
+type crossView struct {
+	API, Owner, Budget string
+	Percent            int64
+	At, Ago            string
+	Used, Limit        int64
+	State              string
+}
+
+type jobView struct {
+	Job, Start, Ago, Took, Outcome, Detail string
+	Spent                                  []spentView
+	Charges                                int64
+	Recent                                 []runView
+	Checkpoint                             string
+}
+
+type spentView struct {
+	Budget string
+	Units  int64
+}
+
+type runView struct {
+	Outcome, Title string
+}
+
+// Chart geometry, in SVG user units.
+const (
+	chartW      = 640
+	chartH      = 170
+	chartLeft   = 52
+	chartRight  = 10
+	chartTop    = 10
+	chartBottom = 24
+	plotW       = chartW - chartLeft - chartRight
+	plotH       = chartH - chartTop - chartBottom
+	maxMethods  = 6 // methods drawn in their own colour; the rest are "other"
+)
+
+type chartView struct {
+	Anchor, API, Owner, Budget, Zone, Window string
+	Used, Limit                              int64
+	Percent                                  int64
+	State                                    string
+	W, H                                     int
+	PlotLeft, PlotRight, PlotTop, PlotBottom float64
+	Bars                                     []rectView
+	XTicks, YTicks                           []tickView
+	Cumulative                               string // SVG path of the running total
+	NowX                                     float64
+	Legend                                   []legendView
+	Peak                                     string
+}
+
+type rectView struct {
+	X, Y, W, H float64
+	Class      string
+	Title      string
+}
+
+type tickView struct {
+	X, Y   float64
+	X1, X2 float64 // a grid line's ends
+	Label  string
+}
+
+type legendView struct {
+	Name, Class string
+	Units       int64
+}
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"num": num,
+	"f":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+}
+
+// num formats n with thousands separators: 10,000.
+func num(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// ownerName is how a credential is shown: its label, else the first 8
+// digits of its fingerprint.
+func ownerName(label, fp string) string {
+	if label != "" {
+		return label
+	}
+	if fp == "" {
+		return "-"
+	}
+	return fp[:min(8, len(fp))]
+}
+
+func anchor(api, fp, budget string) string {
+	return "b-" + api + "-" + fp[:min(8, len(fp))] + "-" + budget
+}
+
+// state classifies a budget for colour: spent (nothing left), high (at or
+// past 95%), warn (at or past 80%), ok.
+func state(percent int64, spent bool) string {
+	switch {
+	case spent:
+		return "spent"
+	case percent >= 95:
+		return "high"
+	case percent >= 80:
+		return "warn"
+	}
+	return "ok"
+}
+
+func (h *Handler) view(s *Snapshot) *mainView {
+	now := h.now()
+	v := &mainView{
+		Updated:  now.In(h.loc).Format("15:04:05 MST"),
+		Zone:     h.loc.String(),
+		JobsKept: s.JobsKept,
+	}
+	levels := make([]string, len(h.levels))
+	for i, l := range h.levels {
+		levels[i] = fmt.Sprintf("%d%%", l)
+	}
+	v.Levels = strings.Join(levels, ", ")
+	for _, st := range s.Status {
+		r := rowView{
+			API: st.API, Owner: ownerName(st.Credential, st.Fingerprint), OwnerTitle: st.Fingerprint, Budget: st.Budget,
+			Window: windowText(st.Window), Used: st.Used, Limit: st.Limit, Remaining: st.Remaining,
+			Percent: st.Percent, Fill: st.Percent, ResetIn: "-", ResetAt: "", SpentUntil: "",
+		}
+		spent := st.spent() && st.Limit > 0
+		r.State = state(st.Percent, spent)
+		r.PercentText = fmt.Sprintf("%d%%", st.Percent)
+		if spent {
+			r.Fill = 100
+			r.PercentText = "spent"
+		}
+		if st.Fingerprint != "" {
+			r.Anchor = anchor(st.API, st.Fingerprint, st.Budget)
+		}
+		if st.Reset != nil {
+			r.ResetIn = relative(st.Reset.Sub(now))
+			r.ResetAt = st.Reset.In(h.loc).Format("2006-01-02 15:04 MST")
+		}
+		if st.ExhaustedUntil != nil {
+			r.SpentUntil = st.ExhaustedUntil.In(h.loc).Format("2006-01-02 15:04 MST")
+		}
+		switch r.State {
+		case "spent":
+			v.Spent++
+		case "high", "warn":
+			v.Warn++
+		}
+		v.Rows = append(v.Rows, r)
+	}
+	byKey := map[string]Status{}
+	for _, st := range s.Status {
+		byKey[st.API+"/"+st.Fingerprint+"/"+st.Budget] = st
+	}
+	for _, hist := range s.History {
+		v.Charts = append(v.Charts, h.chart(hist, byKey[hist.API+"/"+hist.Fingerprint+"/"+hist.Budget], now))
+	}
+	cs := slices.Clone(s.Thresholds.Crossings)
+	slices.SortStableFunc(cs, func(a, b Crossing) int { return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.Percent, a.Percent)) })
+	for _, c := range cs {
+		v.Crossings = append(v.Crossings, crossView{
+			API: c.API, Owner: ownerName(c.Credential, c.Fingerprint), Budget: c.Budget, Percent: c.Percent,
+			At: c.At.In(h.loc).Format("Jan 2 15:04 MST"), Ago: relative(c.At.Sub(now)), Used: c.Used, Limit: c.Limit,
+			State: state(c.Percent, c.Percent >= 100),
+		})
+	}
+	for _, j := range s.Jobs {
+		v.Jobs = append(v.Jobs, h.jobView(j, now))
+	}
+	return v
+}
+
+func (h *Handler) jobView(j Job, now time.Time) jobView {
+	jv := jobView{Job: j.Job, Start: "-", Ago: "never run", Took: "-", Outcome: "none", Detail: "", Checkpoint: "-"}
+	if j.Checkpoint != nil {
+		jv.Checkpoint = "saved " + relative(j.Checkpoint.Saved.Sub(now))
+	}
+	for i := len(j.Runs) - 1; i >= 0; i-- {
+		r := j.Runs[i]
+		jv.Recent = append(jv.Recent, runView{
+			Outcome: string(r.Outcome),
+			Title:   fmt.Sprintf("%s: %s, took %s, %s", r.Start.In(h.loc).Format("Jan 2 15:04 MST"), r.Outcome, RoundDuration(r.Duration()), spentText(r.Spent)),
+		})
+	}
+	if j.Last == nil {
+		return jv
+	}
+	r := *j.Last
+	jv.Start = r.Start.In(h.loc).Format("Jan 2 15:04:05 MST")
+	jv.Ago = relative(r.Start.Sub(now))
+	jv.Took = RoundDuration(r.Duration())
+	jv.Outcome = string(r.Outcome)
+	jv.Charges = r.Charges
+	for _, k := range slices.Sorted(maps.Keys(r.Spent)) {
+		jv.Spent = append(jv.Spent, spentView{Budget: k, Units: r.Spent[k]})
+	}
+	jv.Detail = detail(r, now)
+	return jv
+}
+
+func detail(r jobs.Record, now time.Time) string {
+	switch {
+	case r.Exhausted != nil:
+		e := r.Exhausted
+		return fmt.Sprintf("%s spent (%s of %s used); capacity back %s", e.Budget, num(e.Used), num(e.Limit), relative(e.RetryAt.Sub(now)))
+	case r.Error != "":
+		return strings.Join(strings.Fields(r.Error), " ")
+	}
+	return ""
+}
+
+func spentText(spent map[string]int64) string {
+	if len(spent) == 0 {
+		return "no units"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(spent)) {
+		parts = append(parts, k+" "+num(spent[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// chart lays out one budget's window per hour, scaled to the limit: a bar
+// per hour stacked by method, the running total as a line, the limit at
+// the top.
+func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
+	w, _ := quota.ParseWindow(hist.Window)
+	loc, err := time.LoadLocation(hist.Zone)
+	if err != nil {
+		loc = h.loc
+	}
+	c := chartView{
+		Anchor: anchor(hist.API, hist.Fingerprint, hist.Budget), API: hist.API, Owner: ownerName(hist.Credential, hist.Fingerprint),
+		Budget: hist.Budget, Zone: hist.Zone, Window: windowText(hist.Window), Used: hist.Used, Limit: hist.Limit,
+		Percent: st.Percent, State: state(st.Percent, st.spent() && st.Limit > 0),
+		W: chartW, H: chartH, PlotLeft: chartLeft, PlotRight: chartW - chartRight, PlotTop: chartTop, PlotBottom: chartTop + plotH,
+	}
+	if len(hist.Buckets) == 0 || hist.Limit <= 0 {
+		return c
+	}
+	every := time.Duration(hist.EverySeconds * float64(time.Second))
+	first := hist.Buckets[0].Start
+	slots := len(hist.Buckets)
+	if w.IsDaily() {
+		// The whole day, with the hours still to come left empty.
+		slots = max(slots, int(w.NextReset(now).Sub(first)/every))
+	}
+	slot := float64(plotW) / float64(slots)
+	barW := slot * 0.74
+	y := func(units int64) float64 {
+		f := min(float64(units)/float64(hist.Limit), 1)
+		return chartTop + plotH*(1-f)
+	}
+
+	// Methods in order of units, the biggest first; past maxMethods, "other".
+	totals := map[string]int64{}
+	for _, b := range hist.Buckets {
+		for m, u := range b.Methods {
+			totals[m] += u
+		}
+	}
+	methods := slices.SortedFunc(maps.Keys(totals), func(a, b string) int { return cmp.Or(cmp.Compare(totals[b], totals[a]), cmp.Compare(a, b)) })
+	class := map[string]string{}
+	for i, m := range methods {
+		if i < maxMethods {
+			class[m] = fmt.Sprintf("m%d", i)
+			c.Legend = append(c.Legend, legendView{Name: m, Class: class[m], Units: totals[m]})
+		} else {
+			class[m] = "mo"
+		}
+	}
+	if len(methods) > maxMethods {
+		var other int64
+		for _, m := range methods[maxMethods:] {
+			other += totals[m]
+		}
+		c.Legend = append(c.Legend, legendView{Name: "other methods", Class: "mo", Units: other})
+	}
+	if len(methods) == 0 && hist.Used > 0 {
+		c.Legend = append(c.Legend, legendView{Name: "all methods", Class: "mall", Units: hist.Used})
+	}
+
+	var cum int64
+	path := []string{fmt.Sprintf("M%.1f %.1f", float64(chartLeft), y(0))}
+	var peak Bucket
+	for i, b := range hist.Buckets {
+		x := chartLeft + slot*float64(i) + (slot-barW)/2
+		start := b.Start.In(loc)
+		title := fmt.Sprintf("%s–%s %s: %s units in %d call%s", start.Format("15:04"), b.End.In(loc).Format("15:04"), start.Format("MST"), num(b.Units), b.Calls, plural(b.Calls))
+		if b.Units > peak.Units {
+			peak = b
+		}
+		base := int64(0)
+		var segs []seg
+		if len(b.Methods) == 0 {
+			if b.Units > 0 {
+				segs = append(segs, seg{b.Units, "mall", ""})
+			}
+		} else {
+			var other int64
+			for _, m := range methods {
+				u := b.Methods[m]
+				if u == 0 {
+					continue
+				}
+				if class[m] == "mo" {
+					other += u
+					continue
+				}
+				segs = append(segs, seg{u, class[m], m})
+			}
+			if other > 0 {
+				segs = append(segs, seg{other, "mo", "other methods"})
+			}
+			// Units recorded without a method.
+			var named int64
+			for _, u := range b.Methods {
+				named += u
+			}
+			if rest := b.Units - named; rest > 0 {
+				segs = append(segs, seg{rest, "mall", "no method"})
+			}
+		}
+		for _, sg := range segs {
+			top, bottom := y(base+sg.units), y(base)
+			if bottom-top < 1 {
+				top = bottom - 1 // something was used: show it
+			}
+			t := title
+			if sg.name != "" {
+				t += fmt.Sprintf("; %s: %s", sg.name, num(sg.units))
+			}
+			c.Bars = append(c.Bars, rectView{X: x, Y: top, W: barW, H: bottom - top, Class: sg.class, Title: t})
+			base += sg.units
+		}
+		cum += b.Units
+		path = append(path, fmt.Sprintf("L%.1f %.1f", chartLeft+slot*float64(i+1), y(cum)))
+	}
+	c.Cumulative = strings.Join(path, " ")
+	// The "now" line within its hour.
+	nowOff := now.Sub(first)
+	c.NowX = chartLeft + slot*(float64(nowOff)/float64(every))
+	c.NowX = min(max(c.NowX, chartLeft), chartW-chartRight)
+
+	// Hours along the bottom, every 3 hours (6 for long windows).
+	step := 3
+	if slots > 30 {
+		step = (slots + 7) / 8
+	}
+	for i := 0; i < slots; i++ {
+		t := first.Add(time.Duration(i) * every).In(loc)
+		if t.Hour()%step != 0 && slots <= 30 {
+			continue
+		}
+		if slots > 30 && i%step != 0 {
+			continue
+		}
+		c.XTicks = append(c.XTicks, tickView{X: chartLeft + slot*float64(i), Y: chartTop + plotH + 15, Label: t.Format("15:04")})
+	}
+	for _, f := range []int64{0, 50, 100} {
+		units := hist.Limit * f / 100
+		c.YTicks = append(c.YTicks, tickView{X: chartLeft - 6, Y: y(units), X1: chartLeft, X2: chartW - chartRight, Label: num(units)})
+	}
+	if peak.Units > 0 {
+		c.Peak = fmt.Sprintf("busiest hour %s (%s units, %d%% of the limit)", peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/hist.Limit)
+	}
+	return c
+}
+
+// seg is one method's part of an hour's bar.
+type seg struct {
+	units int64
+	class string
+	name  string
+}
+
+func plural(n int64) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// windowText says what a window is in words.
+func windowText(s string) string {
+	w, err := quota.ParseWindow(s)
+	if err != nil {
+		return s
+	}
+	if w.IsDaily() {
+		return "daily, resets at midnight " + w.Location().String()
+	}
+	return "sliding " + compact(w.Duration())
+}
+
+// RoundDuration formats how long something took at a precision a person
+// reads: "412ms" under a second, "12.3s" under a minute, then to the
+// second with at most two units ("5m30s", "2h5m", "1d2h").
+func RoundDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + RoundDuration(-d)
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return compact(d)
+}
+
+// relative says when d from now is: "in 2h5m", "3m10s ago", "now".
+func relative(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return "in " + compact(d)
+	case d <= -time.Second:
+		return compact(-d) + " ago"
+	}
+	return "now"
+}
+
+// compact formats d to the second, with at most two units: "1d2h", "2h5m",
+// "5m30s", "42s".
+func compact(d time.Duration) string {
+	d = d.Round(time.Second)
+	days := d / (24 * time.Hour)
+	d -= days * 24 * time.Hour
+	hh := d / time.Hour
+	d -= hh * time.Hour
+	m := d / time.Minute
+	d -= m * time.Minute
+	s := d / time.Second
+	switch {
+	case days > 0 && hh == 0:
+		return fmt.Sprintf("%dd", days)
+	case days > 0:
+		return fmt.Sprintf("%dd%dh", days, hh)
+	case hh > 0 && m == 0:
+		return fmt.Sprintf("%dh", hh)
+	case hh > 0:
+		return fmt.Sprintf("%dh%dm", hh, m)
+	case m > 0 && s == 0:
+		return fmt.Sprintf("%dm", m)
+	case m > 0:
+		return fmt.Sprintf("%dm%ds", m, s)
+	}
+	return fmt.Sprintf("%ds", s)
+}

@@ -1,0 +1,191 @@
+package promquota
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// The series a StoreCollector reports, one of each per api, budget and
+// owner: the store's view, shared by every process that uses it.
+const (
+	StoreUsedName         = "quota_store_used_units"
+	StoreLimitName        = "quota_store_limit_units"
+	StoreRemainingName    = "quota_store_remaining_units"
+	StoreResetName        = "quota_store_reset_seconds"
+	StoreExhaustedName    = "quota_store_exhausted"
+	StoreUpName           = "quota_store_up"
+	storeDefaultTimeout   = 10 * time.Second
+	shortFingerprintChars = 8
+)
+
+var (
+	storeLabels   = []string{"api", "budget", "owner"}
+	storeUsed     = prometheus.NewDesc(StoreUsedName, "Units counted in the budget's window now, as the store holds them.", storeLabels, nil)
+	storeLimit    = prometheus.NewDesc(StoreLimitName, "The budget's limit in units per window.", storeLabels, nil)
+	storeRemain   = prometheus.NewDesc(StoreRemainingName, "Units left in the budget's window now (0 while the budget is marked spent).", storeLabels, nil)
+	storeReset    = prometheus.NewDesc(StoreResetName, "Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it (0 when the window is empty).", storeLabels, nil)
+	storeExhaust  = prometheus.NewDesc(StoreExhaustedName, "1 while the budget is marked spent (the upstream said so), else 0.", storeLabels, nil)
+	storeUpMetric = prometheus.NewDesc(StoreUpName, "1 if the last scrape read the store, 0 if the store could not be read.", nil, nil)
+)
+
+// StoreCollector is a prometheus.Collector that reads a quota.Store on every
+// scrape and reports, per api, budget and owner, the units used, the limit,
+// the units remaining, the seconds until capacity next frees and whether the
+// budget is marked spent. Because it reads the shared store, one collector
+// (such as `quotactl serve`'s /metrics) exports the usage of every process
+// that charges the store, not only its own.
+//
+// Cardinality: one series of each kind per (api, budget, owner) the store
+// lists: bounded by the budgets defined and the credentials recorded, never by
+// traffic. The owner label is the credential's label, or the first 8 digits
+// of its fingerprint when it has none (the same short form quotactl prints);
+// never a secret, which the store never holds.
+//
+// A StoreCollector is safe for concurrent use. Build one with
+// NewStoreCollector.
+type StoreCollector struct {
+	store   quota.Store
+	clock   func() time.Time
+	timeout time.Duration
+}
+
+var _ prometheus.Collector = (*StoreCollector)(nil)
+
+// StoreOption configures a StoreCollector.
+type StoreOption func(*StoreCollector)
+
+// WithStoreClock makes the collector read usage as of clock's time instead of
+// the store's own clock (for tests; quota.WithClock is passed the same clock).
+func WithStoreClock(clock func() time.Time) StoreOption {
+	return func(c *StoreCollector) { c.clock = clock }
+}
+
+// WithStoreTimeout bounds how long one scrape may read the store. Default 10s.
+func WithStoreTimeout(d time.Duration) StoreOption {
+	return func(c *StoreCollector) { c.timeout = d }
+}
+
+// NewStoreCollector returns a collector over store. Register it with a
+// prometheus.Registry.
+func NewStoreCollector(store quota.Store, opts ...StoreOption) *StoreCollector {
+	c := &StoreCollector{store: store, timeout: storeDefaultTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{storeUsed, storeLimit, storeRemain, storeReset, storeExhaust, storeUpMetric} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: it reads every budget of every
+// owner the store lists. When the store cannot be read, quota_store_up is 0
+// and the scrape carries no usage series, so an alert on stale values cannot
+// mistake an outage for a quiet day.
+func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	ms, err := c.read(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(storeUpMetric, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(storeUpMetric, prometheus.GaugeValue, 1)
+	for _, m := range ms {
+		ch <- m
+	}
+}
+
+// read gathers every usage series, or fails whole.
+func (c *StoreCollector) read(ctx context.Context) ([]prometheus.Metric, error) {
+	apis, err := c.store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("promquota: list store: %w", err)
+	}
+	var out []prometheus.Metric
+	for _, a := range apis {
+		if len(a.Budgets) == 0 {
+			continue
+		}
+		var opts []quota.Option
+		if c.clock != nil {
+			opts = append(opts, quota.WithClock(c.clock))
+		}
+		l, err := quota.New(c.store, a.Name, a.Budgets, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("promquota: stored budgets of %s: %w", a.Name, err)
+		}
+		seen := make(map[string]bool, len(a.Credentials))
+		for _, cred := range a.Credentials {
+			key, owner := ownerOf(cred)
+			if seen[key] {
+				continue // another credential of the same owner: one set of series
+			}
+			seen[key] = true
+			us, err := l.StatusOf(ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("promquota: usage of %s: %w", a.Name, err)
+			}
+			now := c.now()
+			for _, u := range us {
+				lv := []string{a.Name, u.Budget, owner}
+				exhausted := 0.0
+				if !u.ExhaustedUntil.IsZero() {
+					exhausted = 1
+				}
+				out = append(out,
+					prometheus.MustNewConstMetric(storeUsed, prometheus.GaugeValue, float64(u.Used), lv...),
+					prometheus.MustNewConstMetric(storeLimit, prometheus.GaugeValue, float64(u.Limit), lv...),
+					prometheus.MustNewConstMetric(storeRemain, prometheus.GaugeValue, float64(u.Remaining), lv...),
+					prometheus.MustNewConstMetric(storeReset, prometheus.GaugeValue, ResetSeconds(u, now), lv...),
+					prometheus.MustNewConstMetric(storeExhaust, prometheus.GaugeValue, exhausted, lv...),
+				)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (c *StoreCollector) now() time.Time {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return time.Now()
+}
+
+// ResetSeconds returns the seconds from now until u's capacity next frees: a
+// daily budget's next reset, else when a sliding window's oldest counted
+// entry leaves it; 0 when nothing is counted.
+func ResetSeconds(u quota.Usage, now time.Time) float64 {
+	at := u.Reset
+	if u.Window.IsDaily() {
+		at = u.Window.NextReset(now)
+	}
+	if at.IsZero() || !at.After(now) {
+		return 0
+	}
+	return at.Sub(now).Seconds()
+}
+
+// ownerOf returns the key a credential's budgets are kept under in the store
+// and the owner label value: its label, else the short form of its
+// fingerprint.
+func ownerOf(c quota.CredentialInfo) (key, label string) {
+	label = c.Label
+	if label == "" {
+		label = c.ID
+		if len(label) > shortFingerprintChars {
+			label = label[:shortFingerprintChars]
+		}
+	}
+	return c.ID, label
+}
