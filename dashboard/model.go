@@ -38,7 +38,7 @@ func (s Status) spent() bool { return s.ExhaustedUntil != nil || s.Remaining == 
 
 // Bucket is one hour (or --every) of a History: the units and calls
 // recorded in it, as `quotactl history --json` prints them, and the units
-// per method when the store keeps them.
+// per method (from the store's breakdown; hourly buckets only).
 type Bucket struct {
 	Start   time.Time        `json:"start"`
 	End     time.Time        `json:"end"`
@@ -63,7 +63,13 @@ type History struct {
 	EverySeconds float64   `json:"every_seconds"`
 	Zone         string    `json:"zone"`
 	Buckets      []Bucket  `json:"buckets"`
+	// Jobs is the units each job spent in the window's hours, from the
+	// store's breakdown (charges made outside a job are not in it).
+	Jobs map[string]int64 `json:"jobs,omitempty"`
 }
+
+// NoMethod is the method name the chart gives units charged without one.
+const NoMethod = "(no method)"
 
 // Job is one job's recent runs, as `quotactl jobs --json` prints a job
 // (job, last, checkpoint) plus its recent runs, newest first.
@@ -174,7 +180,14 @@ func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, now time.Time, s
 			if err != nil {
 				return fmt.Errorf("dashboard: entries of %s/%s: %w", a.Name, b.Name, err)
 			}
-			hist := h.history(a.Name, c, b, now, entries)
+			var rows []quota.BreakdownRow
+			if every(b.Window) == time.Hour {
+				rows, err = h.store.Breakdown(ctx, &quota.BreakdownRequest{API: a.Name, Owner: c.ID, Budgets: []string{b.Name}, Since: b.Window.Start(now), Now: h.storeNow()})
+				if err != nil {
+					return fmt.Errorf("dashboard: breakdown of %s/%s: %w", a.Name, b.Name, err)
+				}
+			}
+			hist := h.history(a.Name, c, b, now, entries, rows)
 			s.History = append(s.History, hist)
 			s.Thresholds.Crossings = append(s.Thresholds.Crossings, crossings(st, entries, h.levels)...)
 		}
@@ -215,15 +228,34 @@ func (h *Handler) zoneOf(w quota.Window) *time.Location {
 	return h.loc
 }
 
-// history buckets entries per hour of the window, on the hours of the
-// budget's zone.
-func (h *Handler) history(api string, c quota.CredentialInfo, b quota.Budget, now time.Time, entries []quota.Entry) History {
-	const every = time.Hour
+// every is the length of a chart's bucket: an hour, unless the window is
+// shorter than 6 hours, when it is the shortest of 1, 5, 10, 15 or 30
+// minutes that makes at most 24 buckets.
+func every(w quota.Window) time.Duration {
+	if w.IsDaily() || w.Duration() >= 6*time.Hour {
+		return time.Hour
+	}
+	for _, s := range []time.Duration{time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute} {
+		if w.Duration()/s <= 24 {
+			return s
+		}
+	}
+	return time.Hour
+}
+
+// history buckets entries per hour of the window (see every), on the hours
+// of the budget's zone, and stacks each hour by method from the store's
+// breakdown rows (hourly rows: only for hourly buckets).
+func (h *Handler) history(api string, c quota.CredentialInfo, b quota.Budget, now time.Time, entries []quota.Entry, rows []quota.BreakdownRow) History {
+	every := every(b.Window)
 	loc := h.zoneOf(b.Window)
 	from := b.Window.Start(now)
-	// The first bucket starts on the local hour at or before from.
+	// The first bucket starts on the local hour (or step) at or before from.
 	lf := from.In(loc)
 	first := time.Date(lf.Year(), lf.Month(), lf.Day(), lf.Hour(), 0, 0, 0, loc)
+	for first.Add(every).Compare(from) <= 0 {
+		first = first.Add(every)
+	}
 	n := int(now.Sub(first)/every) + 1
 	bs := make([]Bucket, n)
 	for i := range bs {
@@ -240,10 +272,32 @@ func (h *Handler) history(api string, c quota.CredentialInfo, b quota.Budget, no
 		bs[i].Units += e.Cost
 		bs[i].Calls++
 	}
+	jobUnits := map[string]int64{}
+	for _, r := range rows {
+		i := int(r.Hour.Sub(first) / every)
+		if i < 0 || i >= n || r.Units <= 0 {
+			continue
+		}
+		if bs[i].Methods == nil {
+			bs[i].Methods = map[string]int64{}
+		}
+		m := r.Method
+		if m == "" {
+			m = NoMethod
+		}
+		bs[i].Methods[m] += r.Units
+		if r.Job != "" {
+			jobUnits[r.Job] += r.Units
+		}
+	}
+	var byJob map[string]int64
+	if len(jobUnits) > 0 {
+		byJob = jobUnits
+	}
 	return History{
 		API: api, Budget: b.Name, Credential: c.Label, Fingerprint: c.ID, Window: b.Window.String(),
 		Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(),
-		Zone: loc.String(), Buckets: bs,
+		Zone: loc.String(), Buckets: bs, Jobs: byJob,
 	}
 }
 

@@ -48,12 +48,19 @@ type rowView struct {
 	Anchor                                 string
 }
 
+// crossView is one budget's crossings, newest budget first.
 type crossView struct {
 	API, Owner, Budget string
-	Percent            int64
-	At, Ago            string
-	Used, Limit        int64
-	State              string
+	Levels             []levelView
+	State              string // of the highest level
+	Latest             string // when the highest level was crossed, relative
+}
+
+type levelView struct {
+	Percent     int64
+	At, Title   string
+	Used, Limit int64
+	State       string
 }
 
 type jobView struct {
@@ -99,6 +106,8 @@ type chartView struct {
 	NowX                                     float64
 	Legend                                   []legendView
 	Peak                                     string
+	Every                                    string // "hour", "5m"
+	Jobs                                     []spentView
 }
 
 type rectView struct {
@@ -222,14 +231,32 @@ func (h *Handler) view(s *Snapshot) *mainView {
 	for _, hist := range s.History {
 		v.Charts = append(v.Charts, h.chart(hist, byKey[hist.API+"/"+hist.Fingerprint+"/"+hist.Budget], now))
 	}
-	cs := slices.Clone(s.Thresholds.Crossings)
-	slices.SortStableFunc(cs, func(a, b Crossing) int { return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.Percent, a.Percent)) })
-	for _, c := range cs {
-		v.Crossings = append(v.Crossings, crossView{
-			API: c.API, Owner: ownerName(c.Credential, c.Fingerprint), Budget: c.Budget, Percent: c.Percent,
-			At: c.At.In(h.loc).Format("Jan 2 15:04 MST"), Ago: relative(c.At.Sub(now)), Used: c.Used, Limit: c.Limit,
-			State: state(c.Percent, c.Percent >= 100),
+	// One line per budget, its levels in order; the budget that crossed
+	// its highest level last comes first.
+	type group struct {
+		view   crossView
+		latest time.Time
+	}
+	var groups []*group
+	byBudget := map[string]*group{}
+	for _, c := range s.Thresholds.Crossings {
+		k := c.API + "/" + c.Fingerprint + "/" + c.Budget
+		g := byBudget[k]
+		if g == nil {
+			g = &group{view: crossView{API: c.API, Owner: ownerName(c.Credential, c.Fingerprint), Budget: c.Budget}}
+			byBudget[k] = g
+			groups = append(groups, g)
+		}
+		st := state(c.Percent, c.Percent >= 100)
+		g.view.Levels = append(g.view.Levels, levelView{
+			Percent: c.Percent, At: c.At.In(h.loc).Format("15:04"), Used: c.Used, Limit: c.Limit, State: st,
+			Title: fmt.Sprintf("%d%% reached at %s (%s): %s of %s", c.Percent, c.At.In(h.loc).Format("Jan 2 15:04:05 MST"), relative(c.At.Sub(now)), num(c.Used), num(c.Limit)),
 		})
+		g.view.State, g.view.Latest, g.latest = st, relative(c.At.Sub(now)), c.At
+	}
+	slices.SortStableFunc(groups, func(a, b *group) int { return b.latest.Compare(a.latest) })
+	for _, g := range groups {
+		v.Crossings = append(v.Crossings, g.view)
 	}
 	for _, j := range s.Jobs {
 		v.Jobs = append(v.Jobs, h.jobView(j, now))
@@ -385,7 +412,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 				named += u
 			}
 			if rest := b.Units - named; rest > 0 {
-				segs = append(segs, seg{rest, "mall", "no method"})
+				segs = append(segs, seg{rest, "mall", "not by a method (adjusted)"})
 			}
 		}
 		for _, sg := range segs {
@@ -409,26 +436,31 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	c.NowX = chartLeft + slot*(float64(nowOff)/float64(every))
 	c.NowX = min(max(c.NowX, chartLeft), chartW-chartRight)
 
-	// Hours along the bottom, every 3 hours (6 for long windows).
-	step := 3
-	if slots > 30 {
-		step = (slots + 7) / 8
-	}
+	// Times along the bottom: every 3 hours of an hourly chart, else about
+	// 8 labels.
+	step := (slots + 7) / 8
 	for i := 0; i < slots; i++ {
 		t := first.Add(time.Duration(i) * every).In(loc)
-		if t.Hour()%step != 0 && slots <= 30 {
-			continue
+		label := every == time.Hour && slots <= 30 && t.Hour()%3 == 0 && t.Minute() == 0 ||
+			(every != time.Hour || slots > 30) && i%step == 0
+		if label {
+			c.XTicks = append(c.XTicks, tickView{X: chartLeft + slot*float64(i), Y: chartTop + plotH + 15, Label: t.Format("15:04")})
 		}
-		if slots > 30 && i%step != 0 {
-			continue
-		}
-		c.XTicks = append(c.XTicks, tickView{X: chartLeft + slot*float64(i), Y: chartTop + plotH + 15, Label: t.Format("15:04")})
 	}
 	for _, f := range []int64{0, 50, 100} {
 		units := hist.Limit * f / 100
 		c.YTicks = append(c.YTicks, tickView{X: chartLeft - 6, Y: y(units), X1: chartLeft, X2: chartW - chartRight, Label: num(units)})
 	}
-	if peak.Units > 0 {
+	c.Every = "hour"
+	if every != time.Hour {
+		c.Every = compact(every)
+	}
+	for _, j := range slices.Sorted(maps.Keys(hist.Jobs)) {
+		c.Jobs = append(c.Jobs, spentView{Budget: j, Units: hist.Jobs[j]})
+	}
+	if peak.Units > 0 && every != time.Hour {
+		c.Peak = fmt.Sprintf("busiest %s from %s (%s units, %d%% of the limit)", c.Every, peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/hist.Limit)
+	} else if peak.Units > 0 {
 		c.Peak = fmt.Sprintf("busiest hour %s (%s units, %d%% of the limit)", peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/hist.Limit)
 	}
 	return c
