@@ -74,6 +74,7 @@ func newRoot(g *globals) *cobra.Command {
 		newCmdCredential(g),
 		newCmdCosts(g),
 		newCmdJobs(g, nil),
+		newCmdServe(g, nil),
 		newCmdVersion(g),
 	)
 	root.SetIn(g.io.In)
