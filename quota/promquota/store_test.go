@@ -1,0 +1,117 @@
+package promquota_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/promquota"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
+)
+
+// TestStoreCollectorExactSeries: after a known sequence of charges, a
+// refund and an exhaust mark, a scrape holds exactly the store's gauges.
+func TestStoreCollectorExactSeries(t *testing.T) {
+	st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "quota.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	la, _ := time.LoadLocation("America/Los_Angeles")
+	now := time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC) // 09:00 in Los Angeles
+	clock := func() time.Time { return now }
+	l, err := quota.New(st, "youtube", []quota.Budget{
+		{Name: "units", Limit: 10000, Window: quota.Daily(la)},
+		{Name: "search", Limit: 100, Window: quota.Sliding(time.Hour)},
+	}, quota.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a := quota.Credential{Secret: "secret-a", Label: "key-a"}
+	b := quota.Credential{Secret: "secret-b"} // no label: the short fingerprint
+	now = now.Add(-30 * time.Minute)
+	if _, err := l.Take(ctx, a, quota.Charge{Method: "search.list", Units: map[string]int64{"units": 100, "search": 1}}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(20 * time.Minute)
+	res, err := l.Take(ctx, a, quota.Units("units", 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refund(ctx, res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Take(ctx, b, quota.Units("units", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(10 * time.Minute) // 09:00 LA
+	if err := l.Exhaust(ctx, b, "search", now.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	fpB := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "secret-b")[:8]
+
+	c := promquota.NewStoreCollector(st, promquota.WithStoreClock(clock))
+	// units reset at midnight LA: 15h away; a's search entry (30 minutes old)
+	// leaves its hour in 30 minutes; b's search is empty.
+	want := `
+# HELP quota_store_exhausted 1 while the budget is marked spent (the upstream said so), else 0.
+# TYPE quota_store_exhausted gauge
+quota_store_exhausted{api="youtube",budget="search",owner="FPB"} 1
+quota_store_exhausted{api="youtube",budget="search",owner="key-a"} 0
+quota_store_exhausted{api="youtube",budget="units",owner="FPB"} 0
+quota_store_exhausted{api="youtube",budget="units",owner="key-a"} 0
+# HELP quota_store_limit_units The budget's limit in units per window.
+# TYPE quota_store_limit_units gauge
+quota_store_limit_units{api="youtube",budget="search",owner="FPB"} 100
+quota_store_limit_units{api="youtube",budget="search",owner="key-a"} 100
+quota_store_limit_units{api="youtube",budget="units",owner="FPB"} 10000
+quota_store_limit_units{api="youtube",budget="units",owner="key-a"} 10000
+# HELP quota_store_remaining_units Units left in the budget's window now (0 while the budget is marked spent).
+# TYPE quota_store_remaining_units gauge
+quota_store_remaining_units{api="youtube",budget="search",owner="FPB"} 0
+quota_store_remaining_units{api="youtube",budget="search",owner="key-a"} 99
+quota_store_remaining_units{api="youtube",budget="units",owner="FPB"} 1000
+quota_store_remaining_units{api="youtube",budget="units",owner="key-a"} 9900
+# HELP quota_store_reset_seconds Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it (0 when the window is empty).
+# TYPE quota_store_reset_seconds gauge
+quota_store_reset_seconds{api="youtube",budget="search",owner="FPB"} 0
+quota_store_reset_seconds{api="youtube",budget="search",owner="key-a"} 1800
+quota_store_reset_seconds{api="youtube",budget="units",owner="FPB"} 54000
+quota_store_reset_seconds{api="youtube",budget="units",owner="key-a"} 54000
+# HELP quota_store_up 1 if the last scrape read the store, 0 if the store could not be read.
+# TYPE quota_store_up gauge
+quota_store_up 1
+# HELP quota_store_used_units Units counted in the budget's window now, as the store holds them.
+# TYPE quota_store_used_units gauge
+quota_store_used_units{api="youtube",budget="search",owner="FPB"} 0
+quota_store_used_units{api="youtube",budget="search",owner="key-a"} 1
+quota_store_used_units{api="youtube",budget="units",owner="FPB"} 9000
+quota_store_used_units{api="youtube",budget="units",owner="key-a"} 100
+`
+	want = strings.ReplaceAll(want, "FPB", fpB)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c); n != 21 {
+		t.Errorf("%d series, want 21 (5 kinds x 2 budgets x 2 owners + up)", n)
+	}
+
+	// A store that cannot be read: up is 0 and no usage series is reported.
+	st.Close()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP quota_store_up 1 if the last scrape read the store, 0 if the store could not be read.
+# TYPE quota_store_up gauge
+quota_store_up 0
+`)); err != nil {
+		t.Error(err)
+	}
+}
