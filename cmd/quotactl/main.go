@@ -26,6 +26,7 @@ func main() {
 		ErrOut:    os.Stderr,
 		LookupEnv: os.LookupEnv,
 		TTY:       isTerminal(os.Stdout),
+		Width:     termWidth(os.Stdout),
 	})
 	stop()
 	os.Exit(code)

@@ -46,6 +46,9 @@ type IO struct {
 	TTY bool
 	// Location is the zone times are shown in; nil means time.Local.
 	Location *time.Location
+	// Width is the terminal's width in columns, when Out is one and it is
+	// known; $COLUMNS overrides it; 0 and unknown mean 80.
+	Width int
 }
 
 // Main runs quotactl with args (without the program name) and returns the

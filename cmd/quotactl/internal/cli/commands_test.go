@@ -287,13 +287,14 @@ func TestStatus(t *testing.T) {
 	e.ok("exhaust", "youtube", "--label", "yt-key-1", "--budget", "search", "--until", "2h")
 
 	e.tty = true
+	e.vars["COLUMNS"] = "200" // wide enough for the widest layout; 80 columns: TestStatusGolden80
 	out := e.ok("status")
 	own := quota.DefaultFingerprint("AIzaSy-key-one")[:8] // its own owner
 	want := strings.Join([]string{
-		"API      OWNER     CREDENTIALS  BUDGET  USED    LEFT  USAGE                        NEXT FREE                                  SPENT UNTIL",
-		"github   -         -            core    0/5000  5000  [--------------------]   0%  -                                          -",
-		"youtube  " + own + "  yt-key-1     search  1/3     0     [#######-------------]  33%  reset in 22h30m (2026-11-23 08:00:00 UTC)  in 2h (2026-11-22 11:30:00 UTC)",
-		"youtube  " + own + "  yt-key-1     units   5/10    5     [##########----------]  50%  in 30m (2026-11-22 10:00:00 UTC)           -",
+		"API      OWNER     CREDENTIALS  BUDGET  USED    LEFT  USAGE                         NEXT FREE                                  SPENT UNTIL",
+		"github   -         -            core    0/5000  5000  [--------------------]   0%   -                                          -",
+		"youtube  " + own + "  yt-key-1     search  1/3     0     [####################] spent  reset in 22h30m (2026-11-23 08:00:00 UTC)  in 2h (2026-11-22 11:30:00 UTC)",
+		"youtube  " + own + "  yt-key-1     units   5/10    5     [##########----------]  50%   in 30m (2026-11-22 10:00:00 UTC)           -",
 		"set with 'quotactl budget set' (over any program's definition): github/core, youtube/search, youtube/units",
 		"",
 	}, "\n")
@@ -613,9 +614,15 @@ func TestOwnersAndRotation(t *testing.T) {
 		t.Fatalf("status --json = %+v; want one owner row, used 4, two credentials", rows)
 	}
 	e.tty = true
+	e.vars["COLUMNS"] = "200"
 	if out := e.ok("status", "youtube"); !strings.Contains(out, "youtube  my-project  k1,k2        units   4/10") {
 		t.Errorf("status:\n%s", out)
 	}
+	e.vars["COLUMNS"] = "80" // one owner column: the owner and its credentials
+	if out := e.ok("status", "youtube"); !strings.Contains(out, "youtube  my-project (k1,k2)  units   4/10") {
+		t.Errorf("status at 80 columns:\n%s", out)
+	}
+	delete(e.vars, "COLUMNS")
 	e.tty = false
 	if out := e.ok("status", "--owner", "my-project"); strings.Count(out, "my-project") != 1 {
 		t.Errorf("status --owner my-project:\n%s", out)

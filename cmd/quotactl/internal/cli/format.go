@@ -67,19 +67,6 @@ func (g *globals) when(t time.Time) string {
 	return relative(t.Sub(g.now())) + " (" + g.absolute(t) + ")"
 }
 
-// bar draws used of limit as [#####-----], width characters inside.
-func bar(used, limit int64, width int) string {
-	n := 0
-	if limit > 0 {
-		n = int((used*int64(width) + limit/2) / limit)
-	}
-	if used > 0 && n == 0 {
-		n = 1 // something was used: show it
-	}
-	n = min(max(n, 0), width)
-	return "[" + strings.Repeat("#", n) + strings.Repeat("-", width-n) + "]"
-}
-
 // table prints rows aligned under a header on a terminal, tab-separated
 // without a header otherwise (for cut, awk and friends).
 type table struct {

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,8 +39,12 @@ CREDENTIALS lists the owner's credentials (labels, or short fingerprints).
 --label L shows the owner of the credential labelled L; --owner NAME shows
 that owner.
 
-On a terminal the table is aligned under a header; piped, rows are
-tab-separated without one.
+On a terminal the table is aligned under a header and fits the terminal's
+width ($COLUMNS, else the terminal's, else 80): narrower bars and relative
+times first, then shortened labels, then two lines per budget. Piped, rows
+are tab-separated without a header, with full times. Rows are sorted by API,
+owner, credentials and budget. The bar and the percentage are rounded down (97% is
+not a full bar); a budget marked spent shows a full bar and "spent".
 
 Budgets whose definition an operator set ('quotactl budget set', overriding
 the program's) are named under the table on a terminal, and have source
@@ -103,7 +109,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		}
 	}
 	out := []statusJSON{}
-	t := &table{header: []string{"API", "OWNER", "CREDENTIALS", "BUDGET", "USED", "LEFT", "USAGE", "NEXT FREE", "SPENT UNTIL"}}
+	t := &statusTable{who: []string{"OWNER", "CREDENTIALS"}, brief: "OWNER"}
 	labelSeen, ownerSeen := false, false
 	for _, info := range infos {
 		l, err := quota.New(opts.store, info.Name, info.Budgets, opts.limiterOptions()...)
@@ -139,15 +145,15 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 					Used:   u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
 					StoreLoss: u.StoreLoss && !u.ExhaustedUntil.IsZero(),
 				})
-				t.add(info.Name, ownerName(grp.Account), names(grp.Credentials), u.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), fmt.Sprint(u.Remaining),
-					fmt.Sprintf("%s %3d%%", bar(u.Used, u.Limit, 20), percent(u.Used, u.Limit)), opts.nextFree(u), opts.spentUntil(u))
+				t.add(statusRow{API: info.Name, Who: []string{ownerName(grp.Account), names(grp.Credentials)}, Brief: briefOwner(grp), Budget: u.Budget, Usage: u})
 			}
 		}
 		if len(info.Credentials) == 0 && opts.Label == "" && opts.Owner == "" {
 			// Nothing charged yet: every budget is whole.
 			for _, b := range info.Budgets {
 				out = append(out, statusJSON{API: info.Name, Budget: b.Name, Window: b.Window.String(), Source: opts.source(info.Name, b.Name), Limit: b.Limit, Remaining: b.Limit})
-				t.add(info.Name, "-", "-", b.Name, fmt.Sprintf("0/%d", b.Limit), fmt.Sprint(b.Limit), bar(0, b.Limit, 20)+"   0%", "-", "-")
+				t.add(statusRow{API: info.Name, Who: []string{"-", "-"}, Brief: "-", Budget: b.Name, Whole: true,
+					Usage: quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Remaining: b.Limit}})
 			}
 		}
 	}
@@ -158,13 +164,16 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		return usageErrorf("unknown owner %q: no credential of %s belongs to it", opts.Owner, apiScope(opts.API))
 	}
 	if opts.json {
+		slices.SortStableFunc(out, func(a, b statusJSON) int {
+			return cmp.Or(cmp.Compare(a.API, b.API), cmp.Compare(ownerName(a.Owner), ownerName(b.Owner)), cmp.Compare(a.Credential, b.Credential), cmp.Compare(a.Budget, b.Budget))
+		})
 		return opts.printJSON(out)
 	}
 	if len(infos) == 0 {
 		fmt.Fprintln(opts.io.ErrOut, "no budgets defined; define one with 'quotactl budget set API/BUDGET --limit N --daily ZONE'")
 		return nil
 	}
-	if err := t.print(opts.io.Out, opts.io.TTY); err != nil {
+	if err := opts.printStatus(opts.io.Out, t); err != nil {
 		return err
 	}
 	if opts.io.TTY {
@@ -177,11 +186,21 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 			}
 		}
 		if len(set) > 0 {
-			_, err := fmt.Fprintf(opts.io.Out, "set with 'quotactl budget set' (over any program's definition): %s\n", strings.Join(set, ", "))
+			_, err := fmt.Fprint(opts.io.Out, wrap("set with 'quotactl budget set' (over any program's definition): "+strings.Join(set, ", "), opts.width()))
 			return err
 		}
 	}
 	return nil
+}
+
+// briefOwner names an owner in one cell: the credential that is its own
+// owner (its label), or a named owner with its credentials, "my-project
+// (k1,k2)".
+func briefOwner(grp ownerGroup) string {
+	if len(grp.Credentials) == 1 && grp.Credentials[0].ID == grp.Account {
+		return credName(grp.Credentials[0])
+	}
+	return ownerName(grp.Account) + " (" + names(grp.Credentials) + ")"
 }
 
 func apiScope(api string) string {
@@ -189,13 +208,6 @@ func apiScope(api string) string {
 		return "any API"
 	}
 	return api
-}
-
-func percent(used, limit int64) int64 {
-	if limit <= 0 {
-		return 0
-	}
-	return min(used*100/limit, 100)
 }
 
 // nextFree says when capacity next comes back: a daily budget's reset, or
