@@ -93,9 +93,15 @@ func WithToken(token string) Option { return func(h *Handler) { h.token = token 
 func WithRefresh(d time.Duration) Option { return func(h *Handler) { h.refresh = d } }
 
 // WithThresholds sets the usage levels, in percent, marked as crossed.
-// Default: DefaultThresholds (50, 80, 95, 100).
-func WithThresholds(levels ...int64) Option {
-	return func(h *Handler) { h.levels = slices.Clone(levels) }
+// Default: quota.DefaultThresholds (50, 80, 95, 100), the levels a
+// Limiter's Observer is told of.
+func WithThresholds(levels ...int) Option {
+	return func(h *Handler) {
+		h.levels = nil
+		for _, l := range levels {
+			h.levels = append(h.levels, int64(l))
+		}
+	}
 }
 
 // WithLogger sets where store errors are logged. Default: slog.Default().
@@ -110,7 +116,10 @@ func New(store quota.Store, opts ...Option) (*Handler, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrBadOption)
 	}
-	h := &Handler{store: store, loc: time.Local, levels: slices.Clone(DefaultThresholds), refresh: 5 * time.Second, timeout: 10 * time.Second}
+	h := &Handler{store: store, loc: time.Local, refresh: 5 * time.Second, timeout: 10 * time.Second}
+	for _, l := range quota.DefaultThresholds {
+		h.levels = append(h.levels, int64(l))
+	}
 	for _, o := range opts {
 		o(h)
 	}

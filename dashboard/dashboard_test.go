@@ -188,7 +188,7 @@ func TestThresholdsDerived(t *testing.T) {
 	_, body := get(t, srv, "/api/thresholds")
 	var th Thresholds
 	decodeJSON(t, body, &th)
-	if !th.Derived || !slices.Equal(th.Levels, DefaultThresholds) {
+	if !th.Derived || !slices.Equal(th.Levels, []int64{50, 80, 95, 100}) {
 		t.Errorf("derived %v levels %v", th.Derived, th.Levels)
 	}
 	got := map[string]Crossing{}

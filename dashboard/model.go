@@ -113,9 +113,6 @@ type Snapshot struct {
 	JobsKept bool `json:"jobs_kept"`
 }
 
-// DefaultThresholds are the usage levels, in percent, the dashboard marks.
-var DefaultThresholds = []int64{50, 80, 95, 100}
-
 // runsShown is how many recent runs of each job the page lists.
 const runsShown = 10
 
