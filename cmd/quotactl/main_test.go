@@ -219,8 +219,10 @@ func TestBinarySession(t *testing.T) {
 
 	code, out = s.run(true, "", "history", "youtube", "--label", "yt-key-1", "--budget", "units")
 	s.want(code, 0, out, "history",
-		`^youtube/units for yt-key-1: 9600 of 10000 used in the window \(day, reset at midnight America/Los_Angeles\), per 1h\n`,
-		`(?m)^\d\d:00  #{40}  9600  \(6 calls\)$`)
+		`^youtube/units for yt-key-1: 9600 of 10000 used in the window \(day, reset at midnight America/Los_Angeles\), per 1h in America/Los_Angeles; a full bar is the limit\n`,
+		// 9600 of 10000 is 38 of the 40 characters of a full bar.
+		`(?m)^\d\d:00  \|#{38}  \|  9600  \(6 calls\)$`,
+		`(?m)^by method: videos.insert 9600$`)
 
 	code, out = s.run(true, "", "refund", ids[0])
 	s.want(code, 0, out, "refund", `^refunded youtube/`)

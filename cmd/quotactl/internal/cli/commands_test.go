@@ -327,6 +327,40 @@ func TestStatus(t *testing.T) {
 	oneLine(t, r.errOut, `no budgets for API "vimeo"`, "known: github, youtube")
 }
 
+// TestHistoryInBudgetZone: a daily budget's chart counts the hours of its
+// own zone (not the display zone), draws bars to the scale of the limit, and
+// says which methods spent the units.
+func TestHistoryInBudgetZone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t) // displays in UTC; now 09:00 UTC = 01:00 in Los Angeles
+	e.ok("budget", "set", "youtube/units", "--limit", "100", "--daily", "America/Los_Angeles")
+	e.vars["K"] = "AIza-zone"
+	e.ok("take", "youtube", "--credential-env", "K", "--label", "k", "--cost", "50", "--budget", "units", "--method", "videos.insert")
+	e.clock.Advance(30 * time.Minute)
+	e.ok("take", "youtube", "--label", "k", "--cost", "10", "--budget", "units", "--method", "videos.list")
+	e.clock.Advance(40 * time.Minute) // 02:10 in Los Angeles
+	e.ok("take", "youtube", "--label", "k", "--cost", "5", "--budget", "units", "--method", "videos.list")
+	out := e.ok("history", "youtube", "--label", "k")
+	want := strings.Join([]string{
+		"youtube/units for k: 65 of 100 used in the window (day, reset at midnight America/Los_Angeles), per 1h in America/Los_Angeles; a full bar is the limit",
+		"00:00  |                                        |   0",
+		"01:00  |########################                |  60  (2 calls)",
+		"02:00  |##                                      |   5  (1 call)",
+		"by method: videos.insert 50, videos.list 15",
+		"",
+	}, "\n")
+	if out != want {
+		t.Errorf("history:\n%s\nwant:\n%s", out, want)
+	}
+	var charts []historyJSON
+	decode(t, e.ok("--json", "history", "youtube", "--label", "k"), &charts)
+	h := charts[0]
+	if h.Zone != "America/Los_Angeles" || len(h.Buckets) != 3 || h.Buckets[1].Methods["videos.insert"] != 50 || h.Buckets[1].Methods["videos.list"] != 10 ||
+		h.Buckets[2].Methods["videos.list"] != 5 || h.Methods["videos.list"] != 15 {
+		t.Errorf("history --json: %+v", h)
+	}
+}
+
 func TestHistory(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -341,12 +375,12 @@ func TestHistory(t *testing.T) {
 	// Now 09:35; the sliding hour counts from 08:35:00.000001.
 	out := e.ok("history", "youtube", "--label", "yt-key-1", "--budget", "units", "--every", "15m")
 	want := strings.Join([]string{
-		"youtube/units for yt-key-1: 7 of 10 used in the window (sliding 1h), per 15m",
-		"08:30                                            0",
-		"08:45                                            0",
-		"09:00  ########################################  3  (2 calls)",
-		"09:15  ########################################  3  (1 call)",
-		"09:30  ##############                            1  (1 call)",
+		"youtube/units for yt-key-1: 7 of 10 used in the window (sliding 1h), per 15m in UTC; a full bar is the limit",
+		"08:30  |                                        |  0",
+		"08:45  |                                        |  0",
+		"09:00  |############                            |  3  (2 calls)",
+		"09:15  |############                            |  3  (1 call)",
+		"09:30  |####                                    |  1  (1 call)",
 		"",
 	}, "\n")
 	if out != want {

@@ -57,6 +57,22 @@ func compact(d time.Duration) string {
 	return fmt.Sprintf("%ds", s)
 }
 
+// took formats how long a run took at a precision a person reads: "412ms"
+// under a second, "12.3s" under a minute, then compact ("5m30s", "2h5m").
+func took(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + took(-d)
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return compact(d)
+}
+
 // absolute formats t in the display zone, to the second.
 func (g *globals) absolute(t time.Time) string {
 	return t.In(g.location()).Format("2006-01-02 15:04:05 MST")

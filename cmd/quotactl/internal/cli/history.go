@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,12 +35,17 @@ one line per bucket with its start time, a bar and the units. Without
 --every, the bucket is picked so the window has at most 24 buckets (1h for a
 24h or daily window).
 
+Hours are counted in the budget's own zone (a daily budget resets at its
+midnight), else in the display zone. Bars are to the scale of the limit: a
+full bar is a bucket that spent the whole limit. Below the chart, the units
+each method and each job spent in the window (the store keeps them per hour).
 Budgets are kept per owner: the chart is the owner's, every credential of
 it together.
 
 JSON: an array, one element per budget: {api, owner, budget, credential,
-fingerprint, window, used, limit, from, to, every_seconds, buckets: [{start,
-end, units, calls}]}.`,
+fingerprint, window, used, limit, from, to, every_seconds, zone, buckets:
+[{start, end, units, calls, methods}], methods, jobs}; methods and jobs map a
+name to units, methods per bucket only when buckets are whole hours.`,
 		Example: `  quotactl history youtube --label yt-key-1
   quotactl history youtube --label yt-key-1 --budget search --every 30m --json`,
 		Args: exactArgs(1, "one API argument"),
@@ -67,21 +75,31 @@ type bucketJSON struct {
 	End   time.Time `json:"end"`
 	Units int64     `json:"units"`
 	Calls int64     `json:"calls"`
+	// Methods is the units per method, when buckets are whole hours (the
+	// store keeps them per hour).
+	Methods map[string]int64 `json:"methods,omitempty"`
 }
 
 type historyJSON struct {
-	API          string       `json:"api"`
-	Owner        string       `json:"owner"`
-	Budget       string       `json:"budget"`
-	Credential   string       `json:"credential"`
-	Fingerprint  string       `json:"fingerprint"`
-	Window       string       `json:"window"`
-	Used         int64        `json:"used"`
-	Limit        int64        `json:"limit"`
-	From         time.Time    `json:"from"`
-	To           time.Time    `json:"to"`
-	EverySeconds float64      `json:"every_seconds"`
-	Buckets      []bucketJSON `json:"buckets"`
+	API          string    `json:"api"`
+	Owner        string    `json:"owner"`
+	Budget       string    `json:"budget"`
+	Credential   string    `json:"credential"`
+	Fingerprint  string    `json:"fingerprint"`
+	Window       string    `json:"window"`
+	Used         int64     `json:"used"`
+	Limit        int64     `json:"limit"`
+	From         time.Time `json:"from"`
+	To           time.Time `json:"to"`
+	EverySeconds float64   `json:"every_seconds"`
+	// Zone is where the buckets' hours are counted: a daily budget's own
+	// zone, else the display zone.
+	Zone    string       `json:"zone"`
+	Buckets []bucketJSON `json:"buckets"`
+	// Methods and Jobs are the units each method and each job spent in the
+	// window's hours (from the store's hourly breakdown).
+	Methods map[string]int64 `json:"methods,omitempty"`
+	Jobs    map[string]int64 `json:"jobs,omitempty"`
 }
 
 // maxBuckets bounds a chart.
@@ -112,16 +130,82 @@ func pickEvery(w quota.Window) time.Duration {
 	return span(w) / 24
 }
 
+// zoneOf is the zone a budget's chart counts hours in: a daily budget's
+// own (its day starts at its midnight), else the display zone.
+func (g *globals) zoneOf(w quota.Window) *time.Location {
+	if w.IsDaily() {
+		return w.Location()
+	}
+	return g.location()
+}
+
+// storeNow is the Now of a store request: the injected clock, or zero for
+// the store's own.
+func (g *globals) storeNow() time.Time {
+	if g.io.Clock != nil {
+		return g.io.Clock()
+	}
+	return time.Time{}
+}
+
+// addBreakdown adds the store's hourly breakdown rows to a chart: totals per
+// method and job, and per bucket when buckets are whole hours.
+func addBreakdown(h *historyJSON, every time.Duration, rows []quota.BreakdownRow) {
+	if len(h.Buckets) == 0 {
+		return
+	}
+	first := h.Buckets[0].Start
+	for _, r := range rows {
+		if r.Units <= 0 || !r.Hour.Add(time.Hour).After(h.From) {
+			continue
+		}
+		m := r.Method
+		if m == "" {
+			m = noMethod
+		}
+		if h.Methods == nil {
+			h.Methods = map[string]int64{}
+		}
+		h.Methods[m] += r.Units
+		if r.Job != "" {
+			if h.Jobs == nil {
+				h.Jobs = map[string]int64{}
+			}
+			h.Jobs[r.Job] += r.Units
+		}
+		if every%time.Hour != 0 {
+			continue
+		}
+		i := int(r.Hour.Sub(first) / every)
+		if i < 0 || i >= len(h.Buckets) {
+			continue
+		}
+		b := &h.Buckets[i]
+		if b.Methods == nil {
+			b.Methods = map[string]int64{}
+		}
+		b.Methods[m] += r.Units
+	}
+}
+
+// noMethod names units charged without a method name.
+const noMethod = "(no method)"
+
 // buckets splits [from, to] into buckets of every and sums entries into
 // them. Bucket edges fall on multiples of every from a daily window's
-// midnight, or from the Unix epoch for a sliding window, so charts are
-// stable from one run to the next.
-func buckets(w quota.Window, now time.Time, every time.Duration, entries []quota.Entry) (from time.Time, out []bucketJSON, err error) {
+// midnight, or, for a sliding window, from the hour in loc (or the Unix
+// epoch for steps under an hour), so charts are stable from one run to the
+// next and hours are loc's.
+func buckets(w quota.Window, now time.Time, every time.Duration, entries []quota.Entry, loc *time.Location) (from time.Time, out []bucketJSON, err error) {
 	from = w.Start(now)
 	first := from
-	if w.IsDaily() {
+	switch {
+	case w.IsDaily():
 		// from is the local midnight.
-	} else {
+	case every%time.Hour == 0:
+		lf := from.In(loc)
+		first = time.Date(lf.Year(), lf.Month(), lf.Day(), lf.Hour(), 0, 0, 0, loc)
+	default:
 		first = from.Truncate(every)
 	}
 	n := int(now.Sub(first)/every) + 1
@@ -175,7 +259,8 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 		if every == 0 {
 			every = pickEvery(b.Window)
 		}
-		from, bs, err := buckets(b.Window, now, every, entries)
+		loc := opts.zoneOf(b.Window)
+		from, bs, err := buckets(b.Window, now, every, entries, loc)
 		if err != nil {
 			return err
 		}
@@ -183,10 +268,16 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 		for _, e := range entries {
 			used += e.Cost
 		}
-		charts = append(charts, historyJSON{
+		h := historyJSON{
 			API: info.Name, Owner: c.Account, Budget: b.Name, Credential: c.Label, Fingerprint: c.Fingerprint, Window: b.Window.String(),
-			Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(), Buckets: bs,
-		})
+			Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(), Zone: loc.String(), Buckets: bs,
+		}
+		rows, err := l.Store().Breakdown(ctx, &quota.BreakdownRequest{API: info.Name, Owner: c.Account, Budgets: []string{b.Name}, Since: from, Now: opts.storeNow()})
+		if err != nil {
+			return err
+		}
+		addBreakdown(&h, every, rows)
+		charts = append(charts, h)
 	}
 	if opts.json {
 		return opts.printJSON(charts)
@@ -202,22 +293,28 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 	return nil
 }
 
-// chartWidth is the longest bar, in characters.
+// chartWidth is the bar of a bucket that spent the whole limit, in
+// characters: bars are to the scale of the limit, not of the busiest bucket.
 const chartWidth = 40
 
 func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	every := time.Duration(h.EverySeconds * float64(time.Second))
+	loc, err := time.LoadLocation(h.Zone)
+	if err != nil {
+		loc = g.location()
+	}
 	who := c.name()
 	if h.Owner != "" && h.Owner != c.Fingerprint {
 		who += " (owner " + ownerName(h.Owner) + ")"
 	}
-	fmt.Fprintf(w, "%s/%s for %s: %d of %d used in the window (%s), per %s\n", h.API, h.Budget, who, h.Used, h.Limit, windowOf(h.Window), compact(every))
+	fmt.Fprintf(w, "%s/%s for %s: %d of %d used in the window (%s), per %s in %s; a full bar is the limit\n",
+		h.API, h.Budget, who, h.Used, h.Limit, windowOf(h.Window), compact(every), loc)
 	var peak int64
 	for _, b := range h.Buckets {
 		peak = max(peak, b.Units)
 	}
 	layout := "15:04"
-	first, last := h.Buckets[0].Start.In(g.location()), h.Buckets[len(h.Buckets)-1].Start.In(g.location())
+	first, last := h.Buckets[0].Start.In(loc), h.Buckets[len(h.Buckets)-1].Start.In(loc)
 	switch {
 	case every < time.Minute:
 		layout = "15:04:05"
@@ -227,10 +324,14 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	unitsW := len(fmt.Sprint(peak))
 	for _, b := range h.Buckets {
 		n := 0
-		if peak > 0 {
-			n = int((b.Units*chartWidth + peak - 1) / peak)
+		if h.Limit > 0 {
+			n = int(b.Units * chartWidth / h.Limit)
+			if b.Units > 0 && n == 0 {
+				n = 1 // something was spent: show it
+			}
+			n = min(n, chartWidth)
 		}
-		line := fmt.Sprintf("%s  %-*s  %*d", b.Start.In(g.location()).Format(layout), chartWidth, strings.Repeat("#", n), unitsW, b.Units)
+		line := fmt.Sprintf("%s  |%-*s|  %*d", b.Start.In(loc).Format(layout), chartWidth, strings.Repeat("#", n), unitsW, b.Units)
 		if b.Calls > 0 {
 			line += fmt.Sprintf("  (%d call%s)", b.Calls, plural(b.Calls))
 		}
@@ -238,7 +339,23 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 			return err
 		}
 	}
+	if len(h.Methods) > 1 || len(h.Methods) == 1 && h.Methods[noMethod] == 0 {
+		fmt.Fprintf(w, "by method: %s\n", totalsText(h.Methods))
+	}
+	if len(h.Jobs) > 0 {
+		fmt.Fprintf(w, "by job: %s\n", totalsText(h.Jobs))
+	}
 	return nil
+}
+
+// totalsText is "videos.insert 9600, search.list 1", biggest first.
+func totalsText(m map[string]int64) string {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func windowOf(s string) string {

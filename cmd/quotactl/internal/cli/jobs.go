@@ -131,7 +131,7 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		if len(recs) > 0 {
 			r := recs[0]
 			j.Last = &r
-			row = []string{name, opts.when(r.Start), string(r.Outcome), compact(r.Duration()), spentText(r.Spent), lease, next, cost, opts.checkpointText(j.Checkpoint), opts.detail(r)}
+			row = []string{name, opts.when(r.Start), string(r.Outcome), took(r.Duration()), spentText(r.Spent), lease, next, cost, opts.checkpointText(j.Checkpoint), opts.detail(r)}
 		}
 		out = append(out, j)
 		t.add(row...)
@@ -171,7 +171,7 @@ func (opts *jobsOptions) jobHistory(ctx context.Context, ss quota.StateStore) er
 	}
 	t := &table{header: []string{"START", "TRIGGER", "OUTCOME", "TOOK", "SPENT", "DETAIL"}}
 	for _, r := range recs {
-		t.add(opts.when(r.Start), string(r.Trigger), string(r.Outcome), compact(r.Duration()), spentText(r.Spent), opts.detail(r))
+		t.add(opts.when(r.Start), string(r.Trigger), string(r.Outcome), took(r.Duration()), spentText(r.Spent), opts.detail(r))
 	}
 	if err := t.print(opts.io.Out, opts.io.TTY); err != nil {
 		return err

@@ -128,3 +128,19 @@ func TestUsageBarAgreesWithPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestTookRounded: job durations are rounded to what a person reads.
+func TestTookRounded(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		1234567 * time.Nanosecond:                         "1ms",
+		412345678 * time.Nanosecond:                       "412ms",
+		12345678901 * time.Nanosecond:                     "12.3s",
+		5*time.Minute + 30*time.Second + time.Millisecond: "5m30s",
+		2*time.Hour + 5*time.Minute + 7*time.Second:       "2h5m",
+		750 * time.Nanosecond:                             "1µs",
+	} {
+		if got := took(d); got != want {
+			t.Errorf("took(%v) = %q, want %q", time.Duration(d), got, want)
+		}
+	}
+}
