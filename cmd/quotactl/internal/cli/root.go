@@ -90,6 +90,7 @@ func newRoot(g *globals) *cobra.Command {
 			c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 		}
 	}
+	addCompletions(g, root)
 	markRun(g, root)
 	return root
 }
