@@ -76,7 +76,7 @@ func TestBrowserShowsTheStore(t *testing.T) {
 		t.Fatalf("the page never went live: %v", err)
 	}
 	rowsJSON, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify([...document.querySelectorAll("tr.budget")].map(tr => ({
-			API: tr.dataset.api, Owner: tr.querySelector("td.owner").textContent, Budget: tr.dataset.budget,
+			API: tr.dataset.api, Owner: tr.querySelector("td.owner .oname").textContent, Budget: tr.dataset.budget,
 			Used: tr.querySelector('[data-field="used"]').textContent,
 			Limit: tr.querySelector('[data-field="limit"]').textContent,
 			Remaining: tr.querySelector('[data-field="remaining"]').textContent,

@@ -12,10 +12,15 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// Status is one budget of one credential's owner, as `quotactl status
-// --json` prints it (same field names), plus percent and state for the page.
+// Status is one budget of one owner, as `quotactl status --json` prints it
+// (same field names), plus percent and seconds to reset. Owner is the
+// account the budget is kept under (an owner name, or the fingerprint of a
+// credential that is its own owner); Credential and Fingerprint are its
+// first credential (labelled ones first), Credentials all of them.
 type Status struct {
 	API            string     `json:"api"`
+	Owner          string     `json:"owner,omitempty"`
+	Credentials    []CredJSON `json:"credentials,omitempty"`
 	Credential     string     `json:"credential"`
 	Fingerprint    string     `json:"fingerprint"`
 	Budget         string     `json:"budget"`
@@ -31,6 +36,72 @@ type Status struct {
 	// ResetSeconds is the time from now until capacity next frees, in
 	// seconds (0 when nothing is counted).
 	ResetSeconds float64 `json:"reset_seconds"`
+}
+
+// CredJSON is one credential of an owner: its label and fingerprint, never
+// a secret.
+type CredJSON struct {
+	Label       string `json:"label"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// ownerGroup is one account's credentials, labelled ones first.
+type ownerGroup struct {
+	account string
+	creds   []quota.CredentialInfo
+}
+
+func (g ownerGroup) json() []CredJSON {
+	out := make([]CredJSON, len(g.creds))
+	for i, c := range g.creds {
+		out[i] = CredJSON{Label: c.Label, Fingerprint: c.ID}
+	}
+	return out
+}
+
+// accountOf is the account a credential's budgets are kept under: today
+// the credential itself (its fingerprint).
+func accountOf(c quota.CredentialInfo) string { return c.ID }
+
+func unlabelled(c quota.CredentialInfo) int {
+	if c.Label == "" {
+		return 1
+	}
+	return 0
+}
+
+// OwnerName is how an owner is shown: a named owner's name; for a
+// credential that is its own owner, its label, else the first 8 digits of
+// its fingerprint.
+func OwnerName(account, label, fingerprint string) string {
+	if account != "" && account != fingerprint {
+		return account
+	}
+	if label != "" {
+		return label
+	}
+	if fingerprint == "" {
+		return "-"
+	}
+	return fingerprint[:min(8, len(fingerprint))]
+}
+
+// groupOwners groups credentials by account, sorted by account, labelled
+// credentials first within one.
+func groupOwners(creds []quota.CredentialInfo) []ownerGroup {
+	sorted := slices.Clone(creds)
+	slices.SortStableFunc(sorted, func(a, b quota.CredentialInfo) int {
+		return cmp.Or(cmp.Compare(accountOf(a), accountOf(b)), cmp.Compare(unlabelled(a), unlabelled(b)), cmp.Compare(a.Label, b.Label), cmp.Compare(a.ID, b.ID))
+	})
+	var out []ownerGroup
+	for _, c := range sorted {
+		if n := len(out); n > 0 && out[n-1].account == accountOf(c) {
+			out[n-1].creds = append(out[n-1].creds, c)
+			continue
+		}
+		out = append(out, ownerGroup{account: accountOf(c), creds: []quota.CredentialInfo{c}})
+	}
+	return out
 }
 
 // spent reports whether nothing is left: used up, or marked spent.
@@ -52,6 +123,7 @@ type Bucket struct {
 // sliding one), as `quotactl history --json` prints it (same field names).
 type History struct {
 	API          string    `json:"api"`
+	Owner        string    `json:"owner,omitempty"`
 	Budget       string    `json:"budget"`
 	Credential   string    `json:"credential"`
 	Fingerprint  string    `json:"fingerprint"`
@@ -83,6 +155,7 @@ type Job struct {
 // Crossing is a usage threshold one budget crossed in its current window.
 type Crossing struct {
 	API         string    `json:"api"`
+	Owner       string    `json:"owner,omitempty"`
 	Credential  string    `json:"credential"`
 	Fingerprint string    `json:"fingerprint"`
 	Budget      string    `json:"budget"`
@@ -133,11 +206,14 @@ func (h *Handler) read(ctx context.Context) (*Snapshot, error) {
 			return nil, err
 		}
 	}
+	// Sorted by api, owner, label, budget.
 	slices.SortStableFunc(s.Status, func(x, y Status) int {
-		return cmp.Or(cmp.Compare(x.API, y.API), cmp.Compare(x.Credential, y.Credential), cmp.Compare(x.Fingerprint, y.Fingerprint), cmp.Compare(x.Budget, y.Budget))
+		return cmp.Or(cmp.Compare(x.API, y.API), cmp.Compare(OwnerName(x.Owner, x.Credential, x.Fingerprint), OwnerName(y.Owner, y.Credential, y.Fingerprint)),
+			cmp.Compare(x.Credential, y.Credential), cmp.Compare(x.Budget, y.Budget))
 	})
 	slices.SortStableFunc(s.History, func(x, y History) int {
-		return cmp.Or(cmp.Compare(x.API, y.API), cmp.Compare(x.Credential, y.Credential), cmp.Compare(x.Fingerprint, y.Fingerprint), cmp.Compare(x.Budget, y.Budget))
+		return cmp.Or(cmp.Compare(x.API, y.API), cmp.Compare(OwnerName(x.Owner, x.Credential, x.Fingerprint), OwnerName(y.Owner, y.Credential, y.Fingerprint)),
+			cmp.Compare(x.Credential, y.Credential), cmp.Compare(x.Budget, y.Budget))
 	})
 	if ss, ok := h.store.(quota.StateStore); ok {
 		s.JobsKept = true
@@ -160,31 +236,32 @@ func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, now time.Time, s
 		}
 		return nil
 	}
-	for _, c := range a.Credentials {
-		us, err := l.StatusOf(ctx, c.ID)
+	for _, grp := range groupOwners(a.Credentials) {
+		c := grp.creds[0]
+		us, err := l.StatusOf(ctx, grp.account)
 		if err != nil {
 			return fmt.Errorf("dashboard: usage of %s: %w", a.Name, err)
 		}
 		for _, u := range us {
 			st := Status{
-				API: a.Name, Credential: c.Label, Fingerprint: c.ID, Budget: u.Budget, Window: u.Window.String(),
+				API: a.Name, Owner: grp.account, Credentials: grp.json(), Credential: c.Label, Fingerprint: c.ID, Budget: u.Budget, Window: u.Window.String(),
 				Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
 				Percent: Percent(u), ResetSeconds: resetSeconds(u, now),
 			}
 			s.Status = append(s.Status, st)
 			b := a.Budgets[slices.IndexFunc(a.Budgets, func(b quota.Budget) bool { return b.Name == u.Budget })]
-			entries, err := h.store.Entries(ctx, &quota.EntriesRequest{API: a.Name, Owner: c.ID, Budget: b, Now: h.storeNow()})
+			entries, err := h.store.Entries(ctx, &quota.EntriesRequest{API: a.Name, Owner: grp.account, Budget: b, Now: h.storeNow()})
 			if err != nil {
 				return fmt.Errorf("dashboard: entries of %s/%s: %w", a.Name, b.Name, err)
 			}
 			var rows []quota.BreakdownRow
 			if every(b.Window) == time.Hour {
-				rows, err = h.store.Breakdown(ctx, &quota.BreakdownRequest{API: a.Name, Owner: c.ID, Budgets: []string{b.Name}, Since: b.Window.Start(now), Now: h.storeNow()})
+				rows, err = h.store.Breakdown(ctx, &quota.BreakdownRequest{API: a.Name, Owner: grp.account, Budgets: []string{b.Name}, Since: b.Window.Start(now), Now: h.storeNow()})
 				if err != nil {
 					return fmt.Errorf("dashboard: breakdown of %s/%s: %w", a.Name, b.Name, err)
 				}
 			}
-			hist := h.history(a.Name, c, b, now, entries, rows)
+			hist := h.history(a.Name, grp, b, now, entries, rows)
 			s.History = append(s.History, hist)
 			s.Thresholds.Crossings = append(s.Thresholds.Crossings, crossings(st, entries, h.levels)...)
 		}
@@ -243,7 +320,8 @@ func every(w quota.Window) time.Duration {
 // history buckets entries per hour of the window (see every), on the hours
 // of the budget's zone, and stacks each hour by method from the store's
 // breakdown rows (hourly rows: only for hourly buckets).
-func (h *Handler) history(api string, c quota.CredentialInfo, b quota.Budget, now time.Time, entries []quota.Entry, rows []quota.BreakdownRow) History {
+func (h *Handler) history(api string, grp ownerGroup, b quota.Budget, now time.Time, entries []quota.Entry, rows []quota.BreakdownRow) History {
+	c := grp.creds[0]
 	every := every(b.Window)
 	loc := h.zoneOf(b.Window)
 	from := b.Window.Start(now)
@@ -292,7 +370,7 @@ func (h *Handler) history(api string, c quota.CredentialInfo, b quota.Budget, no
 		byJob = jobUnits
 	}
 	return History{
-		API: api, Budget: b.Name, Credential: c.Label, Fingerprint: c.ID, Window: b.Window.String(),
+		API: api, Owner: grp.account, Budget: b.Name, Credential: c.Label, Fingerprint: c.ID, Window: b.Window.String(),
 		Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(),
 		Zone: loc.String(), Buckets: bs, Jobs: byJob,
 	}
@@ -310,7 +388,7 @@ func crossings(st Status, entries []quota.Entry, levels []int64) []Crossing {
 		used += e.Cost
 		for next < len(levels) && used*100 >= levels[next]*st.Limit {
 			out = append(out, Crossing{
-				API: st.API, Credential: st.Credential, Fingerprint: st.Fingerprint, Budget: st.Budget,
+				API: st.API, Owner: st.Owner, Credential: st.Credential, Fingerprint: st.Fingerprint, Budget: st.Budget,
 				Percent: levels[next], At: e.At.UTC(), Used: used, Limit: st.Limit,
 			})
 			next++

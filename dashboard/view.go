@@ -38,6 +38,7 @@ type mainView struct {
 
 type rowView struct {
 	API, Owner, OwnerTitle, Budget, Window string
+	Creds                                  string // a named owner's credentials
 	Used, Limit, Remaining                 int64
 	Percent                                int64  // shown number, 0..100
 	PercentText                            string // "97%" or "spent"
@@ -151,16 +152,17 @@ func num(n int64) string {
 	return b.String()
 }
 
-// ownerName is how a credential is shown: its label, else the first 8
-// digits of its fingerprint.
-func ownerName(label, fp string) string {
-	if label != "" {
-		return label
+// credNames lists a named owner's credentials ("yt-key-1, yt-key-2"); empty
+// for a credential that is its own owner.
+func credNames(st Status) string {
+	if st.Owner == "" || st.Owner == st.Fingerprint {
+		return ""
 	}
-	if fp == "" {
-		return "-"
+	var out []string
+	for _, c := range st.Credentials {
+		out = append(out, OwnerName("", c.Label, c.Fingerprint))
 	}
-	return fp[:min(8, len(fp))]
+	return strings.Join(out, ", ")
 }
 
 func anchor(api, fp, budget string) string {
@@ -195,7 +197,7 @@ func (h *Handler) view(s *Snapshot) *mainView {
 	v.Levels = strings.Join(levels, ", ")
 	for _, st := range s.Status {
 		r := rowView{
-			API: st.API, Owner: ownerName(st.Credential, st.Fingerprint), OwnerTitle: st.Fingerprint, Budget: st.Budget,
+			API: st.API, Owner: OwnerName(st.Owner, st.Credential, st.Fingerprint), OwnerTitle: st.Fingerprint, Creds: credNames(st), Budget: st.Budget,
 			Window: windowText(st.Window), Used: st.Used, Limit: st.Limit, Remaining: st.Remaining,
 			Percent: st.Percent, Fill: st.Percent, ResetIn: "-", ResetAt: "", SpentUntil: "",
 		}
@@ -243,7 +245,7 @@ func (h *Handler) view(s *Snapshot) *mainView {
 		k := c.API + "/" + c.Fingerprint + "/" + c.Budget
 		g := byBudget[k]
 		if g == nil {
-			g = &group{view: crossView{API: c.API, Owner: ownerName(c.Credential, c.Fingerprint), Budget: c.Budget}}
+			g = &group{view: crossView{API: c.API, Owner: OwnerName(c.Owner, c.Credential, c.Fingerprint), Budget: c.Budget}}
 			byBudget[k] = g
 			groups = append(groups, g)
 		}
@@ -324,7 +326,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 		loc = h.loc
 	}
 	c := chartView{
-		Anchor: anchor(hist.API, hist.Fingerprint, hist.Budget), API: hist.API, Owner: ownerName(hist.Credential, hist.Fingerprint),
+		Anchor: anchor(hist.API, hist.Fingerprint, hist.Budget), API: hist.API, Owner: OwnerName(hist.Owner, hist.Credential, hist.Fingerprint),
 		Budget: hist.Budget, Zone: hist.Zone, Window: windowText(hist.Window), Used: hist.Used, Limit: hist.Limit,
 		Percent: st.Percent, State: state(st.Percent, st.spent() && st.Limit > 0),
 		W: chartW, H: chartH, PlotLeft: chartLeft, PlotRight: chartW - chartRight, PlotTop: chartTop, PlotBottom: chartTop + plotH,

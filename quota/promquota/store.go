@@ -176,16 +176,20 @@ func ResetSeconds(u quota.Usage, now time.Time) float64 {
 	return at.Sub(now).Seconds()
 }
 
-// ownerOf returns the key a credential's budgets are kept under in the store
-// and the owner label value: its label, else the short form of its
-// fingerprint.
+// accountOf is the account a credential's budgets are kept under: today
+// the credential itself (its fingerprint).
+func accountOf(c quota.CredentialInfo) string { return c.ID }
+
+// ownerOf returns the account a credential's budgets are kept under in the
+// store and the owner label value: a named owner's name; for a credential
+// that is its own owner, its label, else the short form of its fingerprint.
 func ownerOf(c quota.CredentialInfo) (key, label string) {
-	label = c.Label
-	if label == "" {
-		label = c.ID
-		if len(label) > shortFingerprintChars {
-			label = label[:shortFingerprintChars]
-		}
+	key = accountOf(c)
+	switch {
+	case key != c.ID:
+		return key, key
+	case c.Label != "":
+		return key, c.Label
 	}
-	return c.ID, label
+	return key, c.ID[:min(shortFingerprintChars, len(c.ID))]
 }
