@@ -43,6 +43,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +70,12 @@ type Handler struct {
 
 	mux  *http.ServeMux
 	page *template.Template
+
+	// The live part, shared by every open page: one store read per half
+	// refresh, however many browsers watch.
+	liveMu   sync.Mutex
+	live     []byte
+	liveRead time.Time // host clock
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -362,7 +369,24 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, http.StatusOK, "page.html", pageView{Main: h.view(s), Refresh: h.refresh.Milliseconds()})
 }
 
+// fragment renders the page's live part, reusing a rendering younger than
+// half the refresh interval: each open page asks once per interval, and the
+// store is read once for all of them.
 func (h *Handler) fragment(ctx context.Context) ([]byte, error) {
+	h.liveMu.Lock()
+	defer h.liveMu.Unlock()
+	if h.live != nil && time.Since(h.liveRead) < h.refresh/2 {
+		return h.live, nil
+	}
+	b, err := h.renderLive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.live, h.liveRead = b, time.Now()
+	return b, nil
+}
+
+func (h *Handler) renderLive(ctx context.Context) ([]byte, error) {
 	s, err := h.snapshot(ctx)
 	if err != nil {
 		return nil, err

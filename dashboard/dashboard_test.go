@@ -10,11 +10,13 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
 func decodeJSON(t *testing.T, body string, v any) {
@@ -460,5 +462,37 @@ func TestEventsFollowTheStore(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// countingStore counts how often the dashboard lists a real store.
+type countingStore struct {
+	*sqlitestore.Store
+	lists atomic.Int64
+}
+
+func (c *countingStore) List(ctx context.Context) ([]quota.APIInfo, error) {
+	c.lists.Add(1)
+	return c.Store.List(ctx)
+}
+
+// TestEventsShareOneRead: five open pages cost one store read per refresh,
+// not five.
+func TestEventsShareOneRead(t *testing.T) {
+	w := seed(t)
+	cs := &countingStore{Store: w.store}
+	h, err := New(cs, WithClock(w.clock.Now), WithLocation(la), WithRefresh(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	for range 5 {
+		if ev := openEvents(t, srv, "/events").next(t, "main"); !strings.Contains(ev, "yt-key-1") {
+			t.Fatal("no budgets in the event")
+		}
+	}
+	if n := cs.lists.Load(); n != 1 {
+		t.Errorf("5 pages read the store %d times, want 1", n)
 	}
 }
