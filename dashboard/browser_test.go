@@ -135,6 +135,15 @@ func TestBrowserShowsTheStore(t *testing.T) {
 		}
 	}
 
+	// Everything the page loaded came from the dashboard itself: no CDN.
+	foreign, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType("resource").map(e => e.name).filter(n => !n.startsWith(location.origin))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(foreign) > 0 {
+		t.Errorf("the page loaded from elsewhere: %q", foreign)
+	}
+
 	// Charts: one per budget, the busiest hour's bar as the store's entries say.
 	charts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("figure.chart").length`))
 	if err != nil {
