@@ -415,6 +415,13 @@ func TestHistory(t *testing.T) {
 		search.Buckets[1].Units != 1 {
 		t.Errorf("search chart: %+v", search)
 	}
+	// Method totals come from hourly rows: a sliding window that starts
+	// inside an hour says which hours they cover.
+	e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "1", "--budget", "units", "--method", "videos.list")
+	out = e.ok("history", "youtube", "--label", "yt-key-1", "--budget", "units", "--every", "15m")
+	if !strings.HasSuffix(out, "\nby method (hours from 08:00): (no method) 7, videos.list 1\n") {
+		t.Errorf("history with a method:\n%s", out)
+	}
 
 	for _, bad := range [][]string{
 		{"history", "youtube", "--label", "yt-key-1", "--every", "0s"},

@@ -339,11 +339,17 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 			return err
 		}
 	}
+	// The store keeps them per hour: a window that starts inside an hour
+	// (a sliding one) counts that whole hour.
+	since := ""
+	if from := h.From.In(loc); from.Minute() != 0 || from.Second() != 0 || from.Nanosecond() > 1000 {
+		since = " (hours from " + from.Truncate(time.Hour).Format("15:04") + ")"
+	}
 	if len(h.Methods) > 1 || len(h.Methods) == 1 && h.Methods[noMethod] == 0 {
-		fmt.Fprintf(w, "by method: %s\n", totalsText(h.Methods))
+		fmt.Fprintf(w, "by method%s: %s\n", since, totalsText(h.Methods))
 	}
 	if len(h.Jobs) > 0 {
-		fmt.Fprintf(w, "by job: %s\n", totalsText(h.Jobs))
+		fmt.Fprintf(w, "by job%s: %s\n", since, totalsText(h.Jobs))
 	}
 	return nil
 }
