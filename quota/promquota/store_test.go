@@ -2,6 +2,7 @@ package promquota_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,4 +115,33 @@ quota_store_up 0
 `)); err != nil {
 		t.Error(err)
 	}
+}
+
+// ExampleNewStoreCollector exports the usage every process recorded in a
+// shared store, read on each scrape.
+func ExampleNewStoreCollector() {
+	now := time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	store := quota.NewMemoryStore()
+	lim, _ := quota.New(store, "github", []quota.Budget{{Name: "core", Limit: 5000, Window: quota.Sliding(time.Hour)}}, quota.WithClock(clock))
+	if _, err := lim.Take(context.Background(), quota.Credential{Secret: "ghp_...", Label: "ci-bot"}, quota.Units("core", 1200)); err != nil {
+		panic(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promquota.NewStoreCollector(store, promquota.WithStoreClock(clock)))
+	// In a program: http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			fmt.Println(mf.GetName(), m.GetGauge().GetValue())
+		}
+	}
+	// Output:
+	// quota_store_exhausted 0
+	// quota_store_limit_units 5000
+	// quota_store_remaining_units 3800
+	// quota_store_reset_seconds 3600
+	// quota_store_up 1
+	// quota_store_used_units 1200
 }
