@@ -502,3 +502,39 @@ func TestEventsShareOneRead(t *testing.T) {
 		t.Errorf("5 pages read the store %d times, want 1", n)
 	}
 }
+
+// TestOwnerGroupsCredentials: two keys of one owner (a Cloud project) are
+// one budget on the page, in the API and in /metrics.
+func TestOwnerGroupsCredentials(t *testing.T) {
+	st, err := sqlitestore.Open(t.TempDir() + "/quota.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := &clock{t: t0}
+	l, err := quota.New(st, "youtube", []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Daily(la)}}, quota.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, k := range []quota.Credential{{Secret: "AIza-owner-one", Label: "k1", Owner: "proj-a"}, {Secret: "AIza-owner-two", Label: "k2", Owner: "proj-a"}} {
+		if _, err := l.Take(ctx, k, quota.Charge{Method: "videos.list", Units: map[string]int64{"units": int64(100 * (i + 1))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := serve(t, &world{store: st, clock: c})
+	_, body := get(t, srv, "/api/status")
+	var rows []Status
+	decodeJSON(t, body, &rows)
+	if len(rows) != 1 || rows[0].Owner != "proj-a" || rows[0].Used != 300 || len(rows[0].Credentials) != 2 {
+		t.Fatalf("status: %s", body)
+	}
+	_, page := get(t, srv, "/")
+	if !strings.Contains(page, `<span class="oname">proj-a</span><div class="sub">k1, k2</div>`) {
+		t.Errorf("the page does not show the owner with its keys")
+	}
+	_, metrics := get(t, srv, "/metrics")
+	if !strings.Contains(metrics, `quota_store_used_units{api="youtube",budget="units",owner="proj-a"} 300`) || strings.Count(metrics, "quota_store_used_units{") != 1 {
+		t.Errorf("metrics:\n%s", metrics)
+	}
+}

@@ -59,9 +59,14 @@ func (g ownerGroup) json() []CredJSON {
 	return out
 }
 
-// accountOf is the account a credential's budgets are kept under: today
-// the credential itself (its fingerprint).
-func accountOf(c quota.CredentialInfo) string { return c.ID }
+// accountOf is the account a credential's budgets are kept under: its
+// owner, or the credential itself (its fingerprint) when it is its own.
+func accountOf(c quota.CredentialInfo) string {
+	if c.Owner != "" {
+		return c.Owner
+	}
+	return c.ID
+}
 
 func unlabelled(c quota.CredentialInfo) int {
 	if c.Label == "" {

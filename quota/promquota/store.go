@@ -176,9 +176,14 @@ func ResetSeconds(u quota.Usage, now time.Time) float64 {
 	return at.Sub(now).Seconds()
 }
 
-// accountOf is the account a credential's budgets are kept under: today
-// the credential itself (its fingerprint).
-func accountOf(c quota.CredentialInfo) string { return c.ID }
+// accountOf is the account a credential's budgets are kept under: its
+// owner, or the credential itself (its fingerprint) when it is its own.
+func accountOf(c quota.CredentialInfo) string {
+	if c.Owner != "" {
+		return c.Owner
+	}
+	return c.ID
+}
 
 // ownerOf returns the account a credential's budgets are kept under in the
 // store and the owner label value: a named owner's name; for a credential

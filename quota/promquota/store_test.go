@@ -56,7 +56,7 @@ func TestStoreCollectorExactSeries(t *testing.T) {
 	if err := l.Exhaust(ctx, b, "search", now.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	fpB := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "secret-b")[:8]
+	fpB := quota.DefaultFingerprint("secret-b")[:8]
 
 	c := promquota.NewStoreCollector(st, promquota.WithStoreClock(clock))
 	// units reset at midnight LA: 15h away; a's search entry (30 minutes old)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestServeAPIMatchesStatusJSON(t *testing.T) {
 	}
 	for i, row := range cli {
 		for k, v := range row {
-			if got, ok := api[i][k]; !ok || got != v {
+			if got, ok := api[i][k]; !ok || !reflect.DeepEqual(got, v) {
 				t.Errorf("row %d field %q: API %v (present %v), --json %v", i, k, got, ok, v)
 			}
 		}

@@ -193,14 +193,19 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	return nil
 }
 
-// briefOwner names an owner in one cell: the credential that is its own
-// owner (its label), or a named owner with its credentials, "my-project
-// (k1,k2)".
+// briefOwner names an owner in one cell, for narrow terminals: a named
+// owner with its credentials, "my-project (k1,k2)"; a credential that is its
+// own owner by its label, with "+N" for the other keys rotated under it.
 func briefOwner(grp ownerGroup) string {
-	if len(grp.Credentials) == 1 && grp.Credentials[0].ID == grp.Account {
-		return credName(grp.Credentials[0])
+	if ownerName(grp.Account) != grp.Account {
+		// The account is a credential's fingerprint: no owner name.
+		s := credName(grp.Credentials[0])
+		if n := len(grp.Credentials) - 1; n > 0 {
+			s += fmt.Sprintf(" +%d", n)
+		}
+		return s
 	}
-	return ownerName(grp.Account) + " (" + names(grp.Credentials) + ")"
+	return grp.Account + " (" + names(grp.Credentials) + ")"
 }
 
 func apiScope(api string) string {
