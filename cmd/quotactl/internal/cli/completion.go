@@ -12,7 +12,7 @@ import (
 )
 
 // addCompletions makes `quotactl completion bash|zsh|fish` complete the
-// APIs, budgets, credential labels and jobs the store knows (the store of
+// APIs, budgets, credential labels, owners and jobs the store knows (the store of
 // --store or $QUOTA_STORE on the command line being completed). They are
 // attached here, by command name, so each command's file stays a plain flag
 // parser.
@@ -35,6 +35,9 @@ func addCompletions(g *globals, root *cobra.Command) {
 		}
 		return g.completeBudgetPaths(cmd.Context()), cobra.ShellCompDirectiveNoFileComp
 	}
+	owners := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		return g.completeOwners(cmd.Context(), firstArg(args)), cobra.ShellCompDirectiveNoFileComp
+	}
 	jobNames := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -56,6 +59,9 @@ func addCompletions(g *globals, root *cobra.Command) {
 		}
 		if f := c.Flags().Lookup("budget"); f != nil {
 			_ = c.RegisterFlagCompletionFunc("budget", budgets)
+		}
+		if c.Flags().Lookup("owner") != nil {
+			_ = c.RegisterFlagCompletionFunc("owner", owners)
 		}
 	})
 }
@@ -108,6 +114,24 @@ func (g *globals) completeLabels(ctx context.Context, api string) []string {
 		for _, c := range a.Credentials {
 			if c.Label != "" && !strings.ContainsAny(c.Label, " \t\n") {
 				out = append(out, c.Label)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// completeOwners lists the owner names of api's credentials (every API's
+// when empty); a credential that is its own owner has no name to complete.
+func (g *globals) completeOwners(ctx context.Context, api string) []string {
+	var out []string
+	for _, a := range g.completionAPIs(ctx) {
+		if api != "" && a.Name != api {
+			continue
+		}
+		for _, c := range a.Credentials {
+			if c.Owner != "" && c.Owner != c.ID {
+				out = append(out, c.Owner)
 			}
 		}
 	}

@@ -36,7 +36,7 @@ func TestCompletionFromStore(t *testing.T) {
 	e.setup()
 	e.ok("budget", "set", "github/core", "--limit", "5000", "--window", "1h")
 	e.vars["GH"] = "ghp-completion"
-	e.ok("take", "github", "--credential-env", "GH", "--label", "gh-bot", "--cost", "1")
+	e.ok("take", "github", "--credential-env", "GH", "--label", "gh-bot", "--owner", "acme", "--cost", "1")
 	g, _, _ := e.g()
 	sched := jobs.New(g.store.(quota.StateStore), jobs.WithClock(e.clock.Now), jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err := sched.Add("trending", "", func(context.Context, *jobs.Run) error { return nil }); err != nil {
@@ -59,6 +59,8 @@ func TestCompletionFromStore(t *testing.T) {
 		{[]string{"exhaust", "github", "--budget", ""}, []string{"core"}},
 		{[]string{"budget", "delete", ""}, []string{"github/core", "youtube/search", "youtube/units"}},
 		{[]string{"jobs", ""}, []string{"trending"}},
+		{[]string{"status", "--owner", ""}, []string{"acme"}},
+		{[]string{"take", "youtube", "--owner", ""}, nil},
 	} {
 		got := completions(t, e, c.args...)
 		slices.Sort(got)
