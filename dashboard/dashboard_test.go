@@ -538,3 +538,35 @@ func TestOwnerGroupsCredentials(t *testing.T) {
 		t.Errorf("metrics:\n%s", metrics)
 	}
 }
+
+// TestOperatorOverride: a budget an operator set ('quotactl budget set') is
+// the one in force: the page, the API and /metrics show its limit.
+func TestOperatorOverride(t *testing.T) {
+	w := seed(t)
+	b := quota.Budget{Name: "units", Limit: 20000, Window: quota.Daily(la)}
+	if err := quota.SetOverride(context.Background(), w.store, "youtube", b, t0); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, w)
+	_, body := get(t, srv, "/api/status")
+	var rows []Status
+	decodeJSON(t, body, &rows)
+	n := 0
+	for _, r := range rows {
+		if r.API == "youtube" && r.Budget == "units" {
+			n++
+			if r.Limit != 20000 || r.Source != quota.SourceOperator {
+				t.Errorf("%s: limit %d source %q, want 20000 operator", r.Credential, r.Limit, r.Source)
+			}
+		}
+		if r.API == "youtube" && r.Budget == "search" && r.Source != quota.SourceProgram {
+			t.Errorf("search: source %q", r.Source)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d youtube/units rows", n)
+	}
+	if _, m := get(t, srv, "/metrics"); !strings.Contains(m, `quota_store_limit_units{api="youtube",budget="units",owner="yt-key-1"} 20000`) {
+		t.Errorf("/metrics does not show the operator's limit")
+	}
+}

@@ -18,18 +18,21 @@ import (
 // credential that is its own owner); Credential and Fingerprint are its
 // first credential (labelled ones first), Credentials all of them.
 type Status struct {
-	API            string     `json:"api"`
-	Owner          string     `json:"owner,omitempty"`
-	Credentials    []CredJSON `json:"credentials,omitempty"`
-	Credential     string     `json:"credential"`
-	Fingerprint    string     `json:"fingerprint"`
-	Budget         string     `json:"budget"`
-	Window         string     `json:"window"`
-	Used           int64      `json:"used"`
-	Limit          int64      `json:"limit"`
-	Remaining      int64      `json:"remaining"`
-	Reset          *time.Time `json:"reset,omitempty"`
-	ExhaustedUntil *time.Time `json:"exhausted_until,omitempty"`
+	API         string     `json:"api"`
+	Owner       string     `json:"owner,omitempty"`
+	Credentials []CredJSON `json:"credentials,omitempty"`
+	Credential  string     `json:"credential"`
+	Fingerprint string     `json:"fingerprint"`
+	Budget      string     `json:"budget"`
+	Window      string     `json:"window"`
+	// Source says whose definition is in force: "program" (the limiter's)
+	// or "operator" ('quotactl budget set').
+	Source         quota.Source `json:"source"`
+	Used           int64        `json:"used"`
+	Limit          int64        `json:"limit"`
+	Remaining      int64        `json:"remaining"`
+	Reset          *time.Time   `json:"reset,omitempty"`
+	ExhaustedUntil *time.Time   `json:"exhausted_until,omitempty"`
 	// Percent is used of limit, 0 to 100, rounded down (so 99.6% is not
 	// shown as full); 100 while the budget is marked spent.
 	Percent int64 `json:"percent"`
@@ -204,10 +207,18 @@ func (h *Handler) read(ctx context.Context) (*Snapshot, error) {
 	s := &Snapshot{Now: now.UTC(), Status: []Status{}, History: []History{}, Jobs: []Job{},
 		Thresholds: Thresholds{Derived: true, Levels: h.levels, Crossings: []Crossing{}}}
 	for _, a := range apis {
+		// An operator's definition ('quotactl budget set') is the one in
+		// force over the program's.
+		over, err := quota.Overrides(ctx, h.store, a.Name)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: overrides of %s: %w", a.Name, err)
+		}
+		var src map[string]quota.Source
+		a.Budgets, src = quota.ApplyOverrides(a.Budgets, over)
 		if len(a.Budgets) == 0 {
 			continue
 		}
-		if err := h.readAPI(ctx, a, now, s); err != nil {
+		if err := h.readAPI(ctx, a, src, now, s); err != nil {
 			return nil, err
 		}
 	}
@@ -229,7 +240,7 @@ func (h *Handler) read(ctx context.Context) (*Snapshot, error) {
 	return s, nil
 }
 
-func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, now time.Time, s *Snapshot) error {
+func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, src map[string]quota.Source, now time.Time, s *Snapshot) error {
 	l, err := quota.New(h.store, a.Name, a.Budgets, h.limiterOptions()...)
 	if err != nil {
 		return fmt.Errorf("dashboard: stored budgets of %s: %w", a.Name, err)
@@ -237,7 +248,7 @@ func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, now time.Time, s
 	if len(a.Credentials) == 0 {
 		// Nothing charged yet: every budget is whole.
 		for _, b := range a.Budgets {
-			s.Status = append(s.Status, Status{API: a.Name, Budget: b.Name, Window: b.Window.String(), Limit: b.Limit, Remaining: b.Limit})
+			s.Status = append(s.Status, Status{API: a.Name, Budget: b.Name, Window: b.Window.String(), Source: sourceOf(src, b.Name), Limit: b.Limit, Remaining: b.Limit})
 		}
 		return nil
 	}
@@ -250,7 +261,7 @@ func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, now time.Time, s
 		for _, u := range us {
 			st := Status{
 				API: a.Name, Owner: grp.account, Credentials: grp.json(), Credential: c.Label, Fingerprint: c.ID, Budget: u.Budget, Window: u.Window.String(),
-				Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
+				Source: sourceOf(src, u.Budget), Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
 				Percent: Percent(u), ResetSeconds: resetSeconds(u, now),
 			}
 			s.Status = append(s.Status, st)
@@ -272,6 +283,13 @@ func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, now time.Time, s
 		}
 	}
 	return nil
+}
+
+func sourceOf(src map[string]quota.Source, budget string) quota.Source {
+	if s, ok := src[budget]; ok {
+		return s
+	}
+	return quota.SourceProgram
 }
 
 // Percent returns u's used of limit in percent, rounded down and at most

@@ -113,6 +113,13 @@ func (c *StoreCollector) read(ctx context.Context) ([]prometheus.Metric, error) 
 	}
 	var out []prometheus.Metric
 	for _, a := range apis {
+		// An operator's definition ('quotactl budget set') is the one in
+		// force over the program's.
+		over, err := quota.Overrides(ctx, c.store, a.Name)
+		if err != nil {
+			return nil, fmt.Errorf("promquota: overrides of %s: %w", a.Name, err)
+		}
+		a.Budgets, _ = quota.ApplyOverrides(a.Budgets, over)
 		if len(a.Budgets) == 0 {
 			continue
 		}

@@ -86,6 +86,7 @@ func (g *globals) completionAPIs(ctx context.Context) []quota.APIInfo {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	g.readOnly = true // completing only reads the store
 	apis, err := g.apis(ctx)
 	if err != nil {
 		return nil
@@ -170,6 +171,7 @@ func (g *globals) completeJobs(ctx context.Context) []string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	g.readOnly = true // completing only reads the store
 	ss, err := g.stateStore(ctx)
 	if err != nil {
 		return nil

@@ -107,6 +107,7 @@ var readOnlyCommands = map[string]bool{
 	"quotactl costs show":      true,
 	"quotactl budget list":     true,
 	"quotactl credential list": true,
+	"quotactl serve":           true,
 }
 
 // markRun wraps every command's RunE so that its errors are told apart from
