@@ -73,6 +73,10 @@ type globals struct {
 	// readOnly is set while a command that only reads runs: the store is
 	// opened with storeurl.OpenReadOnly.
 	readOnly bool
+	// mustExist makes a read-only open of a store that does not exist an
+	// error, instead of the empty store it would be: for serve, which would
+	// otherwise watch an empty store forever.
+	mustExist bool
 
 	store    quota.Store
 	ownStore bool
@@ -242,7 +246,7 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 		}
 	}
 	st, err := open(ctx, u)
-	if err != nil && g.readOnly && errors.Is(err, quota.ErrNotFound) {
+	if err != nil && g.readOnly && !g.mustExist && errors.Is(err, quota.ErrNotFound) {
 		// A command that only reads, on an SQLite file that does not
 		// exist (or holds no store yet): say so, create nothing, and
 		// show the empty store it would be.

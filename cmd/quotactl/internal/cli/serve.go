@@ -130,6 +130,7 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 	if !loop && token == "" {
 		return usageErrorf("--listen %s is reachable from other hosts: give a token ($%s, --token-file F or --token T), or listen on 127.0.0.1", opts.Listen, tokenEnv)
 	}
+	opts.mustExist = true
 	st, err := opts.Store(ctx)
 	if err != nil {
 		return err

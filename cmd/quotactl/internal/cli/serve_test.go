@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -105,6 +107,17 @@ func TestServeNeedsTokenBeyondLoopback(t *testing.T) {
 	r = e.run("serve", "--listen", "nonsense")
 	if r.code != ExitUsage {
 		t.Errorf("--listen nonsense: exit %d", r.code)
+	}
+
+	// A store that does not exist yet is an error, not an empty dashboard
+	// forever; and serve creates nothing.
+	missing := filepath.Join(t.TempDir(), "none.db")
+	r = e.run("--store", "sqlite:"+missing, "serve", "--listen", "127.0.0.1:0")
+	if r.code != ExitError || !strings.Contains(r.errOut, "none.db") {
+		t.Errorf("serve on a missing store: exit %d, %q", r.code, r.errOut)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("serve created %s: %v", missing, err)
 	}
 
 	const token = "tok-0123456789-abcdef"
