@@ -33,6 +33,9 @@ type Status struct {
 	Remaining      int64        `json:"remaining"`
 	Reset          *time.Time   `json:"reset,omitempty"`
 	ExhaustedUntil *time.Time   `json:"exhausted_until,omitempty"`
+	// StoreLoss is true while the exhausted_until mark is the limiter's
+	// reaction to a store that lost recorded usage.
+	StoreLoss bool `json:"store_loss,omitempty"`
 	// Percent is used of limit, 0 to 100, rounded down (so 99.6% is not
 	// shown as full); 100 while the budget is marked spent.
 	Percent int64 `json:"percent"`
@@ -262,7 +265,7 @@ func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, src map[string]q
 			st := Status{
 				API: a.Name, Owner: grp.account, Credentials: grp.json(), Credential: c.Label, Fingerprint: c.ID, Budget: u.Budget, Window: u.Window.String(),
 				Source: sourceOf(src, u.Budget), Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
-				Percent: Percent(u), ResetSeconds: resetSeconds(u, now),
+				StoreLoss: u.StoreLoss && !u.ExhaustedUntil.IsZero(), Percent: Percent(u), ResetSeconds: resetSeconds(u, now),
 			}
 			s.Status = append(s.Status, st)
 			b := a.Budgets[slices.IndexFunc(a.Budgets, func(b quota.Budget) bool { return b.Name == u.Budget })]

@@ -217,6 +217,9 @@ func (h *Handler) view(s *Snapshot) *mainView {
 		}
 		if st.ExhaustedUntil != nil {
 			r.SpentUntil = st.ExhaustedUntil.In(h.loc).Format("2006-01-02 15:04 MST")
+			if st.StoreLoss {
+				r.SpentUntil += " (store loss: the store lost recorded usage)"
+			}
 		}
 		switch r.State {
 		case "spent":

@@ -223,6 +223,9 @@ func (g *globals) spentUntilIn(u quota.Usage, l statusLayout) string {
 	if u.ExhaustedUntil.IsZero() {
 		return "-"
 	}
+	if u.StoreLoss {
+		return relative(u.ExhaustedUntil.Sub(g.now())) + " (store loss)"
+	}
 	return relative(u.ExhaustedUntil.Sub(g.now()))
 }
 
