@@ -297,7 +297,7 @@ func secrecyRun(t *testing.T, store quota.Store, e *exposure) []secret {
 			t.Fatal(err)
 		}
 		e.addValue("reservation", r)
-		p, err := quota.ParseReservationID(r.ID)
+		p, err := quota.ParseReservationID(r.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

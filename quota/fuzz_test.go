@@ -41,7 +41,7 @@ func FuzzParseReservationID(f *testing.F) {
 			}
 			return
 		}
-		if r.ID != s || r.API == "" || r.Owner == "" || r.Credential != "" && r.Credential != r.Owner {
+		if r.ID() != s || r.API == "" || r.Owner == "" || r.Credential != "" && r.Credential != r.Owner {
 			t.Fatalf("ParseReservationID(%q) = %+v", s, r)
 		}
 	})

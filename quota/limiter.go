@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -381,9 +382,13 @@ func (l *Limiter) catalog(ctx context.Context, u CredentialUpdate) (CredentialIn
 }
 
 func (l *Limiter) nonce() string {
-	var buf [32]byte
-	b := append(buf[:0], l.noncePfx...)
-	return string(strconv.AppendUint(b, l.nonceSeq.Add(1), 32))
+	var buf [nonceMax]byte
+	return string(l.appendNonce(buf[:0]))
+}
+
+func (l *Limiter) appendNonce(b []byte) []byte {
+	b = append(b, l.noncePfx...)
+	return strconv.AppendUint(b, l.nonceSeq.Add(1), 32)
 }
 
 // Take charges every budget ch names for cred, atomically: all pay or none
@@ -414,10 +419,8 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
-	// One allocation holds the request, for up to two budgets its debits,
-	// and the Reservation returned.
-	sc := new(takeScratch)
-	debits := sc.debits[:0]
+	var dbuf [2]Debit // on the stack unless the charge names more budgets
+	debits := dbuf[:0]
 	var maxCost int64
 	for _, b := range l.budgets {
 		cost, ok := ch.Units[b.Name]
@@ -443,13 +446,13 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	}
 	id, err := l.identify(ctx, cred)
 	var res *TakeResult
-	var req *TakeRequest
+	// One allocation holds the Reservation returned, its usage and its
+	// nonce.
+	sc := newScratch(len(debits))
 	if err == nil {
-		req = &sc.req
-		*req = TakeRequest{API: l.api, Owner: id.account, Nonce: l.nonce(), Method: ch.Method, Job: JobFromContext(ctx), Now: l.now(), Debits: debits, TrustStore: l.loss.trust}
-		res, err = l.store.Take(ctx, req)
+		res, err = l.decide(ctx, sc, id.account, ch.Method, debits)
 	}
-	d.note(id.fp, req, debits, res, err)
+	d.note(id.fp, &TakeRequest{Owner: id.account, Job: JobFromContext(ctx)}, debits, res, err)
 	if err != nil {
 		if err = l.unavailable(err, maxCost, ch.Method, cred); err == nil {
 			r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}
@@ -458,7 +461,11 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		}
 		return nil, err
 	}
-	l.lostState(ctx, req, res, id)
+	if res.StoreLoss || anyLost(res.Usage) {
+		// the request as the store saw it (rare: rebuilt here so that the
+		// decision's own request and debits can stay on the stack)
+		l.lostState(ctx, &TakeRequest{API: l.api, Owner: id.account, Method: ch.Method, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}, res, id)
+	}
 	for i := range res.Usage {
 		res.Usage[i].finish(res.At)
 	}
@@ -467,17 +474,11 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	}
 	r := &sc.res
 	*r = Reservation{
-		ID: reservationID(l.api, id.account, res.At, req.Nonce), API: l.api, Credential: id.fp, Owner: id.account, Label: id.label,
-		Method: ch.Method, Job: req.Job, At: res.At, Usage: res.Usage, nonce: req.Nonce,
+		API: l.api, Credential: id.fp, Owner: id.account, Label: id.label,
+		Method: ch.Method, Job: JobFromContext(ctx), At: res.At, Usage: res.Usage, nonce: sc.nonceStr, lim: l,
 	}
 	observe(ctx, r, false)
 	return r, nil
-}
-
-type takeScratch struct {
-	req    TakeRequest
-	debits [2]Debit
-	res    Reservation
 }
 
 // unavailable applies the failure policy to a store error: nil means go
@@ -540,14 +541,10 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 		return nil
 	}
 	if res.nonce == "" {
-		p, err := ParseReservationID(res.ID)
-		if err != nil {
-			return err
-		}
-		res.nonce = p.nonce
+		return invalidf("reservation of api %q has no ID: give the Reservation Take returned, or one from ParseReservationID", res.API)
 	}
 	if res.API != l.api {
-		return invalidf("reservation %q is for api %q, not %q", res.ID, res.API, l.api)
+		return invalidf("reservation %q is for api %q, not %q", res.ID(), res.API, l.api)
 	}
 	l.refreshOverrides(ctx)
 	budgets := l.Budgets()
@@ -571,7 +568,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 		return err
 	}
 	if len(got) == 0 {
-		return fmt.Errorf("%w: reservation %s (already refunded, or out of its window)", ErrNotFound, res.ID)
+		return fmt.Errorf("%w: reservation %s (already refunded, or out of its window)", ErrNotFound, res.ID())
 	}
 	observe(ctx, res, true)
 	return nil

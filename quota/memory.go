@@ -25,6 +25,10 @@ type MemoryStore struct {
 	ops     uint64
 	use     map[useKey]*useRow // Breakdown rows
 	marks   map[markKey]int64  // MarkCrossing: lapses at (µs)
+	// the log used last, so a run of decisions on one budget skips the
+	// map; cleared when the sweep drops logs
+	lastKey logKey
+	last    *memLog
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -264,10 +268,14 @@ func (lg *memLog) peek(b Budget, now int64) (Usage, int) {
 
 func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 	k := logKey{api, cred, b.Name}
-	lg := s.logs[k]
-	if lg == nil {
-		lg = &memLog{}
-		s.logs[k] = lg
+	lg := s.last
+	if lg == nil || s.lastKey != k {
+		lg = s.logs[k]
+		if lg == nil {
+			lg = &memLog{}
+			s.logs[k] = lg
+		}
+		s.lastKey, s.last = k, lg
 	}
 	lg.use(b.Window, now)
 	return lg
@@ -275,13 +283,25 @@ func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 
 // Take implements Store.
 func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, error) {
+	return s.take(ctx, req, req.Debits, nil)
+}
+
+// take is Take for req with its debits given apart, writing into res when
+// it has room for every debit's usage (the Limiter's scratch), else into a
+// new result. It keeps neither req, debits nor res, so the Limiter's
+// request and debits stay on its stack.
+func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, debits []Debit, res *TakeResult) (*TakeResult, error) {
 	if ctx == nil {
 		return nil, invalidf("memory store: nil context")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
 	}
-	res := newTakeResult(len(req.Debits))
+	if res != nil && cap(res.Usage) >= len(debits) {
+		res.Usage = res.Usage[:len(debits)]
+	} else {
+		res = newTakeResult(len(debits))
+	}
 	var logs [4]*memLog
 	lgs := logs[:0]
 
@@ -296,10 +316,10 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 	if s.ops%sweepEvery == 0 {
 		s.sweep(nowUS)
 	}
-	for _, d := range req.Debits {
+	for _, d := range debits {
 		lgs = append(lgs, s.log(req.API, req.Owner, d.Budget, nowUS))
 	}
-	for i, d := range req.Debits {
+	for i, d := range debits {
 		lg := lgs[i]
 		var retry int64
 		if deficit := lg.used(nowUS) + d.Cost - d.Limit; deficit > 0 {
@@ -315,7 +335,7 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 		}
 	}
 	if !res.OK {
-		for i, d := range req.Debits {
+		for i, d := range debits {
 			if res.Usage[i].Budget == "" {
 				res.Usage[i] = lgs[i].usage(d.Budget, nowUS)
 			}
@@ -323,7 +343,7 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 		return res, nil
 	}
 	nonce := makeNonce(req.Nonce)
-	for i, d := range req.Debits {
+	for i, d := range debits {
 		lg := lgs[i]
 		lg.push(memEntry{at: nowUS, cost: d.Cost, nonce: nonce})
 		lg.sum += d.Cost
@@ -356,6 +376,7 @@ func (s *MemoryStore) sweep(now int64) {
 		}
 	}
 	s.sweepUse(now)
+	s.lastKey, s.last = logKey{}, nil
 }
 
 // Refund implements Store.

@@ -144,7 +144,7 @@ func TestFailurePolicy(t *testing.T) {
 	open, _ := quota.New(st, "yt", budgets, quota.FailOpen(5), quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	for range 3 {
 		r, err := open.Take(ctx, cred, quota.Units("units", 5))
-		if err != nil || !r.Unmetered || r.ID != "" {
+		if err != nil || !r.Unmetered || r.ID() != "" {
 			t.Fatalf("fail open at the threshold: %+v, %v", r, err)
 		}
 		if err := open.Refund(ctx, r); err != nil {
@@ -225,9 +225,9 @@ func TestReservationIDRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := quota.ParseReservationID(r.ID)
+	p, err := quota.ParseReservationID(r.ID())
 	if err != nil || p.API != "youtube" || p.Credential != r.Credential || !p.At.Equal(r.At) {
-		t.Fatalf("ParseReservationID(%q) = %+v, %v", r.ID, p, err)
+		t.Fatalf("ParseReservationID(%q) = %+v, %v", r.ID(), p, err)
 	}
 	for _, bad := range []string{"", "a/b", "youtube/z z/1.x", "youtube/-zz/1.x", "you tube/" + r.Credential + "/1.x", "youtube/" + r.Credential + "/nonce", "youtube/" + r.Credential + "/-1.x"} {
 		if _, err := quota.ParseReservationID(bad); !errors.Is(err, quota.ErrInvalid) {

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -9,11 +10,6 @@ import (
 // Reservation is a granted charge. Keep it to Refund the charge if the call
 // never reached the upstream.
 type Reservation struct {
-	// ID identifies the reservation across processes ("API/ACCOUNT/
-	// TIME.NONCE", ACCOUNT being Owner); ParseReservationID reads it back, so
-	// `quotactl refund ID` works from a shell script. Empty for an unmetered
-	// reservation.
-	ID         string `json:"id"`
 	API        string `json:"api"`
 	Credential string `json:"credential"` // fingerprint
 	// Owner is the account charged: the owner's name, or the credential's
@@ -31,6 +27,50 @@ type Reservation struct {
 	Unmetered bool `json:"unmetered,omitempty"`
 
 	nonce string
+	id    string // set by ParseReservationID; else built on demand by ID
+	lim   *Limiter
+}
+
+// ID identifies the reservation across processes ("API/ACCOUNT/
+// TIME.NONCE", ACCOUNT being Owner); ParseReservationID reads it back, so
+// `quotactl refund ID` works from a shell script. Empty for an unmetered
+// reservation. It is built on demand, so a Take that never asks for it does
+// not pay for the string.
+func (r *Reservation) ID() string {
+	if r.id != "" || r.nonce == "" {
+		return r.id
+	}
+	return reservationID(r.API, r.Owner, r.At, r.nonce)
+}
+
+// MarshalJSON encodes the reservation with its ID under "id".
+func (r *Reservation) MarshalJSON() ([]byte, error) {
+	type plain Reservation // the fields, without this method
+	return json.Marshal(struct {
+		ID string `json:"id"`
+		*plain
+	}{r.ID(), (*plain)(r)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote; the ID's nonce comes back,
+// so the decoded reservation can be refunded or settled.
+func (r *Reservation) UnmarshalJSON(b []byte) error {
+	type plain Reservation
+	v := struct {
+		ID string `json:"id"`
+		*plain
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.ID != "" {
+		p, err := ParseReservationID(v.ID)
+		if err != nil {
+			return err
+		}
+		r.id, r.nonce = v.ID, p.nonce
+	}
+	return nil
 }
 
 // Remaining returns the units left in the named budget after this
@@ -70,7 +110,7 @@ func reservationID(api, fp string, at time.Time, nonce string) string {
 	return b.String()
 }
 
-// ParseReservationID reads a Reservation.ID back into a Reservation that
+// ParseReservationID reads a Reservation's ID back into a Reservation that
 // Limiter.Refund accepts (API, Owner, At and the nonce; no Usage, so Refund
 // looks in every budget of the API). IDs made before owners existed
 // (API/FINGERPRINT/TIME.NONCE) read the same way: the fingerprint was the
@@ -96,5 +136,5 @@ func ParseReservationID(id string) (*Reservation, error) {
 	if !ok || err != nil || nonce == "" || us <= 0 {
 		return nil, invalidf("reservation ID %q: bad TIME.NONCE part", id)
 	}
-	return &Reservation{ID: id, API: api, Credential: fp, Owner: owner, At: time.UnixMicro(us), nonce: nonce}, nil
+	return &Reservation{id: id, API: api, Credential: fp, Owner: owner, At: time.UnixMicro(us), nonce: nonce}, nil
 }

@@ -112,7 +112,7 @@ func runChild(role string) int {
 						emit(childLine{Event: "error", Err: err.Error()})
 						continue
 					}
-					emit(childLine{Event: "ok", ID: r.ID, Cost: r.Usage[0].Cost})
+					emit(childLine{Event: "ok", ID: r.ID(), Cost: r.Usage[0].Cost})
 				}
 			}()
 		}
@@ -153,7 +153,7 @@ func runChild(role string) int {
 					var ee *quota.ExhaustedError
 					switch {
 					case err == nil:
-						emit(childLine{Event: "ok", ID: r.ID, Cost: cost, Used: r.Usage[0].Used})
+						emit(childLine{Event: "ok", ID: r.ID(), Cost: cost, Used: r.Usage[0].Used})
 					case errors.As(err, &ee):
 						refusals++
 						emit(childLine{Event: "refused", Cost: ee.Cost, Used: ee.Used})

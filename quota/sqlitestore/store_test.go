@@ -368,7 +368,7 @@ func TestConcurrentGoroutines(t *testing.T) {
 				mu.Lock()
 				switch {
 				case err == nil:
-					es := strings.Split(r.ID, ".")
+					es := strings.Split(r.ID(), ".")
 					got[es[len(es)-1]] = cost
 				case errors.Is(err, quota.ErrExhausted):
 					refusedCosts = append(refusedCosts, cost)

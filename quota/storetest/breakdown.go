@@ -85,7 +85,7 @@ func (s suite) breakdownByMethod(t *testing.T) {
 	// A refund by reservation ID alone knows no method or job: it is
 	// subtracted under method "", so the hour's total stays exact.
 	r7 := mustTake(t, l, key, quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 7}})
-	byID, err := quota.ParseReservationID(r7.ID)
+	byID, err := quota.ParseReservationID(r7.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -344,7 +344,7 @@ func (s suite) refund(t *testing.T) {
 		t.Fatalf("second Refund = %v, want ErrNotFound", err)
 	}
 	// By ID alone, as `quotactl refund ID` does, from another limiter.
-	p, err := quota.ParseReservationID(r2.ID)
+	p, err := quota.ParseReservationID(r2.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -773,8 +773,8 @@ func (s suite) ownersShare(t *testing.T) {
 	k1 := quota.Credential{Secret: "AIzaSy-project-key-1", Label: "yt-key-1", Owner: "my-project"}
 	k2 := quota.Credential{Secret: "AIzaSy-project-key-2", Label: "yt-key-2", Owner: "my-project"}
 	r := mustTake(t, l, k1, quota.Units("units", 4))
-	if r.Owner != "my-project" || !strings.HasPrefix(r.ID, "api/my-project/") {
-		t.Fatalf("reservation owner %q, ID %q; want my-project", r.Owner, r.ID)
+	if r.Owner != "my-project" || !strings.HasPrefix(r.ID(), "api/my-project/") {
+		t.Fatalf("reservation owner %q, ID %q; want my-project", r.Owner, r.ID())
 	}
 	if r := mustTake(t, l, k2, quota.Units("units", 4)); r.Usage[0].Used != 8 {
 		t.Fatalf("second key of the project: used %d, want 8 (shared)", r.Usage[0].Used)
@@ -789,9 +789,9 @@ func (s suite) ownersShare(t *testing.T) {
 		t.Fatalf("WithOwner key: used %d, want 10", r.Usage[0].Used)
 	}
 	// A refund by ID from another process gives back to the owner.
-	p, err := quota.ParseReservationID(r.ID)
+	p, err := quota.ParseReservationID(r.ID())
 	if err != nil || p.Owner != "my-project" {
-		t.Fatalf("ParseReservationID(%q) = %+v, %v", r.ID, p, err)
+		t.Fatalf("ParseReservationID(%q) = %+v, %v", r.ID(), p, err)
 	}
 	if err := l3.Refund(ctx, p); err != nil {
 		t.Fatalf("refund by ID: %v", err)

@@ -54,8 +54,8 @@ func refundRun(ctx context.Context, opts *refundOptions) error {
 			ID       string `json:"id"`
 			API      string `json:"api"`
 			Refunded bool   `json:"refunded"`
-		}{res.ID, res.API, true})
+		}{res.ID(), res.API, true})
 	}
-	_, err = fmt.Fprintf(opts.io.Out, "refunded %s\n", res.ID)
+	_, err = fmt.Fprintf(opts.io.Out, "refunded %s\n", res.ID())
 	return err
 }

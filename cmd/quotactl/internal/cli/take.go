@@ -144,12 +144,12 @@ func takeRun(ctx context.Context, opts *takeOptions) error {
 		return err
 	}
 	if opts.json {
-		out := reservationJSON{ID: res.ID, API: res.API, Owner: res.Owner, Credential: res.Label, Fingerprint: res.Credential, Method: res.Method, At: res.At.UTC()}
+		out := reservationJSON{ID: res.ID(), API: res.API, Owner: res.Owner, Credential: res.Label, Fingerprint: res.Credential, Method: res.Method, At: res.At.UTC()}
 		for _, u := range res.Usage {
 			out.Usage = append(out.Usage, usageJSON{Budget: u.Budget, Cost: u.Cost, Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset)})
 		}
 		return opts.printJSON(out)
 	}
-	_, err = fmt.Fprintln(opts.io.Out, res.ID)
+	_, err = fmt.Fprintln(opts.io.Out, res.ID())
 	return err
 }

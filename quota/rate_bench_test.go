@@ -1,0 +1,65 @@
+package quota_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// BenchmarkVersusRate runs the memory store's Take through the Limiter and
+// golang.org/x/time/rate's AllowN side by side in one run, on the same
+// workload: cost 1, every call admitted, serial and with 64 goroutines.
+// x/time/rate is the in-process reference a memory-store decision is held to
+// (issue 13: at most 2x its time, at most one allocation).
+func BenchmarkVersusRate(b *testing.B) {
+	for _, par := range []int{1, 64} {
+		b.Run("quota/goroutines="+strconv.Itoa(par), func(b *testing.B) {
+			l, err := quota.New(quota.NewMemoryStore(), "bench", []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(time.Millisecond)}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ch := quota.Units("units", 1)
+			cred := quota.Credential{Secret: "bench-key"}
+			ctx := context.Background()
+			run(b, par, func() error {
+				_, err := l.Take(ctx, cred, ch)
+				return err
+			})
+		})
+		b.Run("x-time-rate/goroutines="+strconv.Itoa(par), func(b *testing.B) {
+			lim := rate.NewLimiter(rate.Limit(1e15), 1<<40)
+			run(b, par, func() error {
+				if !lim.AllowN(time.Now(), 1) {
+					b.Fatal("x/time/rate refused")
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func run(b *testing.B, par int, f func() error) {
+	b.ReportAllocs()
+	if par == 1 {
+		for b.Loop() {
+			if err := f(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.SetParallelism(max(1, par/runtimeProcs()))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := f(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
