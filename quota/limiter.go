@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -31,6 +32,8 @@ type Limiter struct {
 	failOpen int64
 	log      *slog.Logger
 
+	refusals  *refusals // WithLocalRefusals; nil when off
+	leases    *leasing  // WithLeases; nil when off
 	unmetered atomic.Uint64
 	loss      lossState // store-loss policy, counter and hook (loss.go)
 	nonceSeq  atomic.Uint64
@@ -445,6 +448,20 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		}
 	}
 	id, err := l.identify(ctx, cred)
+	var check *refusal
+	if err == nil && l.refusals != nil {
+		var refused *ExhaustedError
+		if refused, check = l.refusedLocally(id.account, debits); refused != nil {
+			refused.Credential = cmp.Or(id.label, id.fp)
+			return nil, refused
+		}
+	}
+	if err == nil && l.leases != nil {
+		var r *Reservation
+		if r, err = l.takeLeased(ctx, id, ch.Method, debits, check); err == nil || !errors.Is(err, ErrStoreUnavailable) {
+			return r, err
+		}
+	}
 	var res *TakeResult
 	// One allocation holds the Reservation returned, its usage and its
 	// nonce.
@@ -454,6 +471,9 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	}
 	d.note(id.fp, &TakeRequest{Owner: id.account, Job: JobFromContext(ctx)}, debits, res, err)
 	if err != nil {
+		if check != nil {
+			check.busy.Store(false)
+		}
 		if err = l.unavailable(err, maxCost, ch.Method, cred); err == nil {
 			r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}
 			observe(ctx, r, false)
@@ -470,7 +490,14 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		res.Usage[i].finish(res.At)
 	}
 	if !res.OK {
-		return nil, l.exhausted(res, debits, id.fp, id.label)
+		err := l.exhausted(res, debits, id.fp, id.label)
+		if e, ok := err.(*ExhaustedError); ok && l.refusals != nil {
+			l.remember(id.account, debits, e, res.At, l.localNow(), check)
+		}
+		return nil, err
+	}
+	if check != nil {
+		l.remember(id.account, debits, nil, res.At, time.Time{}, check)
 	}
 	r := &sc.res
 	*r = Reservation{
@@ -540,7 +567,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if res.Unmetered {
 		return nil
 	}
-	if res.nonce == "" {
+	if res.nonce == "" && res.leases == nil {
 		return invalidf("reservation of api %q has no ID: give the Reservation Take returned, or one from ParseReservationID", res.API)
 	}
 	if res.API != l.api {
@@ -548,6 +575,25 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	}
 	l.refreshOverrides(ctx)
 	budgets := l.Budgets()
+	if res.leases != nil {
+		debits := make([]Debit, 0, len(res.Usage))
+		for _, u := range res.Usage {
+			b, err := l.budget(u.Budget)
+			if err != nil {
+				return err
+			}
+			debits = append(debits, Debit{Budget: b})
+		}
+		freed, err := l.settleLeased(ctx, res, debits)
+		if err != nil {
+			return err
+		}
+		if freed == 0 {
+			return fmt.Errorf("%w: leased reservation (already refunded)", ErrNotFound)
+		}
+		observe(ctx, res, true)
+		return nil
+	}
 	if len(res.Usage) > 0 {
 		budgets = make([]Budget, 0, len(res.Usage))
 		for _, u := range res.Usage {
@@ -570,6 +616,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if len(got) == 0 {
 		return fmt.Errorf("%w: reservation %s (already refunded, or out of its window)", ErrNotFound, res.ID())
 	}
+	l.forgetRefusals(owner)
 	observe(ctx, res, true)
 	return nil
 }
@@ -594,6 +641,9 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 	}
 	err = l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
 	l.marked(ctx, cred, id.fp, id.account, budget, until, err)
+	if err == nil {
+		l.forgetRefusals(id.account)
+	}
 	return err
 }
 
@@ -616,7 +666,11 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if err != nil {
 		return err
 	}
-	return l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()})
+	if err := l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}); err != nil {
+		return err
+	}
+	l.forgetRefusals(id.account)
+	return nil
 }
 
 // Status returns the usage of every budget of cred's owner, in definition

@@ -122,6 +122,16 @@ func (lg *memLog) use(w Window, now int64) {
 	}
 }
 
+// find returns the live entry recorded at at with nonce, or nil.
+func (lg *memLog) find(at int64, nonce string) *memEntry {
+	for i := sort.Search(lg.n, func(i int) bool { return lg.at(i).at >= at }); i < lg.n && lg.at(i).at == at; i++ {
+		if e := lg.at(i); e.nonce.is(nonce) && e.cost > 0 {
+			return e
+		}
+	}
+	return nil
+}
+
 func (lg *memLog) clear() { lg.ring, lg.head, lg.n, lg.sum, lg.exh = nil, 0, 0, 0, 0 }
 
 // sweepEvery is how many decisions pass between sweeps that drop the logs of
@@ -345,7 +355,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, debits []Debit
 	nonce := makeNonce(req.Nonce)
 	for i, d := range debits {
 		lg := lgs[i]
-		lg.push(memEntry{at: nowUS, cost: d.Cost, nonce: nonce})
+		lg.push(memEntry{at: heldAt(d.Window, now, req.Hold).UnixMicro(), cost: d.Cost, nonce: nonce})
 		lg.sum += d.Cost
 		s.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
 		res.Usage[i] = lg.usage(d.Budget, nowUS)
@@ -392,13 +402,46 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 			continue
 		}
 		lg.use(b.Window, now)
-		for i := sort.Search(lg.n, func(i int) bool { return lg.at(i).at >= at }); i < lg.n && lg.at(i).at == at; i++ {
-			if e := lg.at(i); e.nonce.is(req.Nonce) && e.cost > 0 {
-				got[b.Name] = e.cost
-				lg.sum -= e.cost
-				s.spend(req.API, req.Owner, b, req.Method, req.Job, e.at, -e.cost)
-				e.cost = 0
-			}
+		if e := lg.find(at, req.Nonce); e != nil {
+			got[b.Name] = e.cost
+			lg.sum -= e.cost
+			s.spend(req.API, req.Owner, b, req.Method, req.Job, e.at, -e.cost)
+			e.cost = 0
+		}
+	}
+	return got, nil
+}
+
+// Settle implements Store.
+func (s *MemoryStore) Settle(ctx context.Context, req *SettleRequest) (map[string]int64, error) {
+	if ctx == nil {
+		return nil, invalidf("memory store: nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+	}
+	for _, d := range req.Debits {
+		if d.Cost < 0 {
+			return nil, invalidf("settle: actual %d for budget %q: must be >= 0", d.Cost, d.Name)
+		}
+	}
+	at := req.At.UnixMicro()
+	now := nowOr(req.Now).UnixMicro()
+	got := map[string]int64{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range req.Debits {
+		lg := s.logs[logKey{req.API, req.Owner, d.Name}]
+		if lg == nil {
+			continue
+		}
+		lg.use(d.Window, now)
+		if e := lg.find(at, req.Nonce); e != nil {
+			c := settleCost(e.cost, d.Cost)
+			got[d.Name] = e.cost - c
+			lg.sum -= e.cost - c
+			s.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, e.at, c-e.cost)
+			e.cost = c
 		}
 	}
 	return got, nil

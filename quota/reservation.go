@@ -29,6 +29,8 @@ type Reservation struct {
 	nonce string
 	id    string // set by ParseReservationID; else built on demand by ID
 	lim   *Limiter
+	// leases are the leases it was admitted from, one per Usage (WithLeases)
+	leases []*lease
 }
 
 // ID identifies the reservation across processes ("API/ACCOUNT/

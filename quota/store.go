@@ -36,6 +36,14 @@ type Store interface {
 	// was found (already refunded or expired).
 	Refund(ctx context.Context, req *RefundRequest) (map[string]int64, error)
 
+	// Settle shrinks the entries of one reservation (found by req.At and
+	// req.Nonce, as Refund finds them) to the units really spent: each named
+	// budget's entry becomes min(its cost, the debit's Cost), and is removed
+	// at 0. It never increases a charge and never moves an entry in time. It
+	// returns the units freed per budget whose entry was found (0 when the
+	// entry already cost no more); an empty map when none was found.
+	Settle(ctx context.Context, req *SettleRequest) (map[string]int64, error)
+
 	// Exhaust marks a budget spent until req.Until; a zero or past Until
 	// clears the mark.
 	Exhaust(ctx context.Context, req *ExhaustRequest) error
@@ -116,6 +124,26 @@ type TakeRequest struct {
 	// TakeResult.StoreLoss) to decide on what it still holds, instead of
 	// counting the affected budgets as spent (WithStoreLoss).
 	TrustStore bool
+	// Hold, when > 0, records the entries of sliding-window budgets at
+	// now+Hold instead of now: a lease's block counts from now until Hold
+	// past its window, so every unit the lease admits up to now+Hold stays
+	// counted at least a window after its admission. Daily windows ignore
+	// it (an entry counts until the reset wherever it sits in the day).
+	Hold time.Duration
+}
+
+// SettleRequest shrinks one reservation's entries.
+type SettleRequest struct {
+	API    string
+	Owner  string    // as in TakeRequest
+	At     time.Time // when the entries were recorded (a held entry: its stamp)
+	Nonce  string
+	Method string // the reservation's, for usage by method
+	Job    string // the reservation's, for usage by job
+	// Debits name the budgets to settle and, as Cost, the units really
+	// spent in each (>= 0; 0 removes the entry).
+	Debits []Debit
+	Now    time.Time
 }
 
 // TakeResult is a Store's decision.

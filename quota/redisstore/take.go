@@ -71,6 +71,9 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		keys[4*n+1] = s.useKey(req.API, req.Owner, h0.Add(time.Hour))
 		args = append(args, h0.UnixMicro(), keep.Microseconds())
 		args = append(args, fields...)
+		if req.Hold > 0 {
+			args = append(args, req.Hold.Microseconds())
+		}
 		var (
 			reply      []any
 			short, err error

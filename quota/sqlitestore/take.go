@@ -325,11 +325,15 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		}
 		for i, d := range req.Debits {
 			lg := lgs[i]
-			if _, err := w.stmt(w.st.insert).ExecContext(ctx, lg.id, n, d.Cost, req.Nonce); err != nil {
+			at := now // a held entry (a lease's block) sits at its lease's end
+			if req.Hold > 0 && !d.Window.IsDaily() {
+				at = now.Add(req.Hold).Truncate(time.Microsecond)
+			}
+			if _, err := w.stmt(w.st.insert).ExecContext(ctx, lg.id, at.UnixMicro(), d.Cost, req.Nonce); err != nil {
 				return err
 			}
 			lg.used += d.Cost
-			lg.idle = max(lg.idle, lg.expiry(d.Window, now))
+			lg.idle = max(lg.idle, lg.expiry(d.Window, at))
 			lg.dirty = true
 			if err := w.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, n, d.Cost); err != nil {
 				return err
@@ -438,6 +442,75 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 				if err := w.spend(req.API, req.Owner, b, req.Method, req.Job, at, -c); err != nil {
 					return err
 				}
+			}
+			if err := w.save(lg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// Settle implements quota.Store: in one write transaction, each named
+// budget's entry of the reservation keeps min(its cost, the actual units),
+// and goes at 0; the running sum drops by what was freed.
+func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[string]int64, error) {
+	if req == nil || req.Owner == "" {
+		return nil, fmt.Errorf("sqlitestore: settle: %w: empty credential", quota.ErrInvalid)
+	}
+	for _, d := range req.Debits {
+		if err := checkBudget("settle", d.Budget); err != nil {
+			return nil, err
+		}
+		if d.Cost < 0 {
+			return nil, fmt.Errorf("sqlitestore: settle: %w: actual %d for budget %q: must be >= 0", quota.ErrInvalid, d.Cost, d.Name)
+		}
+	}
+	now := nowOr(req.Now)
+	at := req.At.UnixMicro()
+	var got map[string]int64
+	err := s.write(ctx, "settle", func(tx *sql.Tx) error {
+		got = map[string]int64{}
+		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+		for _, d := range req.Debits {
+			lg, err := w.log(req.API, req.Owner, d.Budget, now, false)
+			if err != nil {
+				return err
+			}
+			if lg == nil {
+				continue
+			}
+			if err := w.trim(lg, d.Window, now); err != nil {
+				return err
+			}
+			var rowid, cost int64
+			err = tx.QueryRowContext(ctx, `SELECT rowid, cost FROM entries WHERE log = ? AND at = ? AND nonce = ? LIMIT 1`, lg.id, at, req.Nonce).Scan(&rowid, &cost)
+			if errors.Is(err, sql.ErrNoRows) {
+				if err := w.save(lg); err != nil { // what pruning changed
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			keep := min(cost, d.Cost)
+			if keep == 0 {
+				_, err = tx.ExecContext(ctx, `DELETE FROM entries WHERE rowid = ?`, rowid)
+			} else if keep < cost {
+				_, err = tx.ExecContext(ctx, `UPDATE entries SET cost = ? WHERE rowid = ?`, keep, rowid)
+			}
+			if err != nil {
+				return err
+			}
+			got[d.Name] = cost - keep
+			if cost > keep {
+				lg.used -= cost - keep
+				lg.dirty = true
 			}
 			if err := w.save(lg); err != nil {
 				return err

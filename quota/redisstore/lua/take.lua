@@ -13,6 +13,9 @@
 -- breakdown row is kept after its hour ends) at 6+8n and 7+8n, and per
 -- debit the breakdown field "BUDGET\x1fMETHOD\x1fJOB" at 7+8n+d.
 --
+-- ARGV[8+9n] (after the breakdown fields), when present: HOLD, µs past now at which sliding-window
+-- entries are recorded (a lease's block, held until the lease ends).
+--
 -- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
 -- (0 where none), then SEQ, U (the marker after this call), LOST_ALL and
 -- per debit LOST (1 where this call found the budget's state lost). OK is
@@ -38,6 +41,7 @@ elseif now < h0 or now >= h0 + hour then
   h0 = now - now % hour
   ukey = string.match(ukey, '^(.*:use:)%d+$') .. int(h0 / 1000000)
 end
+local hold = tonumber(ARGV[ub + 2 + n]) or 0
 local reply = {1, now}
 local used, oldest, reset = {}, {}, {}
 local totals, kepts = {}, {}
@@ -180,12 +184,16 @@ for d = 1, n do
   local k, a = 3 * d - 2, 3 + 7 * (d - 1)
   local c = tonumber(ARGV[a])
   local total = totals[d] + c
-  redis.call('ZADD', KEYS[k], int(now), nonce .. ':' .. ARGV[a])
+  local stamp = now
+  if tonumber(ARGV[a + 2]) > 0 then
+    stamp = now + hold -- sliding windows only: a daily entry counts all day
+  end
+  redis.call('ZADD', KEYS[k], int(stamp), nonce .. ':' .. ARGV[a])
   -- keep the keys until the newest entry leaves the window and the kept
   -- window; idle keys vanish. SET with PX writes the new sum and its
   -- lifetime in one call.
   local w = ARGV[2 + 7 * n + d]
-  local ms = keepms(kepts[d], w, ttl(a + 2, now, reset[d]))
+  local ms = keepms(kepts[d], w, ttl(a + 2, now, reset[d])) + math.ceil((stamp - now) / 1000)
   redis.call('PEXPIRE', KEYS[k], ms)
   redis.call('SET', KEYS[k + 1], int(total), 'PX', ms)
   redis.call('SET', KEYS[3 * n + d], kepts[d], 'PX', ms)

@@ -1,0 +1,361 @@
+package quota
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// LeaseOptions configures WithLeases.
+type LeaseOptions struct {
+	// Block is how many units a lease takes from the store in one call.
+	// 0 adapts it to the local rate: it doubles each time a lease runs out
+	// before its time, and falls to what the last lease used when one
+	// expires.
+	Block int64
+	// MaxFraction bounds a lease to this fraction of the budget's limit
+	// (default 0.05): processes sharing a budget each hold at most that
+	// much that the others cannot use.
+	MaxFraction float64
+	// MaxTime bounds how long a lease admits (default 1s; for a sliding
+	// window at most a tenth of the window). A lease never crosses a daily
+	// reset.
+	MaxTime time.Duration
+}
+
+// WithLeases makes the limiter take budget units from the store in blocks
+// (leases) and admit charges locally from them: one store call per block
+// instead of one per charge. Units a lease did not spend go back to the
+// store when it ends (it is settled), so processes sharing a budget never
+// admit more than its limit in total.
+//
+// The store always counts at least every unit a lease admits, each until
+// its own admission plus the window: a sliding window's block is recorded
+// at the lease's end (TakeRequest.Hold), so it counts from the take until a
+// window after the last instant the lease may admit; a daily block counts
+// until the reset, which the lease never crosses. Settling shrinks the
+// block and never moves it. A process that dies holding a lease wastes at
+// most that lease's unused units, until they expire.
+//
+// A lease ends when its units are spent, at its MaxTime, or at Close; an
+// ended lease with unused units is settled on the next charge of its budget
+// here, or by Close. Reservations admitted from a lease have no ID (a refund
+// by ID from another process would give back the whole block): refund or
+// settle them through this Limiter. Their Usage is the budget's state when
+// the block was taken, the block counted whole.
+func WithLeases(o LeaseOptions) Option {
+	if o.MaxFraction <= 0 || o.MaxFraction > 1 {
+		o.MaxFraction = 0.05
+	}
+	if o.MaxTime <= 0 {
+		o.MaxTime = time.Second
+	}
+	return func(l *Limiter) { l.leases = &leasing{opts: o} }
+}
+
+type leasing struct {
+	opts LeaseOptions
+	m    sync.Map // leaseKey -> *leaseSlot
+}
+
+type leaseKey struct{ owner, budget string }
+
+// leaseSlot holds the current lease of one owner's budget; mu guards it
+// and every lease it ever held.
+type leaseSlot struct {
+	mu    sync.Mutex
+	cur   *lease
+	block int64 // the adaptive block size
+}
+
+// lease is one block of units taken from the store.
+type lease struct {
+	slot    *leaseSlot
+	owner   string
+	budget  Budget
+	stamp   time.Time // when the store recorded the block (its entry's instant)
+	nonce   string
+	size    int64 // units the store counts for the block (after settling: used)
+	used    int64 // units admitted from it, net of refunds
+	ends    time.Time
+	settled bool
+	usage   Usage     // the budget after the block was taken
+	storeAt time.Time // the store's now at the take...
+	local   time.Time // ...and the local clock's when its reply came
+}
+
+// lifetime returns how long a lease of b may admit, or 0 when b's window is
+// too short for leases.
+func (o *LeaseOptions) lifetime(b Budget) time.Duration {
+	if b.Window.IsDaily() {
+		return o.MaxTime
+	}
+	return min(o.MaxTime, b.Window.Duration()/10).Truncate(time.Microsecond)
+}
+
+// cap returns the largest block for b.
+func (o *LeaseOptions) cap(b Budget) int64 {
+	return max(1, int64(math.Floor(o.MaxFraction*float64(b.Limit))))
+}
+
+// leaseTake admits debits from leases. On admission it returns the
+// reservation; on a refusal, the refusing block take's result and its
+// debit; else a store error.
+func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits []Debit) (*Reservation, *TakeResult, Debit, error) {
+	held := make([]*lease, 0, len(debits))
+	undo := func() {
+		for i, ls := range held {
+			ls.slot.mu.Lock()
+			ls.giveBack(debits[i].Cost)
+			ls.slot.mu.Unlock()
+		}
+	}
+	for _, d := range debits {
+		ls, refused, err := l.leaseAdmit(ctx, id.account, d)
+		if err != nil || refused != nil {
+			undo()
+			return nil, refused, d, err
+		}
+		held = append(held, ls)
+	}
+	now := l.localNow()
+	r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: id.label, Method: method, Usage: make([]Usage, len(debits)), leases: held, lim: l}
+	for i, ls := range held {
+		r.Usage[i] = ls.usage
+		r.Usage[i].Cost = debits[i].Cost
+		if i == 0 {
+			r.At = ls.storeAt.Add(now.Sub(ls.local)).Truncate(time.Microsecond)
+		}
+	}
+	return r, nil, Debit{}, nil
+}
+
+// leaseAdmit admits d from the owner's lease of its budget, taking a new
+// lease when the current one cannot pay.
+func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease, *TakeResult, error) {
+	life := l.leases.opts.lifetime(d.Budget)
+	k := leaseKey{owner, d.Name}
+	v, ok := l.leases.m.Load(k)
+	if !ok {
+		v, _ = l.leases.m.LoadOrStore(k, &leaseSlot{})
+	}
+	slot := v.(*leaseSlot)
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	now := l.localNow()
+	if ls := slot.cur; ls != nil && now.Before(ls.ends) && ls.size-ls.used >= d.Cost {
+		ls.used += d.Cost
+		return ls, nil, nil
+	}
+	// The current lease cannot pay: adapt the block to how it went, give
+	// back what it did not spend, and take a new one.
+	lim := l.leases.opts.cap(d.Budget)
+	if slot.block == 0 {
+		slot.block = min(lim, 16)
+	}
+	if old := slot.cur; old != nil {
+		if now.Before(old.ends) {
+			slot.block = min(lim, 2*slot.block) // ran out early: the rate is higher
+		} else {
+			slot.block = min(lim, max(1, old.used)) // what a lease time takes
+		}
+		slot.cur = nil
+		if err := old.settle(ctx, l); err != nil {
+			l.log.Warn("quota: settling a lease failed; its unused units stay counted until they expire",
+				"api", l.api, "budget", old.budget.Name, "unused", old.size-old.used, "error", err)
+		}
+	}
+	if life <= 0 {
+		// The window is too short for a lease: one decision per charge.
+		return l.takeBlock(ctx, slot, owner, d, d.Cost, 0)
+	}
+	size := d.Cost
+	if b := l.leases.opts.Block; b > 0 {
+		size = max(size, min(b, lim))
+	} else {
+		size = max(size, slot.block)
+	}
+	ls, res, err := l.takeBlock(ctx, slot, owner, d, size, life)
+	if res != nil && size > d.Cost {
+		// Not enough left for a whole block: take what is left, then
+		// (another process took it first) just this charge, whose refusal
+		// carries its own exact RetryAt.
+		next := d.Cost
+		if res.Usage[0].ExhaustedUntil.IsZero() {
+			next = max(d.Cost, min(res.Usage[0].Limit-res.Usage[0].Used, size-1))
+		}
+		ls, res, err = l.takeBlock(ctx, slot, owner, d, next, life)
+		if res != nil && next > d.Cost {
+			ls, res, err = l.takeBlock(ctx, slot, owner, d, d.Cost, life)
+		}
+	}
+	if ls != nil {
+		ls.used = d.Cost
+	}
+	return ls, res, err
+}
+
+// takeBlock takes a block of size units of d's budget for a lease of life
+// (0: a plain decision, held by no lease) and makes it the slot's lease.
+func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, owner string, d Debit, size int64, life time.Duration) (*lease, *TakeResult, error) {
+	before := l.localNow()
+	nonce := l.nonce()
+	hold := life
+	if d.Window.IsDaily() {
+		hold = 0
+	}
+	res, err := l.store.Take(ctx, &TakeRequest{
+		API: l.api, Owner: owner, Nonce: nonce, Method: "lease", Now: l.now(),
+		Debits: []Debit{{Budget: d.Budget, Cost: size}}, Hold: hold,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(res.Usage) != 1 {
+		return nil, nil, fmt.Errorf("%w: store answered %d usages for one budget", ErrStoreUnavailable, len(res.Usage))
+	}
+	res.Usage[0].finish(res.At)
+	if !res.OK {
+		return nil, res, nil
+	}
+	ls := &lease{
+		slot: slot, owner: owner, budget: d.Budget, stamp: heldAt(d.Window, res.At, hold), nonce: nonce,
+		size: size, usage: res.Usage[0], storeAt: res.At, local: l.localNow(),
+	}
+	// The lease admits until its life has passed since before the take (the
+	// store decided after that), and never past the daily reset.
+	span := life
+	if d.Window.IsDaily() {
+		span = min(span, res.Usage[0].Reset.Sub(res.At))
+	}
+	ls.ends = before.Add(span)
+	if life > 0 {
+		slot.cur = ls
+	} else {
+		ls.settled = true // a plain decision: nothing to give back
+	}
+	return ls, nil, nil
+}
+
+// settle gives back the units the lease did not admit; its caller holds
+// the slot's lock.
+func (ls *lease) settle(ctx context.Context, l *Limiter) error {
+	if ls.settled || ls.used >= ls.size {
+		ls.settled = true
+		return nil
+	}
+	ls.settled = true
+	return ls.shrink(ctx, l, ls.used)
+}
+
+// shrink settles the block in the store to units.
+func (ls *lease) shrink(ctx context.Context, l *Limiter, units int64) error {
+	_, err := l.store.Settle(ctx, &SettleRequest{
+		API: l.api, Owner: ls.owner, At: ls.stamp, Nonce: ls.nonce,
+		Debits: []Debit{{Budget: ls.budget, Cost: units}}, Now: l.now(),
+	})
+	if err == nil {
+		ls.size = units
+	}
+	return err
+}
+
+// giveBack returns n admitted units to the lease: to its pool while it is
+// open (they may be admitted again within its time), to the store once it
+// is settled. Its caller holds the slot's lock.
+func (ls *lease) giveBack(n int64) {
+	ls.used -= n
+}
+
+// settleLeased shrinks a leased reservation's debits to the units given:
+// the difference goes back to each lease (or, for a lease already settled,
+// to the store). It returns the units freed.
+func (l *Limiter) settleLeased(ctx context.Context, res *Reservation, debits []Debit) (int64, error) {
+	var errs []error
+	var total int64
+	for _, d := range debits {
+		for i, u := range res.Usage {
+			if u.Budget != d.Name || i >= len(res.leases) {
+				continue
+			}
+			freed := u.Cost - settleCost(u.Cost, d.Cost)
+			if freed <= 0 {
+				continue
+			}
+			ls := res.leases[i]
+			ls.slot.mu.Lock()
+			ls.giveBack(freed)
+			if ls.settled && ls.size > ls.used {
+				if err := ls.shrink(ctx, l, ls.used); err != nil {
+					ls.used += freed // still counted: keep the books straight
+					errs = append(errs, err)
+					ls.slot.mu.Unlock()
+					continue
+				}
+			}
+			ls.slot.mu.Unlock()
+			total += freed
+			res.Usage[i].Cost -= freed
+			res.Usage[i].Used -= freed
+			res.Usage[i].Remaining = min(res.Usage[i].Remaining+freed, res.Usage[i].Limit)
+		}
+	}
+	if len(errs) == 0 {
+		l.forgetRefusals(cmp.Or(res.Owner, res.Credential))
+	}
+	return total, errors.Join(errs...)
+}
+
+// Close settles every lease the limiter holds, giving their unused units
+// back to the store; later charges take new leases. Without leases it does
+// nothing.
+func (l *Limiter) Close(ctx context.Context) error {
+	if l.leases == nil {
+		return nil
+	}
+	var errs []error
+	l.leases.m.Range(func(_, v any) bool {
+		slot := v.(*leaseSlot)
+		slot.mu.Lock()
+		if ls := slot.cur; ls != nil {
+			slot.cur = nil
+			if err := ls.settle(ctx, l); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		slot.mu.Unlock()
+		return true
+	})
+	return errors.Join(errs...)
+}
+
+// takeLeased is Take's path under WithLeases, after the local refusal check
+// (check as refusedLocally gave it).
+func (l *Limiter) takeLeased(ctx context.Context, id ident, method string, debits []Debit, check *refusal) (*Reservation, error) {
+	r, refused, d, err := l.leaseTake(ctx, id, method, debits)
+	if err != nil {
+		if check != nil {
+			check.busy.Store(false)
+		}
+		return nil, err
+	}
+	if r != nil {
+		if check != nil {
+			l.remember(id.account, debits, nil, time.Time{}, time.Time{}, check)
+		}
+		observe(ctx, r, false)
+		return r, nil
+	}
+	err = l.exhausted(refused, []Debit{d}, id.fp, id.label)
+	var e *ExhaustedError
+	if errors.As(err, &e) && l.refusals != nil {
+		l.remember(id.account, debits, e, refused.At, l.localNow(), check)
+	} else if check != nil {
+		check.busy.Store(false)
+	}
+	return nil, err
+}

@@ -1,0 +1,177 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// settle: a reservation shrinks to the units really spent, never grows,
+// never moves in time; 0 gives it all back; a settled-away or expired
+// reservation is not found.
+func (s suite) settle(t *testing.T) {
+	ctx := context.Background()
+	for _, w := range []quota.Window{quota.Sliding(time.Hour), quota.Daily(time.UTC)} {
+		t.Run(w.String(), func(t *testing.T) {
+			clock := NewClock(T0)
+			l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "units", Limit: 100, Window: w})
+			r := mustTake(t, l, key, quota.Units("units", 50))
+			clock.Add(time.Minute)
+			if err := r.Settle(ctx, 20); err != nil {
+				t.Fatalf("Settle(20): %v", err)
+			}
+			if u := used(t, l, key, "units"); u != 20 {
+				t.Fatalf("after Settle(20): used %d, want 20", u)
+			}
+			if r.Usage[0].Cost != 20 || r.Usage[0].Used != 20 || r.Usage[0].Remaining != 80 {
+				t.Fatalf("reservation usage after Settle(20) = %+v", r.Usage[0])
+			}
+			es, err := l.Entries(ctx, key, "units")
+			if err != nil || len(es) != 1 || es[0].Cost != 20 || !es[0].At.Equal(T0) {
+				t.Fatalf("Entries after Settle(20) = %+v, %v; want one entry of 20 at %v (not moved)", es, err, T0)
+			}
+			// Settling above the charge never increases it.
+			if err := r.Settle(ctx, 45); err != nil {
+				t.Fatalf("Settle(45): %v", err)
+			}
+			if u := used(t, l, key, "units"); u != 20 {
+				t.Fatalf("after Settle(45): used %d, want 20 (never increased)", u)
+			}
+			// The entry still frees up when it would have: RetryAt is exact.
+			mustTake(t, l, key, quota.Units("units", 80))
+			ee := mustRefuse(t, l, key, quota.Units("units", 10))
+			if want := w.Expiry(T0); !ee.RetryAt.Equal(want) {
+				t.Fatalf("RetryAt after settle = %v, want %v (the entry's own expiry)", ee.RetryAt, want)
+			}
+			// By ID on another limiter; 0 gives everything back.
+			l2 := s.limiter(t, l.Store(), clock, quota.Budget{Name: "units", Limit: 100, Window: w})
+			p, err := quota.ParseReservationID(r.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l2.Settle(ctx, p, map[string]int64{"units": 0}); err != nil {
+				t.Fatalf("Settle by ID to 0: %v", err)
+			}
+			if u := used(t, l, key, "units"); u != 80 {
+				t.Fatalf("after Settle to 0: used %d, want 80", u)
+			}
+			if err := r.Settle(ctx, 0); !errors.Is(err, quota.ErrNotFound) {
+				t.Fatalf("Settle after it was settled away = %v, want ErrNotFound", err)
+			}
+			if err := l.Refund(ctx, r); !errors.Is(err, quota.ErrNotFound) {
+				t.Fatalf("Refund after it was settled away = %v, want ErrNotFound", err)
+			}
+			// Bad input.
+			r2 := mustTake(t, l, key, quota.Units("units", 5))
+			if err := r2.Settle(ctx, -1); !errors.Is(err, quota.ErrInvalid) {
+				t.Fatalf("Settle(-1) = %v, want ErrInvalid", err)
+			}
+			if err := l.Settle(ctx, r2, map[string]int64{"nope": 1}); !errors.Is(err, quota.ErrInvalid) {
+				t.Fatalf("Settle of an unknown budget = %v, want ErrInvalid", err)
+			}
+			if _, err := l.Store().Settle(ctx, &quota.SettleRequest{API: "api", Owner: r2.Credential, At: r2.At, Nonce: "n",
+				Debits: []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: 100, Window: w}, Cost: -3}}}); !errors.Is(err, quota.ErrInvalid) {
+				t.Fatalf("store Settle with a negative actual = %v, want ErrInvalid", err)
+			}
+			if u := used(t, l, key, "units"); u != 85 {
+				t.Fatalf("bad settles changed usage: %d, want 85", u)
+			}
+			// Out of the window: not found.
+			clock.Set(w.Expiry(clock.Now()))
+			if err := r2.Settle(ctx, 1); !errors.Is(err, quota.ErrNotFound) {
+				t.Fatalf("Settle of an expired reservation = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// settleMulti: a charge of two budgets settles one and keeps the other.
+func (s suite) settleMulti(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	l := s.limiter(t, s.store(t), clock,
+		quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)},
+		quota.Budget{Name: "search", Limit: 10, Window: quota.Daily(time.UTC)})
+	r := mustTake(t, l, key, quota.Charge{Units: map[string]int64{"units": 60, "search": 2}})
+	if err := r.Settle(ctx, 1); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("Reservation.Settle of two budgets = %v, want ErrInvalid", err)
+	}
+	if err := l.Settle(ctx, r, map[string]int64{"units": 15}); err != nil {
+		t.Fatalf("Settle units: %v", err)
+	}
+	if u, s := used(t, l, key, "units"), used(t, l, key, "search"); u != 15 || s != 2 {
+		t.Fatalf("after settling units: units %d search %d, want 15 and 2", u, s)
+	}
+	if err := l.Settle(ctx, r, map[string]int64{"units": 0, "search": 1}); err != nil {
+		t.Fatalf("Settle both: %v", err)
+	}
+	if u, s := used(t, l, key, "units"), used(t, l, key, "search"); u != 0 || s != 1 {
+		t.Fatalf("after settling both: units %d search %d, want 0 and 1", u, s)
+	}
+}
+
+// held: a take with Hold records sliding-window entries at now+Hold, so
+// they count from now until Hold past the window; daily entries ignore it.
+func (s suite) held(t *testing.T) {
+	ctx := context.Background()
+	st := s.store(t)
+	sliding := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Minute)}
+	daily := quota.Budget{Name: "day", Limit: 100, Window: quota.Daily(time.UTC)}
+	owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner")
+	hold := 2 * time.Second
+	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
+		Debits: []quota.Debit{{Budget: sliding, Cost: 40}, {Budget: daily, Cost: 40}}, Hold: hold})
+	if err != nil || !res.OK || !res.At.Equal(T0) {
+		t.Fatalf("held Take = %+v, %v", res, err)
+	}
+	usage := func(at time.Time) (int64, int64) {
+		t.Helper()
+		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{sliding, daily}, Now: at})
+		if err != nil {
+			t.Fatalf("Usage: %v", err)
+		}
+		return us[0].Used, us[1].Used
+	}
+	if u, d := usage(T0); u != 40 || d != 40 {
+		t.Fatalf("at the take: used %d and %d, want 40 and 40", u, d)
+	}
+	es, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner, Budget: daily, Now: T0})
+	if err != nil || len(es) != 1 || !es[0].At.Equal(T0) {
+		t.Fatalf("daily entries = %+v, %v; want one at %v (hold ignored)", es, err, T0)
+	}
+	// A later plain take sits before the held entry in time order; both are
+	// found by refund and settle.
+	res2, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "plain1", Now: T0.Add(time.Second),
+		Debits: []quota.Debit{{Budget: sliding, Cost: 10}}})
+	if err != nil || !res2.OK {
+		t.Fatalf("plain Take = %+v, %v", res2, err)
+	}
+	es, err = st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner, Budget: sliding, Now: T0.Add(time.Second)})
+	if err != nil || len(es) != 2 || !es[0].At.Equal(T0.Add(time.Second)) || !es[1].At.Equal(T0.Add(hold)) {
+		t.Fatalf("entries = %+v, %v; want the plain one then the held one, oldest first", es, err)
+	}
+	got, err := st.Settle(ctx, &quota.SettleRequest{API: "api", Owner: owner, At: T0.Add(hold), Nonce: "lease1",
+		Debits: []quota.Debit{{Budget: sliding, Cost: 15}}, Now: T0.Add(time.Second)})
+	if err != nil || got["units"] != 25 {
+		t.Fatalf("Settle of the held entry = %v, %v; want 25 freed", got, err)
+	}
+	got, err = st.Refund(ctx, &quota.RefundRequest{API: "api", Owner: owner, At: T0.Add(time.Second), Nonce: "plain1",
+		Budgets: []quota.Budget{sliding}, Now: T0.Add(time.Second)})
+	if err != nil || got["units"] != 10 {
+		t.Fatalf("Refund of the plain entry = %v, %v; want 10", got, err)
+	}
+	if u, _ := usage(T0.Add(time.Second)); u != 15 {
+		t.Fatalf("after settle and refund: used %d, want 15", u)
+	}
+	// The held entry counts until Hold past its window, then goes.
+	end := T0.Add(hold + time.Minute)
+	if u, _ := usage(end.Add(-time.Microsecond)); u != 15 {
+		t.Fatalf("just before hold+window: used %d, want 15 (held entries count until then)", u)
+	}
+	if u, _ := usage(end); u != 0 {
+		t.Fatalf("at hold+window: used %d, want 0", u)
+	}
+}
