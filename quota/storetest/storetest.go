@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"SettleMultiBudget", s.settleMulti},
 		{"HeldEntries", s.held},
 		{"Leases", s.leases},
+		{"LocalRefusals", s.localRefusals},
 		{"Exhaust", s.exhaust},
 		{"Adjust", s.adjust},
 		{"DailyResetDST", s.dailyDST},
