@@ -1,0 +1,205 @@
+package quotactl_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+	"github.com/quotactl/quotactl/quota/sqlitestore"
+)
+
+// leaseChildEnv makes the test binary, run with -test.run=^TestLeaseChild$,
+// a worker of TestLeasesAcrossProcesses: its value is the JSON leaseConfig.
+const leaseChildEnv = "QUOTACTL_LEASE_CHILD"
+
+type leaseConfig struct {
+	Backend string `json:"backend"` // "sqlite" or "redis"
+	Target  string `json:"target"`  // the SQLite path, or the Redis address
+	Prefix  string `json:"prefix"`
+	Limit   int64  `json:"limit"`
+	Block   int64  `json:"block"` // 0: adaptive
+}
+
+type leaseReport struct {
+	Admitted int64    `json:"admitted"`
+	Refused  int64    `json:"refused"`
+	Errors   []string `json:"errors"`
+}
+
+const leaseSecret = "lease-shared-secret"
+
+func leaseBudgets(limit int64) []quota.Budget {
+	return []quota.Budget{{Name: "units", Limit: limit, Window: quota.Sliding(time.Hour)}}
+}
+
+// TestLeaseChild is not a test: TestLeasesAcrossProcesses re-runs the test
+// binary with $QUOTACTL_LEASE_CHILD set, and this is the worker's main. It
+// spends the shared budget from 8 goroutines under leases until the store
+// has nothing left, settles its leases (Close) and prints what it admitted.
+func TestLeaseChild(t *testing.T) {
+	raw := os.Getenv(leaseChildEnv)
+	if raw == "" {
+		t.Log("not a child process: TestLeasesAcrossProcesses runs this with $" + leaseChildEnv + " set")
+		return
+	}
+	var cfg leaseConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatalf("child: bad $%s: %v", leaseChildEnv, err)
+	}
+	store := openLeaseStore(t, cfg)
+	defer store.Close()
+	l, err := quota.New(store, "api", leaseBudgets(cfg.Limit), quota.WithLeases(quota.LeaseOptions{Block: cfg.Block, MaxTime: 200 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var admitted, refused atomic.Int64
+	var mu sync.Mutex
+	var rep leaseReport
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				_, err := l.Take(ctx, quota.Credential{Secret: leaseSecret}, quota.Units("units", 1))
+				var ee *quota.ExhaustedError
+				switch {
+				case err == nil:
+					admitted.Add(1)
+				case errors.As(err, &ee):
+					refused.Add(1)
+					if ee.RetryAfter > 30*time.Minute { // the hour's budget is all taken
+						return
+					}
+				default:
+					mu.Lock()
+					rep.Errors = append(rep.Errors, err.Error())
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(ctx); err != nil {
+		rep.Errors = append(rep.Errors, "close: "+err.Error())
+	}
+	rep.Admitted, rep.Refused = admitted.Load(), refused.Load()
+	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openLeaseStore(t *testing.T, cfg leaseConfig) quota.Store {
+	t.Helper()
+	switch cfg.Backend {
+	case "sqlite":
+		s, err := sqlitestore.Open(cfg.Target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	case "redis":
+		c := redis.NewClient(&redis.Options{Addr: cfg.Target})
+		t.Cleanup(func() { c.Close() })
+		return redisstore.New(c, redisstore.WithPrefix(cfg.Prefix))
+	}
+	t.Fatalf("unknown backend %q", cfg.Backend)
+	return nil
+}
+
+// TestLeasesAcrossProcesses: 4 processes (the test binary re-run) share one
+// budget under leases of 10 and 100 units and adaptive ones, on SQLite and
+// on Redis, each until the store has nothing left. Together they admit no
+// unit over the limit, and once they have settled their leases the store
+// counts exactly what they admitted.
+func TestLeasesAcrossProcesses(t *testing.T) {
+	const limit = 4000
+	for _, backend := range []string{"sqlite", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			cfg := leaseConfig{Backend: backend, Limit: limit}
+			switch backend {
+			case "sqlite":
+				cfg.Target = filepath.Join(t.TempDir(), "quota.db")
+				s, err := sqlitestore.Open(cfg.Target) // create it before the race
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Close()
+			case "redis":
+				kind, addr := redistest.Shared(t)
+				t.Logf("workers use %s at %s", kind, addr)
+				cfg.Target, cfg.Prefix = addr, redistest.Prefix(t)
+			}
+			reports := make([]leaseReport, 4)
+			var wg sync.WaitGroup
+			for p, block := range []int64{10, 100, 0, 0} {
+				c := cfg
+				c.Block = block
+				raw, _ := json.Marshal(c)
+				wg.Go(func() {
+					cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1")
+					cmd.Env = append(os.Environ(), leaseChildEnv+"="+string(raw))
+					var out, errb bytes.Buffer
+					cmd.Stdout, cmd.Stderr = &out, &errb
+					if err := cmd.Run(); err != nil {
+						t.Errorf("worker %d (block %d): %v\n%s%s", p, block, err, out.String(), errb.String())
+						return
+					}
+					line := out.Bytes()
+					if i := bytes.IndexByte(line, '\n'); i >= 0 {
+						line = line[:i]
+					}
+					if err := json.Unmarshal(line, &reports[p]); err != nil {
+						t.Errorf("worker %d: bad output %q: %v", p, out.String(), err)
+					}
+				})
+			}
+			wg.Wait()
+			if t.Failed() {
+				t.FailNow()
+			}
+			var total int64
+			for p, r := range reports {
+				if len(r.Errors) > 0 || r.Admitted == 0 {
+					t.Fatalf("worker %d: %+v", p, r)
+				}
+				total += r.Admitted
+				t.Logf("worker %d admitted %d, refused %d", p, r.Admitted, r.Refused)
+			}
+			if total > limit {
+				t.Fatalf("the processes admitted %d units together, limit %d: %d over", total, limit, total-limit)
+			}
+			store := openLeaseStore(t, cfg)
+			defer store.Close()
+			l, err := quota.New(store, "api", leaseBudgets(limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			us, err := l.Status(context.Background(), quota.Credential{Secret: leaseSecret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if us[0].Used != total {
+				t.Fatalf("the store counts %d units after every lease was settled, the processes admitted %d", us[0].Used, total)
+			}
+			if total < limit*9/10 {
+				t.Fatalf("the processes admitted only %d of %d units", total, limit)
+			}
+			t.Logf("%s: 4 processes admitted %s units of %d", backend, strconv.FormatInt(total, 10), limit)
+		})
+	}
+}
