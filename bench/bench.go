@@ -47,6 +47,7 @@ type report struct {
 	cfg       config
 	machine   machine
 	decisions []row // Redis limiters
+	refuse    []row // the refuse-heavy phase: a spent budget
 	local     []row // in-process stores
 	window    []row // quota latency by entries in the window
 	memory    []memRow
@@ -89,11 +90,23 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 	rs := redisstore.New(rdb, redisstore.WithPrefix(r.prefix+"quota:"))
 	redisContenders := []contender{
 		quotaTake("quota redisstore Take", "sliding log, one entry per call, running sum", false, rs, cfg.window),
+		quotaLeased("quota redisstore Take, leases B=10", "leases of 10 units: one store call per block, decisions in process", rs, cfg.window, 10),
+		quotaLeased("quota redisstore Take, leases B=100", "leases of 100 units: one store call per block, decisions in process", rs, cfg.window, 100),
+		quotaLeased("quota redisstore Take, leases adaptive", "leases sized to the local rate (≤ 5% of the limit, ≤ a tenth of the window)", rs, cfg.window, 0),
 		perUnit(rdb, r.prefix, cfg.window),
 		redisRate(rdb, r.prefix, cfg.window),
 		ululeIncr(rdb, r.prefix, cfg.window),
 	}
 	if rep.decisions, err = r.table(ctx, redisContenders, true); err != nil {
+		return nil, err
+	}
+
+	refusing := []contender{
+		quotaSpent("quota redisstore Take", "spent daily budget: every call a store round trip", rs),
+		quotaSpent("quota redisstore Take, local refusals", "spent daily budget: refused in process until the reset (re-checked once a second)", rs, quota.WithLocalRefusals(0)),
+		redisRateSpent(rdb, r.prefix),
+	}
+	if rep.refuse, err = r.refuseTable(ctx, refusing); err != nil {
 		return nil, err
 	}
 
@@ -118,6 +131,7 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 	localContenders := []contender{
 		quotaTake("quota MemoryStore Take", "same log in process memory, one mutex", true, quota.NewMemoryStore(), cfg.window),
 		quotaTake("quota sqlitestore Take", "same log in an SQLite file (WAL, BEGIN IMMEDIATE)", true, ss, cfg.window),
+		xrate(),
 	}
 	if rep.local, err = r.table(ctx, localContenders, false); err != nil {
 		return nil, err
@@ -188,6 +202,32 @@ func (r *runner) table(ctx context.Context, cs []contender, ceiling bool) ([]row
 		if rows[i].ceiling, err = r.ceilingAt(ctx, rows[i].s.goroutines); err != nil {
 			return nil, err
 		}
+	}
+	return rows, nil
+}
+
+// refuseTable measures each contender at cost 1 and every goroutine count
+// against a spent budget, with the ceiling, in interleaved rounds: every
+// decision must be refused.
+func (r *runner) refuseTable(ctx context.Context, cs []contender) ([]row, error) {
+	var cells []*cell
+	for _, g := range r.cfg.goroutines {
+		cells = append(cells, &cell{c: r.ceiling, g: g})
+		for _, c := range cs {
+			if r.cfg.only == nil || r.cfg.only.MatchString(c.name) {
+				cells = append(cells, &cell{c: c, cost: 1, g: g})
+			}
+		}
+	}
+	rows, err := r.measureCells(ctx, cells)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		if rows[i].name != r.ceiling.name && rows[i].s.refused != rows[i].s.ops {
+			return nil, fmt.Errorf("bench: %s on a spent budget: %d of %d decisions admitted", rows[i].name, rows[i].s.ops-rows[i].s.refused, rows[i].s.ops)
+		}
+		rows[i].ceiling = r.ceilings[rows[i].s.goroutines]
 	}
 	return rows, nil
 }

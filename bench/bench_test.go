@@ -99,9 +99,29 @@ func TestBench(t *testing.T) {
 		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
 	}
 
-	// 2 goroutine counts × (ceiling + 4 limiters × 2 costs); 2 × 2 stores × 2 costs
-	if len(rep.decisions) != 18 || len(rep.local) != 8 {
-		t.Fatalf("%d Redis rows and %d local rows, want 18 and 8", len(rep.decisions), len(rep.local))
+	// 2 goroutine counts × (ceiling + 7 limiters × 2 costs); 2 × 3 in-process limiters × 2 costs;
+	// 2 × (ceiling + 3 limiters) refusing
+	if len(rep.decisions) != 30 || len(rep.local) != 12 || len(rep.refuse) != 8 {
+		t.Fatalf("%d Redis rows, %d local rows, %d refusing rows; want 30, 12 and 8", len(rep.decisions), len(rep.local), len(rep.refuse))
+	}
+	localRefusals := 0
+	for _, r := range rep.refuse {
+		if r.ceiling == nil || r.ceiling.goroutines != r.s.goroutines {
+			t.Errorf("%s g %d: ceiling %+v, want the one at the same goroutine count", r.name, r.s.goroutines, r.ceiling)
+		}
+		if r.name != "ceiling: no-op EVALSHA" && (r.s.ops == 0 || r.s.refused != r.s.ops) {
+			t.Errorf("%s g %d on a spent budget: %d ops, %d refused", r.name, r.s.goroutines, r.s.ops, r.s.refused)
+		}
+		if strings.Contains(r.name, "local refusals") {
+			localRefusals++
+			// one store call per second at most: these rounds last 30ms
+			if r.s.serverCalls > 2 {
+				t.Errorf("%s g %d: %d script runs for %d local refusals", r.name, r.s.goroutines, r.s.serverCalls, r.s.ops)
+			}
+		}
+	}
+	if localRefusals != 2 {
+		t.Errorf("%d local-refusal rows, want 2", localRefusals)
 	}
 	for _, r := range append(append([]row{}, rep.decisions...), rep.local...) {
 		if r.s.ops == 0 || r.s.perSecond() <= 0 || len(r.s.rates) != 2 {
@@ -119,7 +139,7 @@ func TestBench(t *testing.T) {
 		if r.s.clientCPU <= 0 && processCPU() >= 0 {
 			t.Errorf("%s: client CPU %v for %d decisions", r.name, r.s.clientCPU, r.s.ops)
 		}
-		if r.s.serverUsec >= 0 && r.s.serverCalls < r.s.ops {
+		if r.s.serverUsec >= 0 && r.s.serverCalls < r.s.ops && !strings.Contains(r.name, "leases") {
 			t.Errorf("%s: Redis counted %d script runs for %d decisions", r.name, r.s.serverCalls, r.s.ops)
 		}
 		if r.s.percentile(50) > r.s.percentile(99) {
@@ -178,7 +198,8 @@ func TestBench(t *testing.T) {
 		"| Limiter | Algorithm | Cost | Goroutines | Decisions/s | vs ceiling |",
 		"| ceiling: no-op EVALSHA |", "| quota redisstore Take |", "| per-unit sorted-set log (recipe) |",
 		"| go-redis/redis_rate AllowN |", "| ulule/limiter Increment |", "fixed window",
-		"| quota MemoryStore Take |", "| quota sqlitestore Take |",
+		"| quota MemoryStore Take |", "| quota sqlitestore Take |", "| x/time/rate AllowN (in process) |",
+		"| quota redisstore Take, leases B=100 |", "| quota redisstore Take, local refusals |", "Refuse-heavy phase",
 		"| 300 entries in window |", "| per-unit sorted-set log (recipe) | sliding log: one member per unit | 1 | 9,500 |",
 	} {
 		if !strings.Contains(md.String(), want) {

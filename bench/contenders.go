@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	ulule "github.com/ulule/limiter/v3"
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"golang.org/x/time/rate"
 
 	"github.com/quotactl/quotactl/quota"
 )
@@ -94,13 +95,20 @@ func rateLimit(limit int64, window time.Duration) redis_rate.Limit {
 	return redis_rate.Limit{Rate: int(limit), Burst: int(limit), Period: window}
 }
 
+// realisticRate is the decisions per second redis_rate is given in the
+// decisions tables: 1e6/s (1e6·cost units per second). No run reaches it,
+// yet each decision moves GCRA's stored timestamp by 1 µs, so every call
+// writes, as it does in real use. (At a rate of 1<<50 per second the
+// timestamp never moves and redis_rate only reads: TIME and GET.)
+const realisticRate = 1_000_000
+
 func redisRate(rdb *redis.Client, prefix string, window time.Duration) contender {
 	l := redis_rate.NewLimiter(rdb)
 	return contender{
 		name: "go-redis/redis_rate AllowN",
 		algo: "GCRA (leaky bucket): one timestamp, no window, no log",
 		setup: func(_ context.Context, id string, cost int64) (op, error) {
-			key, lim := prefix+"rate:"+id, rateLimit(1<<50, window)
+			key, lim := prefix+"rate:"+id, rateLimit(int64(realisticRate*window.Seconds())*cost, window)
 			return func(ctx context.Context) (bool, error) {
 				r, err := l.AllowN(ctx, key, lim, int(cost))
 				if err != nil {
@@ -137,6 +145,82 @@ func ululeIncr(rdb *redis.Client, prefix string, window time.Duration) contender
 					return false, fmt.Errorf("bench: ulule: %w", err)
 				}
 				return !c.Reached, nil
+			}, nil
+		},
+	}
+}
+
+// quotaLeased is a Limiter.Take on store with leases of block units (0:
+// adaptive), for a credential of its own.
+func quotaLeased(name, algo string, store quota.Store, window time.Duration, block int64) contender {
+	return contender{
+		name: name, algo: algo,
+		setup: func(_ context.Context, id string, cost int64) (op, error) {
+			lim, err := quota.New(store, "bench", quotaBudget(window), quota.WithLeases(quota.LeaseOptions{Block: block}))
+			if err != nil {
+				return nil, err
+			}
+			return takeOp(lim, quota.Credential{Secret: "bench-secret-" + id, Label: id}, quota.Units("units", cost)), nil
+		},
+	}
+}
+
+// xrate is golang.org/x/time/rate's AllowN in process: a token bucket in
+// memory, shared by nothing, at a rate no run reaches.
+func xrate() contender {
+	return contender{
+		name:  "x/time/rate AllowN (in process)",
+		algo:  "token bucket in process memory: no store, no log",
+		local: true,
+		setup: func(_ context.Context, _ string, cost int64) (op, error) {
+			l := rate.NewLimiter(rate.Limit(1e12), 1<<40)
+			return func(context.Context) (bool, error) {
+				return l.AllowN(time.Now(), int(cost)), nil
+			}, nil
+		},
+	}
+}
+
+// spentDaily is the budget of the refuse-heavy phase: a daily budget that
+// setup spends whole before the measurement, so every decision is refused
+// until midnight UTC.
+var spentDaily = []quota.Budget{{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}}
+
+// quotaSpent is Limiter.Take on a spent daily budget, with opts.
+func quotaSpent(name, algo string, store quota.Store, opts ...quota.Option) contender {
+	return contender{
+		name: name, algo: algo,
+		setup: func(ctx context.Context, id string, cost int64) (op, error) {
+			lim, err := quota.New(store, "bench", spentDaily, opts...)
+			if err != nil {
+				return nil, err
+			}
+			cred := quota.Credential{Secret: "bench-spent-" + id, Label: id}
+			if _, err := lim.Take(ctx, cred, quota.Units("units", spentDaily[0].Limit)); err != nil {
+				return nil, fmt.Errorf("spend the day: %w", err)
+			}
+			return takeOp(lim, cred, quota.Units("units", cost)), nil
+		},
+	}
+}
+
+// redisRateSpent is redis_rate with its burst spent: 100 a day, all taken.
+func redisRateSpent(rdb *redis.Client, prefix string) contender {
+	l := redis_rate.NewLimiter(rdb)
+	return contender{
+		name: "go-redis/redis_rate AllowN",
+		algo: "GCRA, burst spent: a refusal reads the timestamp and writes nothing",
+		setup: func(ctx context.Context, id string, cost int64) (op, error) {
+			key, lim := prefix+"rate:spent:"+id, rateLimit(100, 24*time.Hour)
+			if r, err := l.AllowN(ctx, key, lim, 100); err != nil || r.Allowed != 100 {
+				return nil, fmt.Errorf("bench: redis_rate: spend the day: %v, %v", r, err)
+			}
+			return func(ctx context.Context) (bool, error) {
+				r, err := l.AllowN(ctx, key, lim, int(cost))
+				if err != nil {
+					return false, fmt.Errorf("bench: redis_rate: %w", err)
+				}
+				return r.Allowed > 0, nil
 			}, nil
 		},
 	}

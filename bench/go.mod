@@ -10,6 +10,7 @@ require (
 	github.com/quotactl/quotactl v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/time v0.16.0
 )
 
 require (

@@ -34,6 +34,11 @@ func (rep *report) markdown(w io.Writer, redisDesc string) error {
 		"\"Client CPU µs/decision\" is the bench process's own CPU time (user+system, getrusage) over decisions: the limiter's Go side, go-redis, the runtime and the timing.\n\n", rep.cfg.window, rep.cfg.rounds, rep.cfg.dur, rep.cfg.warmup)
 	decisionsTable(b, rep.decisions)
 
+	fmt.Fprintf(b, "\n### Refuse-heavy phase: a spent daily budget\n\n")
+	fmt.Fprintf(b, "Every goroutine charges one credential whose daily budget (100 units) was spent before the measurement, so every decision is a refusal (column Refused = all of them); "+
+		"redis_rate's bucket (100 a day) likewise. Same rounds as above; \"vs ceiling\" is against the no-op EVALSHA measured in the same rounds.\n\n")
+	decisionsTable(b, rep.refuse)
+
 	fmt.Fprintf(b, "\n### Decisions per second, in-process quota stores\n\n")
 	fmt.Fprintf(b, "Same Limiter.Take, same budget and window; \"vs ceiling\" is against the Redis no-op EVALSHA at the same goroutine count.\n\n")
 	decisionsTable(b, rep.local)
