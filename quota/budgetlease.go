@@ -41,6 +41,10 @@ type LeaseOptions struct {
 // block and never moves it. A process that dies holding a lease wastes at
 // most that lease's unused units, until they expire.
 //
+// This limiter's Exhaust and Adjust end its lease of the budget first. An
+// exhaust or adjust made by another process reaches a lease when it ends:
+// until then (at most MaxTime) the lease may still admit its unused units.
+//
 // A lease ends when its units are spent, at its MaxTime, or at Close; an
 // ended lease with unused units is settled on the next charge of its budget
 // here, or by Close. Reservations admitted from a lease have no ID (a refund
@@ -358,4 +362,27 @@ func (l *Limiter) takeLeased(ctx context.Context, id ident, method string, debit
 		check.busy.Store(false)
 	}
 	return nil, err
+}
+
+// endLeases ends the owner's lease of budget, settling it: Exhaust and
+// Adjust call it first, so that no unit is admitted locally past a mark, or
+// outside a log that Adjust replaces.
+func (l *Limiter) endLeases(ctx context.Context, owner, budget string) {
+	if l.leases == nil {
+		return
+	}
+	v, ok := l.leases.m.Load(leaseKey{owner, budget})
+	if !ok {
+		return
+	}
+	slot := v.(*leaseSlot)
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if ls := slot.cur; ls != nil {
+		slot.cur = nil
+		if err := ls.settle(ctx, l); err != nil {
+			l.log.Warn("quota: settling a lease failed; its unused units stay counted until they expire",
+				"api", l.api, "budget", budget, "unused", ls.size-ls.used, "error", err)
+		}
+	}
 }

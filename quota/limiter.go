@@ -639,6 +639,7 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 	if err != nil {
 		return err
 	}
+	l.endLeases(ctx, id.account, budget)
 	err = l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
 	l.marked(ctx, cred, id.fp, id.account, budget, until, err)
 	if err == nil {
@@ -666,6 +667,7 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if err != nil {
 		return err
 	}
+	l.endLeases(ctx, id.account, budget)
 	if err := l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}); err != nil {
 		return err
 	}
