@@ -39,7 +39,12 @@ func WithLocalRefusals(bound time.Duration) Option {
 type refusals struct {
 	bound time.Duration
 	m     sync.Map // refusalKey -> *refusal
+	added atomic.Uint64
 }
+
+// sweepRefusalsEvery is how many refusals are remembered between sweeps
+// that drop the ones whose capacity is back (owners no longer charged).
+const sweepRefusalsEvery = 1024
 
 // refusalKey names one owner's charge of up to two budgets.
 type refusalKey struct {
@@ -125,6 +130,15 @@ func (l *Limiter) remember(owner string, debits []Debit, refused *ExhaustedError
 	r := &refusal{err: *refused, storeAt: storeAt, local: local}
 	r.checked.Store(local.UnixMicro())
 	l.refusals.m.Store(k, r)
+	if l.refusals.added.Add(1)%sweepRefusalsEvery == 0 {
+		l.refusals.m.Range(func(k, v any) bool {
+			r := v.(*refusal)
+			if !r.storeAt.Add(local.Sub(r.local)).Before(r.err.RetryAt) {
+				l.refusals.m.CompareAndDelete(k, r)
+			}
+			return true
+		})
+	}
 }
 
 // forgetRefusals drops the owner's standing refusals: this limiter gave

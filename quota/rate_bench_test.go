@@ -2,6 +2,8 @@ package quota_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +31,25 @@ func BenchmarkVersusRate(b *testing.B) {
 			run(b, par, func() error {
 				_, err := l.Take(ctx, cred, ch)
 				return err
+			})
+		})
+		b.Run("quota-local-refusals-spent/goroutines="+strconv.Itoa(par), func(b *testing.B) {
+			l, err := quota.New(quota.NewMemoryStore(), "bench", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Daily(time.UTC)}},
+				quota.WithLocalRefusals(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cred := quota.Credential{Secret: "bench-key"}
+			ctx := context.Background()
+			if _, err := l.Take(ctx, cred, quota.Units("units", 10)); err != nil {
+				b.Fatal(err)
+			}
+			ch := quota.Units("units", 1)
+			run(b, par, func() error {
+				if _, err := l.Take(ctx, cred, ch); !errors.Is(err, quota.ErrExhausted) {
+					return fmt.Errorf("take on a spent budget: %v", err)
+				}
+				return nil
 			})
 		})
 		b.Run("x-time-rate/goroutines="+strconv.Itoa(par), func(b *testing.B) {
