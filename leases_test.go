@@ -1,14 +1,18 @@
 package quotactl_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,8 +52,8 @@ func leaseBudgets(limit int64) []quota.Budget {
 
 // TestLeaseChild is not a test: TestLeasesAcrossProcesses re-runs the test
 // binary with $QUOTACTL_LEASE_CHILD set, and this is the worker's main. It
-// spends the shared budget from 8 goroutines under leases until the store
-// has nothing left, settles its leases (Close) and prints what it admitted.
+// reports ready, waits for the parent's go, spends the shared budget from
+// 8 goroutines under leases until the store has nothing left, settles its leases (Close) and prints what it admitted.
 func TestLeaseChild(t *testing.T) {
 	raw := os.Getenv(leaseChildEnv)
 	if raw == "" {
@@ -67,6 +71,15 @@ func TestLeaseChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	// Connections and scripts ready, then wait for the parent's go, so
+	// that the four processes race from the same start.
+	if _, err := l.Status(ctx, quota.Credential{Secret: leaseSecret}); err != nil {
+		t.Fatalf("child: status before start: %v", err)
+	}
+	fmt.Println("ready")
+	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || strings.TrimSpace(line) != "go" {
+		t.Fatalf("child: waiting for go on stdin: got %q, %v", line, err)
+	}
 	var admitted, refused atomic.Int64
 	var mu sync.Mutex
 	var rep leaseReport
@@ -145,26 +158,56 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 				cfg.Target, cfg.Prefix = addr, redistest.Prefix(t)
 			}
 			reports := make([]leaseReport, 4)
-			var wg sync.WaitGroup
-			for p, block := range []int64{10, 100, 0, 0} {
+			var cmds []*exec.Cmd
+			var outs []*bufio.Reader
+			var ins []io.WriteCloser
+			var errbs []*bytes.Buffer
+			for _, block := range []int64{10, 100, 0, 0} {
 				c := cfg
 				c.Block = block
 				raw, _ := json.Marshal(c)
+				cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1")
+				cmd.Env = append(os.Environ(), leaseChildEnv+"="+string(raw))
+				errb := new(bytes.Buffer)
+				cmd.Stderr = errb
+				in, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+				cmds, outs, ins, errbs = append(cmds, cmd), append(outs, bufio.NewReader(out)), append(ins, in), append(errbs, errb)
+			}
+			for p, out := range outs {
+				if line, err := out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
+					t.Fatalf("worker %d: want ready, got %q, %v\n%s", p, line, err, errbs[p].String())
+				}
+			}
+			for _, in := range ins {
+				if _, err := io.WriteString(in, "go\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			for p := range cmds {
 				wg.Go(func() {
-					cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1")
-					cmd.Env = append(os.Environ(), leaseChildEnv+"="+string(raw))
-					var out, errb bytes.Buffer
-					cmd.Stdout, cmd.Stderr = &out, &errb
-					if err := cmd.Run(); err != nil {
-						t.Errorf("worker %d (block %d): %v\n%s%s", p, block, err, out.String(), errb.String())
+					rest, _ := io.ReadAll(outs[p])
+					if err := cmds[p].Wait(); err != nil {
+						t.Errorf("worker %d: %v\n%s%s", p, err, rest, errbs[p].String())
 						return
 					}
-					line := out.Bytes()
+					line := rest
 					if i := bytes.IndexByte(line, '\n'); i >= 0 {
 						line = line[:i]
 					}
 					if err := json.Unmarshal(line, &reports[p]); err != nil {
-						t.Errorf("worker %d: bad output %q: %v", p, out.String(), err)
+						t.Errorf("worker %d: bad output %q: %v", p, rest, err)
 					}
 				})
 			}
@@ -173,9 +216,13 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 				t.FailNow()
 			}
 			var total int64
+			sharing := 0
 			for p, r := range reports {
-				if len(r.Errors) > 0 || r.Admitted == 0 {
+				if len(r.Errors) > 0 {
 					t.Fatalf("worker %d: %+v", p, r)
+				}
+				if r.Admitted > 0 {
+					sharing++
 				}
 				total += r.Admitted
 				t.Logf("worker %d admitted %d, refused %d", p, r.Admitted, r.Refused)
@@ -195,6 +242,9 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 			}
 			if us[0].Used != total {
 				t.Fatalf("the store counts %d units after every lease was settled, the processes admitted %d", us[0].Used, total)
+			}
+			if sharing < 2 {
+				t.Fatalf("only %d of 4 processes admitted anything: the budget was not shared", sharing)
 			}
 			if total < limit*9/10 {
 				t.Fatalf("the processes admitted only %d of %d units", total, limit)
