@@ -87,3 +87,42 @@ func TestLeaseEndsOnExhaustAndAdjust(t *testing.T) {
 		t.Fatalf("after Close the store counts %d, want 50 (every leased unit given back)", u)
 	}
 }
+
+// TestLeaseMultiBudget: a charge of two budgets under leases pays both or
+// neither: when one budget refuses, the units the other's lease set aside
+// for the charge go back to that lease.
+func TestLeaseMultiBudget(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.T0)
+	l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{
+		{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)},
+		{Name: "search", Limit: 5, Window: quota.Daily(time.UTC)},
+	}, quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 10, MaxFraction: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "lease-secret"}
+	both := quota.Charge{Units: map[string]int64{"units": 3, "search": 1}}
+	for i := range 5 {
+		if _, err := l.Take(ctx, cred, both); err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+	}
+	_, err = l.Take(ctx, cred, both)
+	var ee *quota.ExhaustedError
+	if !errors.As(err, &ee) || ee.Budget != "search" || !ee.RetryAt.Equal(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("sixth take = %v, want search refused until midnight", err)
+	}
+	// The units the refused charge set aside went back to the units lease,
+	// so settling it leaves exactly the 5 charges counted.
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	us, err := l.Status(ctx, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].Used != 15 || us[1].Used != 5 {
+		t.Fatalf("after Close: units %d search %d, want 15 and 5 (the refused charge took nothing)", us[0].Used, us[1].Used)
+	}
+}
