@@ -293,6 +293,9 @@ func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 
 // Take implements Store.
 func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, error) {
+	if err := CheckHold(req.Hold, req.Debits); err != nil {
+		return nil, err
+	}
 	return s.take(ctx, req, req.Debits, nil)
 }
 

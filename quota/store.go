@@ -129,7 +129,21 @@ type TakeRequest struct {
 	// past its window, so every unit the lease admits up to now+Hold stays
 	// counted at least a window after its admission. Daily windows ignore
 	// it (an entry counts until the reset wherever it sits in the day).
+	// Hold is at most a tenth of each sliding window it applies to; stores
+	// refuse more with ErrInvalid (Redis keeps a log's keys that much past
+	// its newest entry's time).
 	Hold time.Duration
+}
+
+// CheckHold reports whether hold suits every debit: at most a tenth of each
+// sliding window (see TakeRequest.Hold).
+func CheckHold(hold time.Duration, debits []Debit) error {
+	for _, d := range debits {
+		if hold > 0 && !d.Window.IsDaily() && hold > d.Window.Duration()/10 {
+			return invalidf("hold %v for budget %q: more than a tenth of its window %v", hold, d.Name, d.Window.Duration())
+		}
+	}
+	return nil
 }
 
 // SettleRequest shrinks one reservation's entries.

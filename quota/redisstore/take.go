@@ -31,6 +31,9 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			return nil, invalid("cost %d for budget %q: must be between 1 and the limit %d", d.Cost, d.Name, d.Limit)
 		}
 	}
+	if err := quota.CheckHold(req.Hold, req.Debits); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
 	name := func(i int) string { return req.Debits[i].Name }
 	keys := s.keys(req.API, req.Owner, n, name, true)
 	mk := s.markKey(req.API, req.Owner)

@@ -727,6 +727,9 @@ func checkTake(req *quota.TakeRequest) error {
 	if len(req.Debits) == 0 {
 		return fmt.Errorf("sqlitestore: take: %w: charge names no budget", quota.ErrInvalid)
 	}
+	if err := quota.CheckHold(req.Hold, req.Debits); err != nil {
+		return fmt.Errorf("sqlitestore: take: %w", err)
+	}
 	for i, d := range req.Debits {
 		if err := checkBudget("take", d.Budget); err != nil {
 			return err

@@ -166,6 +166,11 @@ func (s suite) held(t *testing.T) {
 	if u, _ := usage(T0.Add(time.Second)); u != 15 {
 		t.Fatalf("after settle and refund: used %d, want 15", u)
 	}
+	// A hold over a tenth of a sliding window is refused.
+	if _, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "toolong", Now: T0.Add(time.Second),
+		Debits: []quota.Debit{{Budget: sliding, Cost: 1}}, Hold: 7 * time.Second}); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("Take with a hold of 7s on a 1m window = %v, want ErrInvalid", err)
+	}
 	// The held entry counts until Hold past its window, then goes.
 	end := T0.Add(hold + time.Minute)
 	if u, _ := usage(end.Add(-time.Microsecond)); u != 15 {

@@ -193,7 +193,13 @@ for d = 1, n do
   -- window; idle keys vanish. SET with PX writes the new sum and its
   -- lifetime in one call.
   local w = ARGV[2 + 7 * n + d]
-  local ms = keepms(kepts[d], w, ttl(a + 2, now, reset[d])) + math.ceil((stamp - now) / 1000)
+  local ms = keepms(kepts[d], w, ttl(a + 2, now, reset[d]))
+  if tonumber(ARGV[a + 2]) > 0 then
+    -- a held entry (at most a tenth of the window ahead) outlives a later
+    -- entry by up to its hold, so a sliding log's keys live a tenth of the
+    -- window longer than its newest entry's time
+    ms = ms + math.ceil(tonumber(ARGV[a + 2]) / 10000)
+  end
   redis.call('PEXPIRE', KEYS[k], ms)
   redis.call('SET', KEYS[k + 1], int(total), 'PX', ms)
   redis.call('SET', KEYS[3 * n + d], kepts[d], 'PX', ms)
