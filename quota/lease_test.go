@@ -3,6 +3,8 @@ package quota_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +126,60 @@ func TestLeaseMultiBudget(t *testing.T) {
 	}
 	if us[0].Used != 15 || us[1].Used != 5 {
 		t.Fatalf("after Close: units %d search %d, want 15 and 5 (the refused charge took nothing)", us[0].Used, us[1].Used)
+	}
+}
+
+// TestLeaseConcurrent: 16 goroutines charge, settle and refund through one
+// leased limiter with adaptive blocks; once it is closed the store counts
+// exactly the units kept, and never more than the limit were admitted.
+func TestLeaseConcurrent(t *testing.T) {
+	ctx := context.Background()
+	const limit = 5000
+	l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{{Name: "units", Limit: limit, Window: quota.Sliding(time.Hour)}},
+		quota.WithLeases(quota.LeaseOptions{MaxTime: 50 * time.Millisecond}), quota.WithLocalRefusals(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "lease-secret"}
+	var kept atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 400 {
+				r, err := l.Take(ctx, cred, quota.Units("units", 3))
+				if errors.Is(err, quota.ErrExhausted) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch (g + i) % 5 {
+				case 0:
+					if err := l.Refund(ctx, r); err != nil {
+						t.Error(err)
+						return
+					}
+				case 1:
+					if err := r.Settle(ctx, 1); err != nil {
+						t.Error(err)
+						return
+					}
+					kept.Add(1)
+				default:
+					kept.Add(3)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kept.Load() > limit {
+		t.Fatalf("kept %d units, limit %d", kept.Load(), limit)
+	}
+	if u := storeUsed(t, l, cred); u != kept.Load() {
+		t.Fatalf("after Close the store counts %d, the goroutines kept %d", u, kept.Load())
 	}
 }
