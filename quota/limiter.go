@@ -44,6 +44,7 @@ type Limiter struct {
 	over      atomic.Pointer[overrides] // operator overrides in force
 	fps       sync.Map                  // secret -> fingerprint
 	accounts  sync.Map                  // resolveKey -> account, once registered in the store
+	lastID    atomic.Pointer[lastIdent] // the credential registered last
 	labels    sync.Map                  // resolveKey (no fingerprint) -> CredentialInfo, for label-only credentials
 
 	// events (observer.go)
@@ -214,6 +215,9 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
 	if c.Secret == "" {
 		return l.identifyLabel(ctx, c.Label, owner)
 	}
+	if e := l.lastID.Load(); e != nil && e.secret == c.Secret && e.id.label == c.Label && e.owner == owner {
+		return e.id, nil // the credential of the last registration: no map lookups
+	}
 	fp := l.Fingerprint(c.Secret)
 	k := resolveKey{fp, c.Label, owner}
 	if v, ok := l.accounts.Load(k); ok {
@@ -229,7 +233,16 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
 		return ident{}, err
 	}
 	l.accounts.Store(k, info.Account())
-	return ident{fp, c.Label, info.Account()}, nil
+	id := ident{fp, c.Label, info.Account()}
+	l.lastID.Store(&lastIdent{secret: c.Secret, owner: owner, id: id})
+	return id, nil
+}
+
+// lastIdent is the credential identify registered last, kept so that a run
+// of charges with one credential skips two map lookups.
+type lastIdent struct {
+	secret, owner string
+	id            ident
 }
 
 // lookup resolves c for a read (Status, Entries) without writing to the
@@ -380,6 +393,7 @@ func (l *Limiter) catalog(ctx context.Context, u CredentialUpdate) (CredentialIn
 	info, err := l.store.UpdateCredential(ctx, l.api, u)
 	// This process's view of labels and owners is stale either way.
 	l.accounts.Clear()
+	l.lastID.Store(nil)
 	l.labels.Clear()
 	return info, err
 }
