@@ -74,7 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"Settle", s.settle},
 		{"SettleMultiBudget", s.settleMulti},
 		{"HeldEntries", s.held},
-		{"Leases", s.leases},
+		{"BudgetLeases", s.budgetLeases},
 		{"LocalRefusals", s.localRefusals},
 		{"Exhaust", s.exhaust},
 		{"Adjust", s.adjust},

@@ -10,13 +10,13 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// leases: two limiters ("processes") with leases share one budget over the
+// budgetLeases: two limiters ("processes") with leases share one budget over the
 // store; one of them now and then dies holding its lease (replaced by a new
 // limiter, its leases never settled). At every step, for the window ending
 // now, the store counts at least every unit admitted in it (each unit until
 // its own admission plus the window), and no more than the limit was
 // admitted in it; a lease never admits across a daily reset.
-func (s suite) leases(t *testing.T) {
+func (s suite) budgetLeases(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
