@@ -215,7 +215,7 @@ for d = 1, n do
   -- failover or an NTP step)
   reply[at + 2] = nextreset(a + 2, reset[d], math.min(oldest[d] or now, now))
   -- the log must now hold an entry until this one expires
-  local e = math.max(expiry(a + 2, now), tonumber(mv[2 * d + 2]) or 0)
+  local e = math.max(expiry(a + 2, stamp), tonumber(mv[2 * d + 2]) or 0)
   marks[#marks + 1] = 'b:' .. names[d]
   marks[#marks + 1] = int(e)
   top = math.max(top, e)
