@@ -483,7 +483,9 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	if err == nil {
 		res, err = l.decide(ctx, sc, id.account, ch.Method, debits)
 	}
-	d.note(id.fp, &TakeRequest{Owner: id.account, Job: JobFromContext(ctx)}, debits, res, err)
+	if d != nil { // observers: a copy of the debits, so that they stay on the stack otherwise
+		d.note(id.fp, &TakeRequest{Owner: id.account, Job: JobFromContext(ctx)}, slices.Clone(debits), res, err)
+	}
 	if err != nil {
 		if check != nil {
 			check.busy.Store(false)
