@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/humantime"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 )
@@ -499,56 +500,10 @@ func windowText(s string) string {
 
 // RoundDuration formats how long something took at a precision a person
 // reads: "412ms" under a second, "12.3s" under a minute, then to the
-// second with at most two units ("5m30s", "2h5m", "1d2h").
-func RoundDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "-" + RoundDuration(-d)
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return compact(d)
-}
+// second with at most two units ("5m30s", "2h5m", "1d2h"). quotactl's
+// terminal output uses the same rules.
+func RoundDuration(d time.Duration) string { return humantime.Took(d) }
 
-// relative says when d from now is: "in 2h5m", "3m10s ago", "now".
-func relative(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return "in " + compact(d)
-	case d <= -time.Second:
-		return compact(-d) + " ago"
-	}
-	return "now"
-}
+func relative(d time.Duration) string { return humantime.Relative(d) }
 
-// compact formats d to the second, with at most two units: "1d2h", "2h5m",
-// "5m30s", "42s".
-func compact(d time.Duration) string {
-	d = d.Round(time.Second)
-	days := d / (24 * time.Hour)
-	d -= days * 24 * time.Hour
-	hh := d / time.Hour
-	d -= hh * time.Hour
-	m := d / time.Minute
-	d -= m * time.Minute
-	s := d / time.Second
-	switch {
-	case days > 0 && hh == 0:
-		return fmt.Sprintf("%dd", days)
-	case days > 0:
-		return fmt.Sprintf("%dd%dh", days, hh)
-	case hh > 0 && m == 0:
-		return fmt.Sprintf("%dh", hh)
-	case hh > 0:
-		return fmt.Sprintf("%dh%dm", hh, m)
-	case m > 0 && s == 0:
-		return fmt.Sprintf("%dm", m)
-	case m > 0:
-		return fmt.Sprintf("%dm%ds", m, s)
-	}
-	return fmt.Sprintf("%ds", s)
-}
+func compact(d time.Duration) string { return humantime.Compact(d) }

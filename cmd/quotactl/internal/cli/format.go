@@ -8,70 +8,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/humantime"
 	"github.com/quotactl/quotactl/quota"
 )
 
-// relative says when d from now is, compactly: "in 2h5m", "3m10s ago",
-// "now".
-func relative(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return "in " + compact(d)
-	case d <= -time.Second:
-		return compact(-d) + " ago"
-	}
-	return "now"
-}
+// relative, compact and took format durations as the dashboard does
+// (internal/humantime): "in 2h5m", "5m30s", "12.3s".
+func relative(d time.Duration) string { return humantime.Relative(d) }
 
-// compact formats d to the second, with at most two units: "1d2h", "2h5m",
-// "5m30s", "42s".
-func compact(d time.Duration) string {
-	if d > 0 && d < time.Second {
-		return d.String()
-	}
-	d = d.Round(time.Second)
-	days := d / (24 * time.Hour)
-	d -= days * 24 * time.Hour
-	h := d / time.Hour
-	d -= h * time.Hour
-	m := d / time.Minute
-	d -= m * time.Minute
-	s := d / time.Second
-	switch {
-	case days > 0:
-		if h == 0 {
-			return fmt.Sprintf("%dd", days)
-		}
-		return fmt.Sprintf("%dd%dh", days, h)
-	case h > 0:
-		if m == 0 {
-			return fmt.Sprintf("%dh", h)
-		}
-		return fmt.Sprintf("%dh%dm", h, m)
-	case m > 0:
-		if s == 0 {
-			return fmt.Sprintf("%dm", m)
-		}
-		return fmt.Sprintf("%dm%ds", m, s)
-	}
-	return fmt.Sprintf("%ds", s)
-}
+func compact(d time.Duration) string { return humantime.Compact(d) }
 
-// took formats how long a run took at a precision a person reads: "412ms"
-// under a second, "12.3s" under a minute, then compact ("5m30s", "2h5m").
-func took(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "-" + took(-d)
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return compact(d)
-}
+func took(d time.Duration) string { return humantime.Took(d) }
 
 // absolute formats t in the display zone, to the second.
 func (g *globals) absolute(t time.Time) string {
