@@ -43,7 +43,7 @@ type Limiter struct {
 	overNext  atomic.Int64              // when to reload overrides, UnixNano
 	over      atomic.Pointer[overrides] // operator overrides in force
 	fps       sync.Map                  // secret -> fingerprint
-	accounts  sync.Map                  // resolveKey -> account, once registered in the store
+	accounts  sync.Map                  // resolveKey -> ident, once registered in the store
 	lastID    atomic.Pointer[lastIdent] // the credential registered last
 	labels    sync.Map                  // resolveKey (no fingerprint) -> CredentialInfo, for label-only credentials
 
@@ -221,7 +221,7 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
 	fp := l.Fingerprint(c.Secret)
 	k := resolveKey{fp, c.Label, owner}
 	if v, ok := l.accounts.Load(k); ok {
-		return ident{fp, c.Label, v.(string)}, nil
+		return v.(ident), nil
 	}
 	l.define(ctx)
 	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner}
@@ -232,8 +232,11 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
 	if err != nil {
 		return ident{}, err
 	}
-	l.accounts.Store(k, info.Account())
-	id := ident{fp, c.Label, info.Account()}
+	// A credential given without a label is named by the label the store
+	// holds for it (after a rotation, say), so refusals and events name
+	// "yt-key-1", not a fingerprint.
+	id := ident{fp, cmp.Or(c.Label, info.Label), info.Account()}
+	l.accounts.Store(k, id)
 	l.lastID.Store(&lastIdent{secret: c.Secret, owner: owner, id: id})
 	return id, nil
 }
@@ -263,7 +266,7 @@ func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 	}
 	fp := l.Fingerprint(c.Secret)
 	if v, ok := l.accounts.Load(resolveKey{fp, c.Label, owner}); ok {
-		return ident{fp, c.Label, v.(string)}, nil
+		return v.(ident), nil
 	}
 	if owner != "" {
 		return ident{fp, c.Label, owner}, nil

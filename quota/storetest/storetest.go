@@ -853,6 +853,13 @@ func (s suite) rotation(t *testing.T) {
 		t.Fatalf("old key after rotation: used %d, want 10", r.Usage[0].Used)
 	}
 	mustRefuse(t, l2, newKey, quota.Units("units", 1))
+	// The new secret given without a label is named by the label the store
+	// holds for it, so the refusal an operator reads says "yt-key-1".
+	l4 := s.limiter(t, st, clock, b)
+	var ex *quota.ExhaustedError
+	if _, err := l4.Take(ctx, quota.Credential{Secret: newKey.Secret}, quota.Units("units", 1)); !errors.As(err, &ex) || ex.Credential != "yt-key-1" {
+		t.Fatalf("unlabelled take of the rotated key: %v, want a refusal naming yt-key-1", err)
+	}
 	cs := credentials(t, st, "api")
 	if c := cs[r.Credential]; c.Label != "" || c.Owner != account {
 		t.Fatalf("old record after rotation: %+v", c)
