@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/quotactl/quotactl/internal/obslabel"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -49,18 +50,15 @@ const ScopeName = "github.com/quotactl/quotactl/quota/otelquota"
 // safe for concurrent use and may observe several Limiters. Make one with
 // New.
 type Observer struct {
-	tracer     trace.Tracer
-	clock      func() time.Time
-	maxOwners  int
-	maxMethods int
+	tracer trace.Tracer
+	clock  func() time.Time
+	labels obslabel.Set // bounded owner and method attribute values
 
 	decisions, units, refunded, crossings, exhausts, errors, losses metric.Int64Counter
 	latency                                                         metric.Float64Histogram
 
-	mu      sync.Mutex
-	owners  map[string]bool
-	methods map[string]bool
-	gauges  map[gaugeKey]*gauge
+	mu     sync.Mutex
+	gauges map[gaugeKey]*gauge
 }
 
 var _ quota.Observer = (*Observer)(nil)
@@ -81,18 +79,18 @@ func WithClock(clock func() time.Time) Option { return func(o *Observer) { o.clo
 
 // WithMaxOwners bounds the distinct owner attribute values (default 100);
 // later ones are reported as "other".
-func WithMaxOwners(n int) Option { return func(o *Observer) { o.maxOwners = n } }
+func WithMaxOwners(n int) Option { return func(o *Observer) { o.labels.MaxOwners = n } }
 
 // WithMaxMethods bounds the distinct method attribute values (default
 // 200); later ones are reported as "other".
-func WithMaxMethods(n int) Option { return func(o *Observer) { o.maxMethods = n } }
+func WithMaxMethods(n int) Option { return func(o *Observer) { o.labels.MaxMethods = n } }
 
 // Other is the attribute value that stands for owners and methods past
 // the bounds; Unlabelled the owner of a credential with no owner name and
 // no label.
 const (
-	Other      = "other"
-	Unlabelled = "unlabelled"
+	Other      = obslabel.Other
+	Unlabelled = obslabel.Unlabelled
 )
 
 // New returns an Observer that makes spans with tp's tracer and metrics
@@ -100,8 +98,8 @@ const (
 // instruments.
 func New(tp trace.TracerProvider, mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	o := &Observer{
-		tracer: tp.Tracer(ScopeName), clock: time.Now, maxOwners: 100, maxMethods: 200,
-		owners: map[string]bool{}, methods: map[string]bool{}, gauges: map[gaugeKey]*gauge{},
+		tracer: tp.Tracer(ScopeName), clock: time.Now, labels: obslabel.Set{MaxOwners: 100, MaxMethods: 200},
+		gauges: map[gaugeKey]*gauge{},
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -172,30 +170,9 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, opts ...Option) (*Obs
 	return o, nil
 }
 
-func bounded(seen map[string]bool, n int, v string) string {
-	if seen[v] {
-		return v
-	}
-	if len(seen) >= n {
-		return Other
-	}
-	seen[v] = true
-	return v
-}
-
 // Observe implements quota.Observer.
 func (o *Observer) Observe(e quota.Event) {
-	owner := e.Owner
-	if owner == "" {
-		owner = e.Label
-	}
-	if owner == "" {
-		owner = Unlabelled
-	}
-	o.mu.Lock()
-	owner = bounded(o.owners, o.maxOwners, owner)
-	method := bounded(o.methods, o.maxMethods, e.Method)
-	o.mu.Unlock()
+	owner, method := o.labels.Of(e)
 	ctx := e.Context
 	if ctx == nil {
 		ctx = context.Background()

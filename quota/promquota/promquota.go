@@ -47,15 +47,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quotactl/quotactl/internal/obslabel"
 	"github.com/quotactl/quotactl/quota"
 )
 
 // Collector turns quota events into Prometheus metrics. It is safe for
 // concurrent use and may observe several Limiters. Make one with New.
 type Collector struct {
-	clock      func() time.Time
-	maxOwners  int
-	maxMethods int
+	clock  func() time.Time
+	labels obslabel.Set // bounded owner and method label values
 
 	decisions *prometheus.CounterVec
 	units     *prometheus.CounterVec
@@ -68,10 +68,8 @@ type Collector struct {
 
 	usedDesc, limitDesc, remainingDesc, resetDesc *prometheus.Desc
 
-	mu      sync.Mutex
-	owners  map[string]bool
-	methods map[string]bool
-	gauges  map[gaugeKey]*gauge
+	mu     sync.Mutex
+	gauges map[gaugeKey]*gauge
 }
 
 var (
@@ -95,11 +93,11 @@ func WithClock(clock func() time.Time) Option { return func(c *Collector) { c.cl
 
 // WithMaxOwners sets how many distinct owner label values get series of
 // their own; later ones are counted as "other". Default: 100.
-func WithMaxOwners(n int) Option { return func(c *Collector) { c.maxOwners = n } }
+func WithMaxOwners(n int) Option { return func(c *Collector) { c.labels.MaxOwners = n } }
 
 // WithMaxMethods sets how many distinct method label values get series of
 // their own; later ones are counted as "other". Default: 200.
-func WithMaxMethods(n int) Option { return func(c *Collector) { c.maxMethods = n } }
+func WithMaxMethods(n int) Option { return func(c *Collector) { c.labels.MaxMethods = n } }
 
 // WithBuckets sets the upper bounds (seconds) of the decision latency
 // histogram. Default: DefaultBuckets.
@@ -113,11 +111,11 @@ var DefaultBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 
 // Other is the label value that stands for owners and methods past the
 // WithMaxOwners and WithMaxMethods bounds.
-const Other = "other"
+const Other = obslabel.Other
 
 // Unlabelled is the owner label of a credential with neither an owner name
 // nor a label.
-const Unlabelled = "unlabelled"
+const Unlabelled = obslabel.Unlabelled
 
 func newLatency(b []float64) *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -129,7 +127,7 @@ func newLatency(b []float64) *prometheus.HistogramVec {
 // New returns a Collector; see the package doc for its series.
 func New(opts ...Option) *Collector {
 	c := &Collector{
-		clock: time.Now, maxOwners: 100, maxMethods: 200,
+		clock: time.Now, labels: obslabel.Set{MaxOwners: 100, MaxMethods: 200},
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_decisions_total", Help: "Charges decided, by outcome (admitted, refused, unmetered, failed).",
 		}, []string{"api", "owner", "method", "outcome"}),
@@ -156,8 +154,6 @@ func New(opts ...Option) *Collector {
 		limitDesc:     prometheus.NewDesc("quota_limit_units", "The budget's limit.", []string{"api", "budget", "owner"}, nil),
 		remainingDesc: prometheus.NewDesc("quota_remaining_units", "Units left in the budget's window (0 while marked spent).", []string{"api", "budget", "owner"}, nil),
 		resetDesc:     prometheus.NewDesc("quota_reset_seconds", "Seconds until the budget next frees capacity (0 when nothing is used).", []string{"api", "budget", "owner"}, nil),
-		owners:        map[string]bool{},
-		methods:       map[string]bool{},
 		gauges:        map[gaugeKey]*gauge{},
 	}
 	for _, o := range opts {
@@ -166,32 +162,9 @@ func New(opts ...Option) *Collector {
 	return c
 }
 
-// bounded returns v, or Other once max distinct values were seen. Called
-// with c.mu held.
-func bounded(seen map[string]bool, max int, v string) string {
-	if seen[v] {
-		return v
-	}
-	if len(seen) >= max {
-		return Other
-	}
-	seen[v] = true
-	return v
-}
-
 // Observe implements quota.Observer.
 func (c *Collector) Observe(e quota.Event) {
-	owner := e.Owner
-	if owner == "" {
-		owner = e.Label
-	}
-	if owner == "" {
-		owner = Unlabelled
-	}
-	c.mu.Lock()
-	owner = bounded(c.owners, c.maxOwners, owner)
-	method := bounded(c.methods, c.maxMethods, e.Method)
-	c.mu.Unlock()
+	owner, method := c.labels.Of(e)
 	switch e.Kind {
 	case quota.EventDecision:
 		out := string(e.Outcome)
