@@ -400,19 +400,33 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range req.Budgets {
-		lg := s.logs[logKey{req.API, req.Owner, b.Name}]
-		if lg == nil {
-			continue
-		}
-		lg.use(b.Window, now)
-		if e := lg.find(at, req.Nonce); e != nil {
-			got[b.Name] = e.cost
-			lg.sum -= e.cost
-			s.spend(req.API, req.Owner, b, req.Method, req.Job, e.at, -e.cost)
-			e.cost = 0
+		if freed, ok := s.shrink(req.API, req.Owner, b, req.Method, req.Job, at, req.Nonce, now, 0); ok {
+			got[b.Name] = freed
 		}
 	}
 	return got, nil
+}
+
+// shrink lowers one entry (found by its time and nonce) of budget b to
+// actual units, at most its cost, keeping the running sum and the usage
+// breakdown in step; 0 removes it, as a refund does. It returns the units
+// freed and whether the entry was found. Called with s.mu held.
+func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at int64, nonce string, now, actual int64) (int64, bool) {
+	lg := s.logs[logKey{api, owner, b.Name}]
+	if lg == nil {
+		return 0, false
+	}
+	lg.use(b.Window, now)
+	e := lg.find(at, nonce)
+	if e == nil {
+		return 0, false
+	}
+	c := settleCost(e.cost, actual)
+	freed := e.cost - c
+	lg.sum -= freed
+	s.spend(api, owner, b, method, job, e.at, -freed)
+	e.cost = c
+	return freed, true
 }
 
 // Settle implements Store.
@@ -434,17 +448,8 @@ func (s *MemoryStore) Settle(ctx context.Context, req *SettleRequest) (map[strin
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range req.Debits {
-		lg := s.logs[logKey{req.API, req.Owner, d.Name}]
-		if lg == nil {
-			continue
-		}
-		lg.use(d.Window, now)
-		if e := lg.find(at, req.Nonce); e != nil {
-			c := settleCost(e.cost, d.Cost)
-			got[d.Name] = e.cost - c
-			lg.sum -= e.cost - c
-			s.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, e.at, c-e.cost)
-			e.cost = c
+		if freed, ok := s.shrink(req.API, req.Owner, d.Budget, req.Method, req.Job, at, req.Nonce, now, d.Cost); ok {
+			got[d.Name] = freed
 		}
 	}
 	return got, nil
