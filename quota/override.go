@@ -157,7 +157,7 @@ type overrides struct {
 }
 
 // refreshOverrides reloads the overrides when due. A failed load keeps the
-// ones known and is retried on the next call.
+// ones known and is retried within a second.
 func (l *Limiter) refreshOverrides(ctx context.Context) {
 	if l.overEvery < 0 {
 		return
@@ -169,7 +169,9 @@ func (l *Limiter) refreshOverrides(ctx context.Context) {
 	}
 	over, err := Overrides(ctx, l.store, l.api)
 	if err != nil {
-		l.overNext.Store(now) // try again on the next call
+		// Try again soon, not on every call: while the store is down each
+		// decision already waits on it once, and must not wait twice.
+		l.overNext.Store(now + min(int64(l.overEvery), int64(time.Second)))
 		return
 	}
 	o := &overrides{}

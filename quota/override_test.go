@@ -3,7 +3,10 @@ package quota_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
@@ -82,4 +85,46 @@ func TestOperatorOverridePrecedence(t *testing.T) {
 	if _, err := l.Take(ctx, key, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
 		t.Fatalf("a limiter refreshing every call: %v; want refused by the new override (limit 3)", err)
 	}
+}
+
+// flakyState is a memory store whose state reads fail as an unreachable
+// store's would, counting them.
+type flakyState struct {
+	*quota.MemoryStore
+	loads atomic.Int64
+}
+
+func (f *flakyState) LoadState(ctx context.Context, key string) ([]byte, error) {
+	f.loads.Add(1)
+	return nil, fmt.Errorf("%w: state read refused", quota.ErrStoreUnavailable)
+}
+
+// TestOverrideRefreshBacksOff: while the overrides cannot be read, the
+// limiter tries again within a second, not on every decision (each would
+// otherwise wait on a down store twice).
+func TestOverrideRefreshBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &flakyState{MemoryStore: quota.NewMemoryStore()}
+		l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := quota.Credential{Secret: "s", Label: "k"}
+		for i := range 10 {
+			if _, err := l.Take(ctx, key, quota.Units("units", 1)); err != nil {
+				t.Fatalf("take %d: %v", i, err)
+			}
+		}
+		if n := st.loads.Load(); n != 1 {
+			t.Fatalf("override reads in 10 decisions at one instant: %d, want 1", n)
+		}
+		<-time.After(time.Second) // synctest: the bubble's clock moves, no real wait
+		if _, err := l.Take(ctx, key, quota.Units("units", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if n := st.loads.Load(); n != 2 {
+			t.Fatalf("override reads a second later: %d, want 2", n)
+		}
+	})
 }
