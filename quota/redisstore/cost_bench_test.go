@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // commandStats sums INFO commandstats: the calls and µs of the script
 // commands (EVALSHA, EVAL: the whole script, the commands it runs
 // included), and the calls of every other command (those the scripts ran).
-func commandStats(b *testing.B, c *redis.Client) (scriptCalls, scriptUsec, inner int64) {
+func commandStats(b testing.TB, c *redis.Client) (scriptCalls, scriptUsec, inner int64) {
 	b.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
@@ -55,7 +56,10 @@ func commandStats(b *testing.B, c *redis.Client) (scriptCalls, scriptUsec, inner
 // on a redis-server of the benchmark's own (so nothing else runs on it):
 // the µs Redis spent in the take script per decision, and the commands
 // the script ran per decision, from INFO commandstats. The charge names a
-// method, as the Transport's do.
+// method, as the Transport's do. The cases are the paths issue 13 sets
+// targets for: a daily budget admitting, a spent daily budget refusing,
+// a sliding budget admitting (a 1s window, so in steady state each
+// admission also expires an entry), and a charge of two budgets.
 //
 //	go test -run '^$' -bench RedisDecisionCost -benchtime 20000x ./quota/redisstore/
 func BenchmarkRedisDecisionCost(b *testing.B) {
@@ -65,26 +69,40 @@ func BenchmarkRedisDecisionCost(b *testing.B) {
 	}
 	c := srv.Client(b)
 	ctx := context.Background()
-	for _, budgets := range []int{1, 2} {
-		b.Run("budgets="+strconv.Itoa(budgets), func(b *testing.B) {
-			bs := []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(24 * time.Hour)}}
-			ch := quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 1}}
-			if budgets == 2 {
-				bs = append(bs, quota.Budget{Name: "search", Limit: 1 << 50, Window: quota.Daily(time.UTC)})
-				ch.Units["search"] = 1
-			}
-			st := redisstore.New(c, redisstore.WithPrefix("cost"+strconv.Itoa(budgets)+":"))
-			l, err := quota.New(st, "bench", bs)
+	for _, tc := range []struct {
+		name   string
+		budget []quota.Budget
+		units  map[string]int64
+		refuse bool
+	}{
+		{"daily-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, false},
+		{"daily-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, true},
+		{"sliding-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Second)}}, map[string]int64{"units": 1}, false},
+		{"sliding-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}}, map[string]int64{"units": 1}, true},
+		{"two-budgets-admit", []quota.Budget{
+			{Name: "units", Limit: 1 << 50, Window: quota.Sliding(24 * time.Hour)},
+			{Name: "search", Limit: 1 << 50, Window: quota.Daily(time.UTC)},
+		}, map[string]int64{"units": 1, "search": 1}, false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ch := quota.Charge{Method: "videos.list", Units: tc.units}
+			st := redisstore.New(c, redisstore.WithPrefix("cost-"+tc.name+":"))
+			l, err := quota.New(st, "bench", tc.budget)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := l.Take(ctx, secret, ch); err != nil { // defines the budgets, loads the script
-				b.Fatal(err)
+			// defines the budgets, loads the script; a refusing case
+			// spends its budget first
+			for n := 0; n == 0 || tc.refuse && n < 100; n++ {
+				if _, err := l.Take(ctx, secret, ch); err != nil {
+					b.Fatal(err)
+				}
 			}
 			calls0, usec0, inner0 := commandStats(b, c)
 			for b.Loop() {
-				if _, err := l.Take(ctx, secret, ch); err != nil {
-					b.Fatal(err)
+				_, err := l.Take(ctx, secret, ch)
+				if tc.refuse != errors.Is(err, quota.ErrExhausted) {
+					b.Fatalf("refuse=%v, got %v", tc.refuse, err)
 				}
 			}
 			calls, usec, inner := commandStats(b, c)

@@ -50,32 +50,29 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		keep = max(keep, quota.BreakdownKeep(d.Window))
 		fields[i] = quota.BreakdownField(d.Name, req.Method, req.Job)
 	}
-	args := make([]any, 0, 7+9*n)
+	hold := zero
+	if req.Hold > 0 {
+		hold = req.Hold.Microseconds()
+	}
+	args := make([]any, 0, 8+10*n)
 	for attempt := 0; ; attempt++ {
-		args = append(args[:0], nowArg(req.Now), req.Nonce)
-		for _, d := range req.Debits {
-			if d.Window.IsDaily() {
-				args = append(args, d.Cost, s.box(d.Budget).limit)
-				args = s.appendSpec(args, d.Window, est)
-			} else {
-				bx := s.box(d.Budget)
-				args = append(args, d.Cost, bx.limit, bx.win, zero, zero, zero, zero)
-			}
-		}
-		for _, d := range req.Debits {
-			args = append(args, s.box(d.Budget).id)
-		}
-		args = append(args, seen.seq, seen.until, trust)
 		// the breakdown hashes of the hour holding est (less a margin for
 		// a Redis clock behind the host's) and the next: the script picks
 		// the one of its now
 		h0 := quota.HourOf(est.Add(-hourMargin))
 		keys[4*n] = s.useKey(req.API, req.Owner, h0)
 		keys[4*n+1] = s.useKey(req.API, req.Owner, h0.Add(time.Hour))
-		args = append(args, h0.UnixMicro(), keep.Microseconds())
-		args = append(args, fields...)
-		if req.Hold > 0 {
-			args = append(args, req.Hold.Microseconds())
+		args = append(args[:0], nowArg(req.Now), req.Nonce, seen.seq, seen.until, trust,
+			h0.UnixMicro(), keep.Microseconds(), hold)
+		for i, d := range req.Debits {
+			bx := s.box(d.Budget)
+			args = append(args, d.Name, d.Cost, bx.limit)
+			if d.Window.IsDaily() {
+				args = s.appendSpec(args, d.Window, est)
+			} else {
+				args = append(args, bx.win, zero, zero, zero, zero)
+			}
+			args = append(args, bx.id, fields[i])
 		}
 		var (
 			reply      []any

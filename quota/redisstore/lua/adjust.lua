@@ -1,6 +1,8 @@
 -- adjust.lua: replace one budget's log with a single entry of USED units
 -- recorded now (none when USED is 0) and clear its exhaustion mark,
--- store-loss marks included.
+-- store-loss marks included. The marker's k:NAME and d:NAME (see take.lua)
+-- go too: the next take renews the keys' lifetimes and checks the log's
+-- day again.
 --
 -- KEYS: log, sum, exh, keep, the owner's store-loss marker (see lib.lua).
 -- ARGV[1] now or ''; ARGV[2] USED; ARGV[3] nonce; ARGV[4..8] a window
@@ -27,5 +29,5 @@ local mk, name = KEYS[5], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e')
 redis.call('HDEL', mk, 'l:' .. name)
 local seq, mu = remark(mk, tonumber(mv[1]) or 0, 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0, e, now,
-  {'b:' .. name, int(e), 'x:' .. name, '0'})
+  {'b:' .. name, int(e), 'x:' .. name, '0', 'k:' .. name, '0', 'd:' .. name, '0'})
 return {1, now, seq, mu}

@@ -6,15 +6,14 @@
 -- consecutive hours, H and H+1h (see usage below), at 4n+1 and 4n+2; then
 -- the owner's store-loss marker (see lib.lua), last.
 -- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
--- then per debit 7 values from 3+7(d-1): COST, LIMIT, and a window spec;
--- then the window ids, debit d's at 2+7n+d; then at 3+8n SEEN, SEEN_UNTIL
--- (what this process saw of the marker, 0 0 when nothing) and TRUST ('1':
--- on a loss, decide on what the store holds); then H (µs), KEEP (µs a
--- breakdown row is kept after its hour ends) at 6+8n and 7+8n, and per
--- debit the breakdown field "BUDGET\x1fMETHOD\x1fJOB" at 7+8n+d.
---
--- ARGV[8+9n] (after the breakdown fields), when present: HOLD, µs past now at which sliding-window
--- entries are recorded (a lease's block, held until the lease ends).
+-- ARGV[3], ARGV[4] SEEN, SEEN_UNTIL (what this process saw of the marker,
+-- 0 0 when nothing); ARGV[5] TRUST ('1': on a loss, decide on what the
+-- store holds); ARGV[6] H (µs), ARGV[7] KEEP (µs a breakdown row is kept
+-- after its hour ends); ARGV[8] HOLD (µs past now at which sliding-window
+-- entries are recorded: a lease's block, held until the lease ends; 0 for
+-- none); then per debit 10 values from 9+10(d-1): NAME, COST, LIMIT, a
+-- window spec (WIN, B1..B4), the window id and the breakdown field
+-- "BUDGET\x1fMETHOD\x1fJOB".
 --
 -- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
 -- (0 where none), then SEQ, U (the marker after this call), LOST_ALL and
@@ -24,71 +23,182 @@
 -- clock skew (see lib.lua). Unless TRUST, a budget found lost is marked
 -- spent until its next reset (daily) or for one window (sliding), and the
 -- charge is refused.
+--
+-- What a decision costs Redis is what this script is shaped by (issue 13):
+--
+-- A daily window is a fixed window, so its running sum decides it alone
+-- once the log is known to hold today's entries only: the marker's
+-- d:NAME is the start of the day since which the log holds no entry of
+-- another day (written by the first decision of a day, which drops the
+-- day before; cleared by adjust). Then an admission is ZADD + INCRBY and
+-- a refusal reads nothing but the sum: its retry time is the reset.
+--
+-- The keys' lifetimes are not renewed on every admission: the marker's
+-- k:NAME says until when the log, sum and keep keys are known to live,
+-- and they are renewed (for twice the window, a sliding window's; until
+-- the reset, a daily one's) only when an admission needs them to live
+-- longer, or when one of them was found missing.
 
 local now = clock(ARGV[1])
 local nonce = ARGV[2]
 local n = (#KEYS - 3) / 4
--- the breakdown hash of now's hour: one of the two the Go side named
--- around its estimate of now; when the estimate was off (the Redis clock
--- moved against the host's), the hash of now's hour is named here, with the
--- same prefix and hash tag, so in the same Cluster slot
-local ub, hour = 6 + 8 * n, 3600000000
-local h0 = tonumber(ARGV[ub])
-local ukey = KEYS[4 * n + 1]
-if now >= h0 + hour and now < h0 + 2 * hour then
-  ukey, h0 = KEYS[4 * n + 2], h0 + hour
-elseif now < h0 or now >= h0 + hour then
-  h0 = now - now % hour
-  ukey = string.match(ukey, '^(.*:use:)%d+$') .. int(h0 / 1000000)
-end
-local hold = tonumber(ARGV[ub + 2 + n]) or 0
-local reply = {1, now}
-local used, oldest, reset = {}, {}, {}
-local totals, kepts = {}, {}
-local ok = 1
+local seen = tonumber(ARGV[3])
+local trust = ARGV[5] == '1'
 
--- store-loss marker: one read of seq, u, e and each debit's b: and x:
-local mk, m0 = KEYS[#KEYS], 3 + 8 * n
-local seen, seenUntil = tonumber(ARGV[m0]), tonumber(ARGV[m0 + 1])
-local trust = ARGV[m0 + 2] == '1'
-local names, fields = {}, {'seq', 'u', 'e'}
-for d = 1, n do
-  names[d] = budgetname(KEYS[3 * d - 2])
-  fields[2 * d + 2] = 'b:' .. names[d]
-  fields[2 * d + 3] = 'x:' .. names[d]
+-- store-loss marker: one read of seq, u, e and each debit's b:, x:, k:
+-- and d: (at 4d, 4d+1, 4d+2, 4d+3 of mv)
+local mk = KEYS[#KEYS]
+local mv
+if n == 1 then -- the usual charge: no table to build
+  local name = ARGV[9]
+  mv = redis.call('HMGET', mk, 'seq', 'u', 'e', 'b:' .. name, 'x:' .. name, 'k:' .. name, 'd:' .. name)
+else
+  local fields = {'seq', 'u', 'e'}
+  for d = 1, n do
+    local name = ARGV[9 + 10 * (d - 1)]
+    fields[4 * d], fields[4 * d + 1], fields[4 * d + 2], fields[4 * d + 3] =
+      'b:' .. name, 'x:' .. name, 'k:' .. name, 'd:' .. name
+  end
+  mv = redis.call('HMGET', mk, unpack(fields))
 end
-local mv = redis.call('HMGET', mk, unpack(fields))
-local seq, mu, me = tonumber(mv[1]) or 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
+local seq = tonumber(mv[1]) or 0
 -- a lower seq (or none) while the marker must exist: acknowledged writes
 -- of this owner were lost, so every budget of it is affected
-local lostAll = seq < seen and now < seenUntil
-local lost, marks, top = {}, {}, 0
+local lostAll = seq < seen and now < tonumber(ARGV[4])
+
+-- trim drops the entries of a sliding log recorded before start, without
+-- touching its sum, and returns the units they held and the oldest entry
+-- left (false when none). In steady state one entry expires per
+-- admission: one read of the two oldest entries and one removal decide it.
+local function trim(log, start)
+  local first = redis.call('ZRANGE', log, 0, 1, 'WITHSCORES')
+  if #first == 0 then
+    return 0, false
+  end
+  local s1 = tonumber(first[2])
+  if s1 >= start then
+    return 0, s1 -- the hot path: nothing expired
+  end
+  if #first == 2 or tonumber(first[4]) >= start then
+    redis.call('ZREMRANGEBYRANK', log, 0, 0)
+    return cost(first[1]), #first == 4 and tonumber(first[4])
+  end
+  local cutoff = '(' .. int(start) -- exclusive: scores < start
+  local freed = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
+    freed = freed + cost(m)
+  end
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  local f = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
+  return freed, #f > 0 and tonumber(f[2])
+end
+
+-- Per debit d, st holds from S(d-1)+1 on: START (the first µs the window
+-- counts), R (a daily window's reset, 0 for a sliding one), DAY (the
+-- day's start as the Go side wrote it: what d:NAME holds), TOTAL (the
+-- units the log holds), KEPT (the window the log keeps entries for),
+-- HELD (what the sum key holds, false when missing: trim leaves it
+-- behind until the decision writes the right value), EMPTY, USED (the
+-- units the window counts), OLDEST (the oldest counted entry, false when
+-- none), LOST, the keep key's value and the exhausted-until mark. One flat
+-- table: tables are what a script's time goes to, after its commands.
+local st, S = {}, 12
+
+-- every debit's window first: on clock skew nothing is written. For a
+-- daily window, today is usually the middle pair of B1..B4, tried first.
+for d = 1, n do
+  local b, i = S * (d - 1), 12 + 10 * (d - 1) -- ARGV[i] is WIN
+  local win = tonumber(ARGV[i])
+  if win > 0 then
+    st[b + 1], st[b + 2], st[b + 3] = now - win + 1, 0, false
+  else
+    local j = i + 2
+    local lo, hi = tonumber(ARGV[j]), tonumber(ARGV[j + 1])
+    if now < lo then
+      j = i + 1
+      lo, hi = tonumber(ARGV[j]), lo
+    elseif now >= hi then
+      j = i + 3
+      lo, hi = hi, tonumber(ARGV[j + 1])
+    end
+    if now < lo or now >= hi then
+      return {-1, now}
+    end
+    st[b + 1], st[b + 2], st[b + 3] = lo, hi, ARGV[j]
+  end
+end
+
+local reply, ok, marks, top = {1, now}, 1, {}, 0
 
 for d = 1, n do
-  local k, a = 3 * d - 2, 3 + 7 * (d - 1)
-  local c, limit = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  local start, r = span(a + 2, now)
-  if not start then
-    return {-1, now}
-  end
+  local b, k, a = S * (d - 1), 3 * d - 2, 9 + 10 * (d - 1)
+  local name, c, limit, win = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local start, r, w = st[b + 1], st[b + 2], ARGV[a + 8]
   -- one read for the running sum, the exhausted-until mark and the kept
   -- window
   local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + d])
-  local w = ARGV[2 + 7 * n + d]
-  local kept = retain(v[3], w)
-  local kstart = alive(v[3], w, start, now)
-  local total, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
-  local empty = total == 0 and not o
-  if empty then
-    kept = w -- an empty log starts afresh
+  local u, o, total, kept, held, empty
+  local fast = v[1] and win == 0 and v[3] == w and mv[4 * d + 3] == st[b + 3]
+  if fast then
+    -- the log holds today's entries only: the sum decides
+    total = tonumber(v[1])
+    u, o, kept, held, empty = total, false, w, total, false
+  else
+    kept = retain(v[3], w)
+    local kstart = alive(v[3], w, start, now)
+    if win > 0 then
+      local freed
+      freed, o = trim(KEYS[k], kstart)
+      held = v[1] and tonumber(v[1])
+      if o and held then
+        total = held - freed
+      elseif o then
+        total = recount(KEYS[k], KEYS[k + 1]) -- a sum lost while its log was not
+        held = total
+      else
+        total = 0 -- an empty log: nothing counts (a sum left behind is overwritten)
+      end
+    else
+      -- load leaves the sum right, or deletes it with an empty log
+      total, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
+      o = o or false
+      held = o and total
+    end
+    empty = total == 0 and not o
+    if empty then
+      kept = w -- an empty log starts afresh
+    end
+    u, o = counted(KEYS[k], start, kstart, total, o or nil)
+    o = o or false
+    if win == 0 and kept == w then
+      -- the first decision of a day dropped the days before; unless the
+      -- clock stepped back over a reset (an entry of a later day), the
+      -- log now holds this day's entries only, and the sum decides
+      -- until the reset
+      local later = false
+      if o then
+        local newest = redis.call('ZRANGE', KEYS[k], -1, -1, 'WITHSCORES')
+        later = tonumber(newest[2]) >= r
+      end
+      if not later then
+        marks[#marks + 1] = 'd:' .. name
+        marks[#marks + 1] = st[b + 3]
+      elseif mv[4 * d + 3] then
+        -- an entry recorded now would break what d:NAME says of another day
+        marks[#marks + 1] = 'd:' .. name
+        marks[#marks + 1] = '0'
+      end
+    end
   end
-  local u
-  u, o = counted(KEYS[k], start, kstart, total, o)
-  totals[d], kepts[d] = total, kept
-  local exh = exhausted(v[2], now)
+  local exh = v[2] and tonumber(v[2]) or 0
+  if exh <= now then
+    exh = 0 -- past marks count for nothing (the key expires on its own)
+  end
   local retry = 0
   local deficit = u + c - limit
-  if deficit > 0 then
+  if deficit > 0 and fast then
+    retry = r -- every entry counted today expires at the reset
+  elseif deficit > 0 then
     -- walk the oldest entries until their costs cover the deficit: the
     -- charge fits once the entry that covers it has expired
     -- (a few entries first: one or two usually cover the deficit, and every
@@ -102,7 +212,7 @@ for d = 1, n do
       for j = 1, #batch, 2 do
         freed = freed + cost(batch[j])
         if freed >= deficit then
-          retry = expiry(a + 2, tonumber(batch[j + 1]))
+          retry = expiry(a + 3, tonumber(batch[j + 1]))
           break
         end
       end
@@ -112,10 +222,12 @@ for d = 1, n do
     if retry == 0 then
       -- the entries cover less than the sum claimed: the sum was stale
       -- (a lost key); trust the log and decide again
-      totals[d] = recount(KEYS[k], KEYS[k + 1])
-      u, o = counted(KEYS[k], start, kstart, totals[d], o)
+      total = recount(KEYS[k], KEYS[k + 1])
+      held = total
+      u, o = counted(KEYS[k], start, alive(v[3], w, start, now), total, o or nil)
+      o = o or false
       if u + c > limit then
-        retry = expiry(a + 2, o or now) -- cannot happen while cost <= limit
+        retry = expiry(a + 3, o or now) -- cannot happen while cost <= limit
       end
     end
   end
@@ -127,98 +239,176 @@ for d = 1, n do
   end
   -- a log emptied before its newest entry's expiry, or an exhausted mark
   -- gone before its time: the store lost this budget's state
-  local gone = empty and (tonumber(mv[2 * d + 2]) or 0) > now
-  local xgone = exh == 0 and (tonumber(mv[2 * d + 3]) or 0) > now
-  lost[d] = lostAll or gone or xgone
+  local gone = empty and (tonumber(mv[4 * d]) or 0) > now
+  local xgone = exh == 0 and mv[4 * d + 1] and tonumber(mv[4 * d + 1]) > now
+  local lost = lostAll or gone or xgone
   if gone then
-    marks[#marks + 1] = 'b:' .. names[d] -- repaired: found once, not again
+    marks[#marks + 1] = 'b:' .. name -- repaired: found once, not again
     marks[#marks + 1] = '0'
   end
   if xgone then
-    marks[#marks + 1] = 'x:' .. names[d]
+    marks[#marks + 1] = 'x:' .. name
     marks[#marks + 1] = '0'
   end
-  if lost[d] and not trust then
+  if lost and not trust then
     -- count the budget as spent until its next reset, or for one window,
     -- in the store, so every process sharing it stops
-    local until_ = r > 0 and r or now + tonumber(ARGV[a + 2])
+    local until_ = r > 0 and r or now + win
     until_ = math.max(until_, exh)
     redis.call('SET', KEYS[k + 2], int(until_), 'PX', math.max(1, math.ceil((until_ - now) / 1000)))
     exh, retry = until_, math.max(retry, until_)
-    marks[#marks + 1] = 'x:' .. names[d]
+    marks[#marks + 1] = 'x:' .. name
     marks[#marks + 1] = int(until_)
-    marks[#marks + 1] = 'l:' .. names[d]
+    marks[#marks + 1] = 'l:' .. name
     marks[#marks + 1] = int(until_)
     top = math.max(top, until_)
     ok = 0
   end
-  used[d], oldest[d], reset[d] = u, o, r
+  st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10], st[b + 11], st[b + 12] =
+    total, kept, held, empty, u, o, lost or false, v[3], exh
   local at = #reply
   reply[at + 1] = u
-  reply[at + 2] = nextreset(a + 2, r, o)
+  if r > 0 then
+    reply[at + 2] = r
+  else
+    reply[at + 2] = o and o + win or 0 -- when the oldest entry expires
+  end
   reply[at + 3] = exh
   reply[at + 4] = retry
 end
 
 -- tail appends the marker's state and what was found lost to the reply.
-local function tail()
+local function tail(mu)
   reply[#reply + 1] = seq
   reply[#reply + 1] = mu
   reply[#reply + 1] = lostAll and 1 or 0
   for d = 1, n do
-    reply[#reply + 1] = lost[d] and 1 or 0
+    reply[#reply + 1] = st[S * (d - 1) + 10] and 1 or 0
   end
   return reply
 end
 
+-- mark writes marks to the marker (seq bumped, u raised to top) and
+-- returns the new seq and u.
+local function mark()
+  return remark(mk, seq, seen, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0, top, now, marks)
+end
+
 if ok == 0 then
   reply[1] = 0
-  if #marks > 0 or lostAll then
-    seq, mu = remark(mk, seq, seen, mu, me, top, now, marks)
+  -- what trim dropped leaves the sum: the log is the truth
+  for d = 1, n do
+    local b = S * (d - 1)
+    local held, total = st[b + 6], st[b + 4]
+    if held and held ~= total and not st[b + 7] then
+      redis.call('INCRBY', KEYS[3 * d - 1], int(total - held))
+    end
   end
-  return tail()
+  local mu = tonumber(mv[2]) or 0
+  if #marks > 0 or lostAll then
+    seq, mu = mark()
+  end
+  return tail(mu)
 end
+
+-- the breakdown hash of now's hour: one of the two the Go side named
+-- around its estimate of now; when the estimate was off (the Redis clock
+-- moved against the host's), the hash of now's hour is named here, with the
+-- same prefix and hash tag, so in the same Cluster slot
+local hour = 3600000000
+local h0 = tonumber(ARGV[6])
+local ukey = KEYS[4 * n + 1]
+if now >= h0 + hour and now < h0 + 2 * hour then
+  ukey, h0 = KEYS[4 * n + 2], h0 + hour
+elseif now < h0 or now >= h0 + hour then
+  h0 = now - now % hour
+  ukey = string.match(ukey, '^(.*:use:)%d+$') .. int(h0 / 1000000)
+end
+local hold = tonumber(ARGV[8])
+local snow = int(now)
 
 -- every budget can pay: record one entry per budget, whatever the cost
 for d = 1, n do
-  local k, a = 3 * d - 2, 3 + 7 * (d - 1)
-  local c = tonumber(ARGV[a])
-  local total = totals[d] + c
-  local stamp = now
-  if tonumber(ARGV[a + 2]) > 0 then
+  local b, k, a = S * (d - 1), 3 * d - 2, 9 + 10 * (d - 1)
+  local name, c, win = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
+  local r, total, kept, held = st[b + 2], st[b + 4], st[b + 5], st[b + 6]
+  local stamp, sstamp = now, snow
+  if win > 0 and hold > 0 then
     stamp = now + hold -- sliding windows only: a daily entry counts all day
+    sstamp = int(stamp)
   end
-  redis.call('ZADD', KEYS[k], int(stamp), nonce .. ':' .. ARGV[a])
-  -- keep the keys until the newest entry leaves the window and the kept
-  -- window; idle keys vanish. SET with PX writes the new sum and its
-  -- lifetime in one call.
-  local w = ARGV[2 + 7 * n + d]
-  local ms = keepms(kepts[d], w, ttl(a + 2, now, reset[d]))
-  if tonumber(ARGV[a + 2]) > 0 then
+  redis.call('ZADD', KEYS[k], sstamp, nonce .. ':' .. ARGV[a + 1])
+  -- the keys must live until the newest entry leaves the window and the
+  -- kept window; idle keys vanish
+  local ms
+  if win > 0 then
     -- a held entry (at most a tenth of the window ahead) outlives a later
     -- entry by up to its hold, so a sliding log's keys live a tenth of the
     -- window longer than its newest entry's time
-    ms = ms + math.ceil(tonumber(ARGV[a + 2]) / 10000)
+    ms = math.ceil(win / 1000) + math.ceil(win / 10000)
+  else
+    ms = math.max(1, math.ceil((r - now) / 1000))
   end
-  redis.call('PEXPIRE', KEYS[k], ms)
-  redis.call('SET', KEYS[k + 1], int(total), 'PX', ms)
-  redis.call('SET', KEYS[3 * n + d], kepts[d], 'PX', ms)
+  local w = ARGV[a + 8]
+  if kept ~= w then
+    ms = keepms(kept, w, ms)
+  end
+  -- k:NAME says until when the keys are known to live: renew their
+  -- lifetimes when that is short of what this entry needs, or when a key
+  -- was missing. A daily log's keys live until the reset, so they are
+  -- renewed once a day; a sliding log's for twice what the entry needs,
+  -- so that a steady stream renews them once a window (an idle log's
+  -- keys go within twice its window). SET with PX writes the new sum and
+  -- its lifetime in one call.
+  local need, claim = r, r
+  if win > 0 or kept ~= w then
+    -- (less the millisecond a PEXPIRE rounds to: k:NAME never claims
+    -- more than the keys' TTL gives)
+    need = now + (ms - 1) * 1000
+    if win > 0 then
+      ms = 2 * ms
+    end
+    claim = now + (ms - 2) * 1000
+  end
+  if st[b + 7] or not held or st[b + 11] ~= kept or (tonumber(mv[4 * d + 2]) or 0) < need then
+    redis.call('PEXPIRE', KEYS[k], ms)
+    redis.call('SET', KEYS[k + 1], int(total + c), 'PX', ms)
+    redis.call('SET', KEYS[3 * n + d], kept, 'PX', ms)
+    marks[#marks + 1] = 'k:' .. name
+    marks[#marks + 1] = int(claim)
+  elseif total == held then
+    redis.call('INCRBY', KEYS[k + 1], ARGV[a + 1]) -- INCRBY keeps the TTL
+  else
+    redis.call('INCRBY', KEYS[k + 1], int(total + c - held))
+  end
   -- usage by method and job: one HINCRBY on the hour's hash; a new field
   -- (rare: once per hour, method and job) makes the hash last until its
   -- rows may be dropped
-  if redis.call('HINCRBY', ukey, ARGV[ub + 1 + d], ARGV[a]) == tonumber(ARGV[a]) then
-    keephash(ukey, h0 + hour + tonumber(ARGV[ub + 1]), now)
+  if redis.call('HINCRBY', ukey, ARGV[a + 9], ARGV[a + 1]) == c then
+    keephash(ukey, h0 + hour + tonumber(ARGV[7]), now)
   end
   local at = 2 + 4 * (d - 1)
-  reply[at + 1] = used[d] + c
-  -- the new entry is the oldest when the clock stepped back (TIME after a
-  -- failover or an NTP step)
-  reply[at + 2] = nextreset(a + 2, reset[d], math.min(oldest[d] or now, now))
+  reply[at + 1] = st[b + 8] + c
+  if win > 0 then
+    -- the new entry is the oldest when the clock stepped back (TIME after
+    -- a failover or an NTP step)
+    local o = st[b + 9]
+    reply[at + 2] = math.min(o or now, now) + win
+  end
   -- the log must now hold an entry until this one expires
-  local e = math.max(expiry(a + 2, stamp), tonumber(mv[2 * d + 2]) or 0)
-  marks[#marks + 1] = 'b:' .. names[d]
-  marks[#marks + 1] = int(e)
+  local e = r
+  if win > 0 then
+    e = stamp + win
+  end
+  local bm = tonumber(mv[4 * d]) or 0
+  if e > bm then
+    marks[#marks + 1] = 'b:' .. name
+    marks[#marks + 1] = int(e)
+  else
+    e = bm
+  end
   top = math.max(top, e)
 end
-seq, mu = remark(mk, seq, seen, mu, me, top, now, marks)
-return tail()
+local mu
+seq, mu = mark()
+return tail(mu)
