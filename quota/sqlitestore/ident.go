@@ -18,20 +18,20 @@ var ErrReplaced = errors.New("sqlitestore: database file deleted or replaced sin
 // ident is the identity (device and inode, through os.SameFile) of the
 // files a Store opened: the database and its WAL.
 type ident struct {
-	path    string      // absolute: a later Chdir changes nothing
-	db, wal os.FileInfo // wal nil when there was none to see
-	lost    atomic.Pointer[error]
+	path, walPath string      // absolute: a later Chdir changes nothing
+	db, wal       os.FileInfo // wal nil when there was none to see
+	lost          atomic.Pointer[error]
 }
 
 // remember records the identity of the files at path now.
 func (id *ident) remember(path string) error {
-	id.path = path
+	id.path, id.walPath = path, path+"-wal"
 	fi, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
 	id.db = fi
-	if fi, err := os.Stat(path + "-wal"); err == nil {
+	if fi, err := os.Stat(id.walPath); err == nil {
 		id.wal = fi
 	}
 	return nil
@@ -49,28 +49,31 @@ func (id *ident) check() error {
 		return nil
 	}
 	path := id.path
-	var err error
-	switch fi, serr := os.Stat(path); {
-	case errors.Is(serr, os.ErrNotExist):
-		err = fmt.Errorf("%w: %s no longer exists; restart to open a new one", ErrReplaced, path)
-	case serr != nil:
-		return serr // transient: say so, decide nothing
+	switch fi, err := os.Stat(path); {
+	case errors.Is(err, os.ErrNotExist):
+		return id.lose(fmt.Errorf("%w: %s no longer exists; restart to open a new one", ErrReplaced, path))
+	case err != nil:
+		return err // transient: say so, decide nothing
 	case !os.SameFile(fi, id.db):
-		err = fmt.Errorf("%w: %s is another file now; restart to open it", ErrReplaced, path)
+		return id.lose(fmt.Errorf("%w: %s is another file now; restart to open it", ErrReplaced, path))
 	}
-	if err == nil && id.wal != nil {
-		switch fi, serr := os.Stat(path + "-wal"); {
-		case errors.Is(serr, os.ErrNotExist):
-			err = fmt.Errorf("%w: its WAL %s-wal no longer exists; restart to open the database again", ErrReplaced, path)
-		case serr != nil:
-			return serr
-		case !os.SameFile(fi, id.wal):
-			err = fmt.Errorf("%w: its WAL %s-wal is another file now; restart to open the database again", ErrReplaced, path)
-		}
+	if id.wal == nil {
+		return nil
 	}
-	if err != nil {
-		id.lost.CompareAndSwap(nil, &err)
-		return *id.lost.Load()
+	switch fi, err := os.Stat(id.walPath); {
+	case errors.Is(err, os.ErrNotExist):
+		return id.lose(fmt.Errorf("%w: its WAL %s-wal no longer exists; restart to open the database again", ErrReplaced, path))
+	case err != nil:
+		return err
+	case !os.SameFile(fi, id.wal):
+		return id.lose(fmt.Errorf("%w: its WAL %s-wal is another file now; restart to open the database again", ErrReplaced, path))
 	}
 	return nil
+}
+
+// lose records err as the Store's loss of its file, unless one was
+// recorded first, and returns the one recorded.
+func (id *ident) lose(err error) error {
+	id.lost.CompareAndSwap(nil, &err)
+	return *id.lost.Load()
 }
