@@ -22,8 +22,7 @@ const spendSQL = `INSERT INTO usage_hours (api, owner, hour, budget, method, job
 func (w *wtx) spend(api, owner string, b quota.Budget, method, job string, at, units int64) error {
 	hour := quota.HourOf(time.UnixMicro(at)).UnixMicro()
 	keep := hour + int64(time.Hour/time.Microsecond) + quota.BreakdownKeep(b.Window).Microseconds()
-	_, err := w.stmt(w.st.spend).ExecContext(w.ctx, api, owner, hour, b.Name, method, job, units, keep)
-	return err
+	return w.st.spend.text(1, api).text(2, owner).int(3, hour).text(4, b.Name).text(5, method).text(6, job).int(7, units).int(8, keep).exec()
 }
 
 // Breakdown implements quota.Store.
@@ -98,9 +97,8 @@ func (s *Store) MarkCrossing(ctx context.Context, req *quota.CrossingMark) (bool
 
 // sweepUse drops breakdown rows and crossing marks lapsed by now (µs).
 func (w *wtx) sweepUse(now int64) error {
-	if _, err := w.tx.ExecContext(w.ctx, `DELETE FROM usage_hours WHERE keep <= ?`, now); err != nil {
+	if err := w.st.dropHours.int(1, now).exec(); err != nil {
 		return err
 	}
-	_, err := w.tx.ExecContext(w.ctx, `DELETE FROM crossings WHERE until <= ?`, now)
-	return err
+	return w.st.dropCrossing.int(1, now).exec()
 }

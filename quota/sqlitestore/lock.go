@@ -2,12 +2,8 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"math/rand/v2"
 	"time"
-
-	sqlite "modernc.org/sqlite"
 )
 
 // Waiting for the write lock.
@@ -15,7 +11,7 @@ import (
 // SQLite's own busy handler sleeps 1, 2, 5, ... and then 100ms between
 // attempts. A process making decisions back to back leaves the lock free for
 // microseconds between its transactions, so a process in that handler can
-// miss every window for seconds and time out. So the write connection has
+// miss every window for seconds and time out. So the write connections have
 // no busy handler: begin polls for the lock in Go with short jittered
 // sleeps (at most pollMax apart), and a process that has held the lock back
 // to back for holdMax leaves it free for yieldFor (longer than pollMax), so
@@ -37,15 +33,20 @@ type gate struct {
 
 func newGate() gate { return gate{sem: make(chan struct{}, 1)} }
 
-// begin starts a BEGIN IMMEDIATE transaction, waiting for the write lock
-// up to the busy timeout or until ctx is done. On success the caller holds
-// the gate and must call end after Commit or Rollback.
-func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
+// begin starts a BEGIN IMMEDIATE transaction by calling try, waiting for
+// the write lock up to the busy timeout or until ctx is done: try fails
+// with SQLITE_BUSY while another process holds the lock. On success the
+// caller holds the gate and must call end after the commit or rollback.
+func (s *Store) begin(ctx context.Context, try func() error) error {
 	g := &s.gate
 	select {
 	case g.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
+	}
+	if s.closed {
+		<-g.sem
+		return errClosed
 	}
 	now := time.Now()
 	if now.Sub(g.lastEnd) >= yieldFor {
@@ -53,23 +54,23 @@ func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
 	} else if now.Sub(g.since) >= holdMax {
 		if err := sleep(ctx, yieldFor-now.Sub(g.lastEnd)); err != nil {
 			<-g.sem
-			return nil, err
+			return err
 		}
 		g.since = time.Now()
 	}
 	var deadline time.Time
 	wait := pollMin
 	for {
-		tx, err := s.w.BeginTx(ctx, nil)
+		err := try()
 		if err == nil {
 			if !deadline.IsZero() {
 				g.since = time.Now() // another process had the lock
 			}
-			return tx, nil
+			return nil
 		}
 		if !isBusy(err) {
 			<-g.sem
-			return nil, err
+			return err
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(s.busy)
@@ -77,11 +78,11 @@ func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
 		left := time.Until(deadline)
 		if left <= 0 {
 			<-g.sem
-			return nil, err // "database is locked"
+			return err // "database is locked"
 		}
 		if err := sleep(ctx, min(wait/2+rand.N(wait/2+1), left)); err != nil {
 			<-g.sem
-			return nil, err
+			return err
 		}
 		wait = min(2*wait, pollMax)
 	}
@@ -94,8 +95,8 @@ func (s *Store) end() {
 }
 
 func isBusy(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == 5 // SQLITE_BUSY
+	code, ok := sqliteCode(err)
+	return ok && code&0xff == 5 // SQLITE_BUSY
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

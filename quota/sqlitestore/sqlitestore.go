@@ -6,8 +6,8 @@
 // mode, and every decision (Take, Refund, Exhaust, Adjust) is one BEGIN
 // IMMEDIATE transaction, so decisions from all processes are serialised by
 // SQLite's write lock: a multi-budget charge is all or nothing, and no two
-// decisions see the same usage. Within a process, decisions queue in Go for
-// the store's one write connection; across processes they wait for the
+// decisions see the same usage. Within a process, writes queue in Go for
+// their turn, one transaction at a time; across processes they wait for the
 // write lock, polling it every few hundred microseconds (not in SQLite's
 // busy handler, whose sleeps grow to 100ms and let a busy process starve
 // the others), up to the busy timeout (WithBusyTimeout, default 5s), after
@@ -53,7 +53,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	sqlite "modernc.org/sqlite"
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/quotactl/quotactl/quota"
 )
@@ -73,6 +73,9 @@ const migrateV1 = `ALTER TABLE creds ADD COLUMN owner TEXT NOT NULL DEFAULT ''; 
 // database. errors.Is(err, quota.ErrInvalid) also holds for it.
 var ErrNotDatabase error = &sentinel{"file is not an SQLite database"}
 
+// errClosed is the error of a decision on a closed Store.
+var errClosed = errors.New("store closed")
+
 type sentinel struct{ msg string }
 
 func (e *sentinel) Error() string        { return e.msg }
@@ -83,9 +86,12 @@ func (e *sentinel) Is(target error) bool { return target == quota.ErrInvalid }
 // the same file. Open makes one; Close releases it.
 type Store struct {
 	path       string
-	w          *sql.DB // one connection; every write is BEGIN IMMEDIATE
+	w          *sql.DB // one connection for writes other than decisions; every write is BEGIN IMMEDIATE
 	r          *sql.DB // read-only connections, deferred transactions
-	st         stmts
+	dc         *conn   // the connection of decisions (see conn), used under the gate
+	st         stmts   // prepared on dc
+	wtx        wtx     // the decision under way, under the gate
+	closed     bool    // dc is closed; read and written under the gate
 	sweepEvery uint64
 	sweepMax   int
 	ops        atomic.Uint64
@@ -172,6 +178,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	file := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?_pragma=synchronous(NORMAL)"
 	busy := "&_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
 	s := &Store{path: path, sweepMax: 256, busy: max(cfg.busy, 0), gate: newGate()}
+	s.wtx.st = &s.st
 	if cfg.sweepEvery > 0 {
 		s.sweepEvery = uint64(cfg.sweepEvery)
 	}
@@ -182,13 +189,14 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := retryBusy(deadline, func() error { return s.init(file + busy + "&_txlock=immediate") }); err != nil {
 		return nil, err
 	}
-	// The write connection waits for the write lock in Go (see begin), not
-	// in SQLite's busy handler, whose sleeps grow to 100ms and let a busy
-	// process starve the others.
+	// The write connections wait for the write lock in Go (see begin),
+	// not in SQLite's busy handler, whose sleeps grow to 100ms and let a
+	// busy process starve the others.
 	if s.w, err = sql.Open("sqlite", file+"&_pragma=busy_timeout(0)&_txlock=immediate"); err != nil {
 		return nil, s.openErr(err)
 	}
-	// One write connection: a process's decisions queue in Go for it, and
+	// Two write connections, this one and the decisions' (see conn), which
+	// the gate lets write one at a time: a process's writes queue in Go, and
 	// it can never wait on itself.
 	s.w.SetMaxOpenConns(1)
 	s.w.SetMaxIdleConns(1)
@@ -200,11 +208,19 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(cfg.readConns)
 	s.r.SetMaxIdleConns(cfg.readConns)
-	if err := retryBusy(deadline, func() error { return s.st.prepare(s.w) }); err != nil {
+	// Decisions run on a connection of their own, without database/sql.
+	if err := retryBusy(deadline, func() (err error) {
+		if s.dc == nil {
+			if s.dc, err = openConn(abs); err != nil {
+				return err
+			}
+		}
+		return s.st.prepare(s.dc)
+	}); err != nil {
 		s.Close()
 		return nil, s.openErr(err)
 	}
-	// The write connection holds the file (and its WAL) open from here on:
+	// The write connections hold the file (and its WAL) open from here on:
 	// remember which, to notice if they are deleted or replaced under it.
 	if err := s.ident.remember(abs); err != nil {
 		s.Close()
@@ -267,8 +283,7 @@ func openReadOnly(path, abs string, cfg config) (*Store, error) {
 			firstErr = err
 		}
 	}
-	var se *sqlite.Error
-	if errors.As(firstErr, &se) {
+	if _, ok := sqliteCode(firstErr); ok {
 		return nil, s.openErr(firstErr)
 	}
 	return nil, firstErr
@@ -303,8 +318,7 @@ func checkHeader(path string) error {
 
 // openErr wraps an error met while opening.
 func (s *Store) openErr(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == 26 { // SQLITE_NOTADB
+	if code, ok := sqliteCode(err); ok && code&0xff == 26 { // SQLITE_NOTADB
 		return fmt.Errorf("sqlitestore: open %s: %w", s.path, ErrNotDatabase)
 	}
 	return fmt.Errorf("sqlitestore: open %s: %w: %w", s.path, quota.ErrStoreUnavailable, err)
@@ -427,8 +441,16 @@ func (s *Store) Close() error {
 		if s.r != nil {
 			errs = append(errs, s.r.Close())
 		}
+		if s.dc != nil {
+			// Wait for the decision under way, if any, and refuse
+			// those after.
+			s.gate.sem <- struct{}{}
+			s.closed = true
+			errs = append(errs, s.dc.close())
+			<-s.gate.sem
+		}
 		if s.w != nil {
-			errs = append(errs, s.st.close(), s.w.Close())
+			errs = append(errs, s.w.Close())
 		}
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("sqlitestore: close %s: %w", s.path, err)
@@ -457,7 +479,11 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	if s.readOnly {
 		return fmt.Errorf("sqlitestore: %s %s: %w: %w", op, s.path, quota.ErrInvalid, ErrReadOnly)
 	}
-	tx, err := s.begin(ctx)
+	var tx *sql.Tx
+	err := s.begin(ctx, func() (err error) {
+		tx, err = s.w.BeginTx(ctx, nil)
+		return err
+	})
 	if err != nil {
 		return fail(op, err)
 	}
@@ -476,6 +502,45 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 		return fail(op, err)
 	}
 	return nil
+}
+
+// decide runs fn in one BEGIN IMMEDIATE transaction on the decision
+// connection, as write does on the other: the same gate, the same wait
+// for the lock, the same identity check. A context done before the commit
+// rolls the decision back.
+func (s *Store) decide(ctx context.Context, op string, fn func(w *wtx) error) error {
+	if ctx == nil {
+		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, quota.ErrInvalid)
+	}
+	if s.readOnly {
+		return fmt.Errorf("sqlitestore: %s %s: %w: %w", op, s.path, quota.ErrInvalid, ErrReadOnly)
+	}
+	c := s.dc
+	if err := s.begin(ctx, func() error {
+		if c.inTx() { // a transaction a failed rollback left open
+			_ = c.rollback.exec()
+		}
+		return c.begin.exec()
+	}); err != nil {
+		return fail(op, err)
+	}
+	defer s.end()
+	err := s.ident.check() // under the write lock, as in write
+	if err == nil {
+		err = fn(&s.wtx)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		if err = c.commit.exec(); err == nil {
+			return nil
+		}
+	}
+	if c.inTx() {
+		_ = c.rollback.exec()
+	}
+	return fail(op, err)
 }
 
 // read runs fn in one read-only (deferred) transaction: a consistent

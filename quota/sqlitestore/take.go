@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
@@ -26,51 +28,98 @@ type logRow struct {
 	idle   int64        // every entry expired and the mark ended by then, µs
 	dirty  bool         // the sums row needs writing back
 	seen   bool         // debited by the decision at hand
+	deb    int          // in Take, the index of its debit; -1 for none
 }
 
-// wtx is a write transaction with the prepared statements.
+// wtx is a decision's transaction on the decision connection: its
+// prepared statements, and what one decision leaves for the next to reuse.
+// The gate serialises decisions, so a Store has one.
 type wtx struct {
-	ctx context.Context
-	tx  *sql.Tx
-	st  *stmts
+	st   *stmts
+	logs []logRow
+	lgs  []*logRow
+	win  map[quota.Window]string // text forms of windows met, a few dozen at most
 }
 
-func (w *wtx) stmt(s *sql.Stmt) *sql.Stmt { return w.tx.StmtContext(w.ctx, s) }
-
-func scanLog(sc interface{ Scan(...any) error }) (*logRow, error) {
-	lg := &logRow{}
-	return lg, sc.Scan(&lg.id, &lg.budget, &lg.window, &lg.used, &lg.exh, &lg.idle)
+// winText returns win.String(), without building it again for a window
+// seen before.
+func (w *wtx) winText(win quota.Window) string {
+	if t, ok := w.win[win]; ok {
+		return t
+	}
+	if len(w.win) >= 64 || w.win == nil {
+		w.win = make(map[quota.Window]string)
+	}
+	t := win.String()
+	w.win[win] = t
+	return t
 }
 
-// credLogs returns every log of one credential.
-func (w *wtx) credLogs(api, cred string) ([]*logRow, error) {
-	rows, err := w.stmt(w.st.credLogs).QueryContext(w.ctx, api, cred)
-	if err != nil {
+// scanLog reads the current row of credLogs or logByName into lg, but for
+// the budget's name and window (see storedWindow).
+func scanLog(s *stmt, lg *logRow) {
+	lg.id, lg.used, lg.exh, lg.idle = s.col(0), s.col(3), s.col(4), s.col(5)
+}
+
+// storedWindow returns the window text of the current row of credLogs or
+// logByName. win is the window text the budget is used with now: the
+// stored window, when it is that one, costs no copy.
+func storedWindow(s *stmt, win string) string {
+	if v := s.view(2); v != win {
+		return strings.Clone(v)
+	}
+	return win
+}
+
+// credLogs returns every log of one credential, in the decision's scratch,
+// with room to append one per debit without moving. A log of a debited
+// budget has its budget's name and the debit's index in deb; the others
+// have neither (nor their window's text), only what the decision needs to
+// drop them.
+func (w *wtx) credLogs(api, cred string, debits []quota.Debit) ([]logRow, error) {
+	logs := w.logs[:0]
+	s := w.st.credLogs.text(1, api).text(2, cred)
+	for s.next() {
+		lg := logRow{deb: -1}
+		name := s.view(1)
+		for i := range debits {
+			if debits[i].Name == name {
+				lg.budget, lg.deb = debits[i].Name, i
+				break
+			}
+		}
+		scanLog(s, &lg)
+		if lg.deb >= 0 {
+			lg.window = storedWindow(s, w.winText(debits[lg.deb].Window))
+		}
+		logs = append(logs, lg)
+	}
+	if err := s.done(); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*logRow
-	for rows.Next() {
-		lg, err := scanLog(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, lg)
-	}
-	return out, rows.Err()
+	logs = slices.Grow(logs, len(debits))
+	w.logs = logs
+	return logs, nil
 }
 
 // log returns the log of budget b, creating it if create is set; nil if it
 // does not exist and create is not set.
 func (w *wtx) log(api, cred string, b quota.Budget, now time.Time, create bool) (*logRow, error) {
-	lg, err := scanLog(w.stmt(w.st.logByName).QueryRowContext(w.ctx, api, cred, b.Name))
-	switch {
-	case errors.Is(err, sql.ErrNoRows) && create:
-		return w.create(api, cred, b)
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, nil
+	lg := &logRow{budget: b.Name, deb: -1}
+	found := false
+	s := w.st.logByName.text(1, api).text(2, cred).text(3, b.Name)
+	if s.next() {
+		found = true
+		scanLog(s, lg)
+		lg.window = storedWindow(s, w.winText(b.Window))
+	}
+	switch err := s.done(); {
 	case err != nil:
 		return nil, err
+	case !found && create:
+		return lg, w.create(lg, api, cred, b)
+	case !found:
+		return nil, nil
 	}
 	return lg, w.setWindow(lg, b.Window, now)
 }
@@ -78,9 +127,21 @@ func (w *wtx) log(api, cred string, b quota.Budget, now time.Time, create bool) 
 // counted returns the units the budget's window counts.
 func (lg *logRow) counted() int64 { return lg.used - lg.gap }
 
-func (w *wtx) create(api, cred string, b quota.Budget) (*logRow, error) {
-	lg := &logRow{budget: b.Name, window: b.Window.String(), seen: true}
-	return lg, w.stmt(w.st.newLog).QueryRowContext(w.ctx, api, cred, b.Name, lg.window).Scan(&lg.id)
+// create makes lg the new log of budget b.
+func (w *wtx) create(lg *logRow, api, cred string, b quota.Budget) error {
+	*lg = logRow{budget: b.Name, window: w.winText(b.Window), seen: true, deb: lg.deb}
+	found := false
+	s := w.st.newLog.text(1, api).text(2, cred).text(3, b.Name).text(4, lg.window)
+	for s.next() {
+		lg.id, found = s.col(0), true
+	}
+	if err := s.done(); err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("log of budget %q: inserted without an id", b.Name)
+	}
+	return nil
 }
 
 // setWindow records the window a log is used with at now, and how long it
@@ -90,7 +151,7 @@ func (w *wtx) create(api, cred string, b quota.Budget) (*logRow, error) {
 // every window, even a longer one set now), and recomputes idle_after so
 // the sweep never drops an entry a kept window counts.
 func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
-	ws := win.String()
+	ws := w.winText(win)
 	lg.kept = quota.Window{}
 	if lg.window == ws {
 		return nil // the hot path: the definition did not change
@@ -113,13 +174,18 @@ func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
 		return nil
 	}
 	lg.window, lg.dirty = kept.String(), true
-	var newest sql.NullInt64
-	if err := w.stmt(w.st.newest).QueryRowContext(w.ctx, lg.id).Scan(&newest); err != nil {
+	var newest int64
+	valid := false
+	s := w.st.newest.int(1, lg.id)
+	if s.next() && !s.null(0) {
+		newest, valid = s.col(0), true
+	}
+	if err := s.done(); err != nil {
 		return err
 	}
 	lg.idle = lg.exh
-	if newest.Valid {
-		at := time.UnixMicro(newest.Int64)
+	if valid {
+		at := time.UnixMicro(newest)
 		lg.idle = max(lg.idle, win.Expiry(at).UnixMicro(), kept.Expiry(at).UnixMicro())
 	}
 	return nil
@@ -137,7 +203,11 @@ func (w *wtx) trim(lg *logRow, win quota.Window, now time.Time) error {
 	if err := w.prune(lg, quota.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro()); err != nil {
 		return err
 	}
-	return w.stmt(w.st.gap).QueryRowContext(w.ctx, lg.id, start).Scan(&lg.gap)
+	s := w.st.gap.int(1, lg.id).int(2, start)
+	if s.next() {
+		lg.gap = s.col(0)
+	}
+	return s.done()
 }
 
 // expiry returns when an entry recorded at now leaves both the budget's
@@ -154,20 +224,12 @@ func (lg *logRow) expiry(win quota.Window, now time.Time) int64 {
 // their costs from the running sum: O(expired entries). It also drops an
 // exhaustion mark that has ended by now.
 func (w *wtx) prune(lg *logRow, start, now int64) error {
-	rows, err := w.stmt(w.st.prune).QueryContext(w.ctx, lg.id, start)
-	if err != nil {
-		return err
-	}
 	var freed int64
-	for rows.Next() {
-		var c int64
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return err
-		}
-		freed += c
+	s := w.st.prune.int(1, lg.id).int(2, start)
+	for s.next() {
+		freed += s.col(0)
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+	if err := s.done(); err != nil {
 		return err
 	}
 	if freed != 0 {
@@ -186,23 +248,20 @@ func (w *wtx) prune(lg *logRow, start, now int64) error {
 // charge short of deficit units fits. Entries at one instant expire
 // together, so their order among themselves does not matter.
 func (w *wtx) retryAt(lg *logRow, win quota.Window, deficit int64, now time.Time) (int64, error) {
-	rows, err := w.stmt(w.st.walk).QueryContext(w.ctx, lg.id, win.Start(now).UnixMicro())
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var freed int64
-	for rows.Next() {
-		var at, cost int64
-		if err := rows.Scan(&at, &cost); err != nil {
-			return 0, err
-		}
-		if freed += cost; freed >= deficit {
-			return win.Expiry(time.UnixMicro(at)).UnixMicro(), nil
+	var freed, at int64
+	found := false
+	s := w.st.walk.int(1, lg.id).int(2, win.Start(now).UnixMicro())
+	for !found && s.next() {
+		freed += s.col(1)
+		if freed >= deficit {
+			at, found = s.col(0), true
 		}
 	}
-	if err := rows.Err(); err != nil {
+	if err := s.done(); err != nil {
 		return 0, err
+	}
+	if found {
+		return win.Expiry(time.UnixMicro(at)).UnixMicro(), nil
 	}
 	// Unreachable while cost <= limit: the log holds at least used units.
 	return 0, fmt.Errorf("log of budget %q holds fewer units than its running sum %d", lg.budget, lg.counted())
@@ -218,32 +277,27 @@ func (w *wtx) usage(lg *logRow, b quota.Budget, now time.Time) (quota.Usage, err
 		u.Reset = time.UnixMicro(b.Window.NextReset(now).UnixMicro())
 		return u, nil
 	}
-	var oldest sql.NullInt64
-	if err := w.stmt(w.st.oldest).QueryRowContext(w.ctx, lg.id, b.Window.Start(now).UnixMicro()).Scan(&oldest); err != nil {
-		return u, err
+	s := w.st.oldest.int(1, lg.id).int(2, b.Window.Start(now).UnixMicro())
+	if s.next() && !s.null(0) {
+		u.Reset = time.UnixMicro(s.col(0) + b.Window.Duration().Microseconds())
 	}
-	if oldest.Valid {
-		u.Reset = time.UnixMicro(oldest.Int64 + b.Window.Duration().Microseconds())
-	}
-	return u, nil
+	return u, s.done()
 }
 
 func (w *wtx) save(lg *logRow) error {
 	if !lg.dirty {
 		return nil
 	}
-	_, err := w.stmt(w.st.updateLog).ExecContext(w.ctx, lg.window, lg.used, lg.exh, lg.idle, lg.id)
 	lg.dirty = false
-	return err
+	return w.st.updateLog.text(1, lg.window).int(2, lg.used).int(3, lg.exh).int(4, lg.idle).int(5, lg.id).exec()
 }
 
 // drop deletes a log and its entries.
 func (w *wtx) drop(id int64) error {
-	if _, err := w.stmt(w.st.clearLog).ExecContext(w.ctx, id); err != nil {
+	if err := w.st.clearLog.int(1, id).exec(); err != nil {
 		return err
 	}
-	_, err := w.stmt(w.st.dropLog).ExecContext(w.ctx, id)
-	return err
+	return w.st.dropLog.int(1, id).exec()
 }
 
 // Take implements quota.Store: one BEGIN IMMEDIATE transaction that prunes
@@ -257,17 +311,18 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	now := nowOr(req.Now)
 	n := now.UnixMicro()
 	var res *quota.TakeResult
-	err := s.write(ctx, "take", func(tx *sql.Tx) error {
-		res = &quota.TakeResult{OK: true, At: now, Usage: make([]quota.Usage, len(req.Debits))}
-		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
-		logs, err := w.credLogs(req.API, req.Owner)
+	err := s.decide(ctx, "take", func(w *wtx) error {
+		res = newTakeResult(now, len(req.Debits))
+		logs, err := w.credLogs(req.API, req.Owner, req.Debits)
 		if err != nil {
 			return err
 		}
-		lgs := make([]*logRow, len(req.Debits))
+		loaded := len(logs)
+		lgs := w.lgs[:0]
 		for i, d := range req.Debits {
-			for _, lg := range logs {
-				if lg.budget == d.Name {
+			lgs = append(lgs, nil)
+			for j := range logs[:loaded] {
+				if lg := &logs[j]; lg.deb == i {
 					lg.seen, lgs[i] = true, lg
 					if err := w.setWindow(lg, d.Window, now); err != nil {
 						return err
@@ -276,7 +331,9 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 				}
 			}
 			if lgs[i] == nil {
-				if lgs[i], err = w.create(req.API, req.Owner, d.Budget); err != nil {
+				logs = append(logs, logRow{deb: i}) // within the room credLogs left: no log moves
+				lgs[i] = &logs[len(logs)-1]
+				if err := w.create(lgs[i], req.API, req.Owner, d.Budget); err != nil {
 					return err
 				}
 			}
@@ -284,8 +341,9 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 				return err
 			}
 		}
-		for _, lg := range logs {
-			if !lg.seen && lg.idle <= n {
+		w.lgs = lgs
+		for j := range logs[:loaded] {
+			if lg := &logs[j]; !lg.seen && lg.idle <= n {
 				if err := w.drop(lg.id); err != nil {
 					return err
 				}
@@ -329,7 +387,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			if req.Hold > 0 && !d.Window.IsDaily() {
 				at = now.Add(req.Hold).Truncate(time.Microsecond)
 			}
-			if _, err := w.stmt(w.st.insert).ExecContext(ctx, lg.id, at.UnixMicro(), d.Cost, req.Nonce); err != nil {
+			if err := w.st.insert.int(1, lg.id).int(2, at.UnixMicro()).int(3, d.Cost).text(4, req.Nonce).exec(); err != nil {
 				return err
 			}
 			lg.used += d.Cost
@@ -359,28 +417,41 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	return res, nil
 }
 
+// newTakeResult returns an admitting result at now for n debits, in one
+// allocation for the usual one or two.
+func newTakeResult(now time.Time, n int) *quota.TakeResult {
+	switch n {
+	case 1:
+		r := new(struct {
+			quota.TakeResult
+			u [1]quota.Usage
+		})
+		r.TakeResult = quota.TakeResult{OK: true, At: now, Usage: r.u[:]}
+		return &r.TakeResult
+	case 2:
+		r := new(struct {
+			quota.TakeResult
+			u [2]quota.Usage
+		})
+		r.TakeResult = quota.TakeResult{OK: true, At: now, Usage: r.u[:]}
+		return &r.TakeResult
+	}
+	return &quota.TakeResult{OK: true, At: now, Usage: make([]quota.Usage, n)}
+}
+
 // sweep drops up to sweepMax logs that are idle at now (µs): every entry
 // expired and no exhaustion mark, so credentials no longer used do not keep
 // their rows. It returns how many logs it dropped.
 func (s *Store) sweep(ctx context.Context, now int64) (int, error) {
 	var dropped int
-	err := s.write(ctx, "sweep", func(tx *sql.Tx) error {
+	err := s.decide(ctx, "sweep", func(w *wtx) error {
 		dropped = 0
-		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
-		rows, err := w.stmt(s.st.idleLogs).QueryContext(ctx, now, s.sweepMax)
-		if err != nil {
-			return err
-		}
 		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
+		q := w.st.idleLogs.int(1, now).int(2, int64(s.sweepMax))
+		for q.next() {
+			ids = append(ids, q.col(0))
 		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		if err := q.done(); err != nil {
 			return err
 		}
 		for _, id := range ids {
@@ -407,9 +478,8 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 	now := nowOr(req.Now)
 	at := req.At.UnixMicro()
 	var got map[string]int64
-	err := s.write(ctx, "refund", func(tx *sql.Tx) error {
+	err := s.decide(ctx, "refund", func(w *wtx) error {
 		got = map[string]int64{}
-		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
 		for _, b := range req.Budgets {
 			lg, err := w.log(req.API, req.Owner, b, now, false)
 			if err != nil {
@@ -421,21 +491,14 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 			if err := w.trim(lg, b.Window, now); err != nil {
 				return err
 			}
-			rows, err := w.stmt(w.st.refund).QueryContext(ctx, lg.id, at, req.Nonce)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var c int64
-				if err := rows.Scan(&c); err != nil {
-					rows.Close()
-					return err
-				}
+			q := w.st.refund.int(1, lg.id).int(2, at).text(3, req.Nonce)
+			for q.next() {
+				c := q.col(0)
 				got[b.Name] += c
 				lg.used -= c
 				lg.dirty = true
 			}
-			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			if err := q.done(); err != nil {
 				return err
 			}
 			if c := got[b.Name]; c > 0 {
@@ -473,9 +536,8 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 	now := nowOr(req.Now)
 	at := req.At.UnixMicro()
 	var got map[string]int64
-	err := s.write(ctx, "settle", func(tx *sql.Tx) error {
+	err := s.decide(ctx, "settle", func(w *wtx) error {
 		got = map[string]int64{}
-		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
 		for _, d := range req.Debits {
 			lg, err := w.log(req.API, req.Owner, d.Budget, now, false)
 			if err != nil {
@@ -488,21 +550,25 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 				return err
 			}
 			var rowid, cost int64
-			err = tx.QueryRowContext(ctx, `SELECT rowid, cost FROM entries WHERE log = ? AND at = ? AND nonce = ? LIMIT 1`, lg.id, at, req.Nonce).Scan(&rowid, &cost)
-			if errors.Is(err, sql.ErrNoRows) {
+			found := false
+			q := w.st.reservation.int(1, lg.id).int(2, at).text(3, req.Nonce)
+			if q.next() {
+				rowid, cost, found = q.col(0), q.col(1), true
+			}
+			if err := q.done(); err != nil {
+				return err
+			}
+			if !found {
 				if err := w.save(lg); err != nil { // what pruning changed
 					return err
 				}
 				continue
 			}
-			if err != nil {
-				return err
-			}
 			keep := min(cost, d.Cost)
 			if keep == 0 {
-				_, err = tx.ExecContext(ctx, `DELETE FROM entries WHERE rowid = ?`, rowid)
+				err = w.st.dropEntry.int(1, rowid).exec()
 			} else if keep < cost {
-				_, err = tx.ExecContext(ctx, `UPDATE entries SET cost = ? WHERE rowid = ?`, keep, rowid)
+				err = w.st.shrinkEntry.int(1, keep).int(2, rowid).exec()
 			}
 			if err != nil {
 				return err
@@ -534,8 +600,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	}
 	now := nowOr(req.Now)
 	n := now.UnixMicro()
-	return s.write(ctx, "exhaust", func(tx *sql.Tx) error {
-		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+	return s.decide(ctx, "exhaust", func(w *wtx) error {
 		lg, err := w.log(req.API, req.Owner, req.Budget, now, true)
 		if err != nil {
 			return err
@@ -566,19 +631,18 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	}
 	now := nowOr(req.Now)
 	n := now.UnixMicro()
-	return s.write(ctx, "adjust", func(tx *sql.Tx) error {
-		w := &wtx{ctx: ctx, tx: tx, st: &s.st}
+	return s.decide(ctx, "adjust", func(w *wtx) error {
 		lg, err := w.log(req.API, req.Owner, req.Budget, now, true)
 		if err != nil {
 			return err
 		}
-		if _, err := w.stmt(w.st.clearLog).ExecContext(ctx, lg.id); err != nil {
+		if err := w.st.clearLog.int(1, lg.id).exec(); err != nil {
 			return err
 		}
 		lg.used, lg.exh, lg.idle, lg.dirty = 0, 0, 0, true
-		lg.window, lg.kept = req.Budget.Window.String(), quota.Window{} // a new log: nothing kept
+		lg.window, lg.kept = w.winText(req.Budget.Window), quota.Window{} // a new log: nothing kept
 		if req.Used > 0 {
-			if _, err := w.stmt(w.st.insert).ExecContext(ctx, lg.id, n, req.Used, req.Nonce); err != nil {
+			if err := w.st.insert.int(1, lg.id).int(2, n).int(3, req.Used).text(4, req.Nonce).exec(); err != nil {
 				return err
 			}
 			lg.used = req.Used
