@@ -254,6 +254,12 @@ end
 --           newest entry's expiry); 0 once a refund emptied the log
 --   x:NAME  µs until which NAME's exhausted-until key must exist
 --   l:NAME  µs until which NAME counts as spent because a loss was found
+-- and two fields take.lua keeps so that a decision does less (not about
+-- loss: a missing one only costs the next decision a renewal or a read):
+--   k:NAME  µs until which NAME's log, sum and keep keys are known to live
+--           (their lifetimes are renewed when a decision needs them longer)
+--   d:NAME  the start (µs) of the day since which NAME's daily log holds
+--           entries of that day only: its running sum then decides alone
 -- A process remembers the highest seq it saw per owner and until when
 -- MARK must live, and passes them to take (SEEN, SEEN_UNTIL): a lower seq,
 -- or none, before SEEN_UNTIL means the store lost writes it had
