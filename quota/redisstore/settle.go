@@ -42,6 +42,7 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
 	keys = append(keys, all[3*n:]...)
+	keys = append(keys, s.useKey(req.API, req.Owner, quota.HourOf(req.At)))
 	keys = append(keys, s.markKey(req.API, req.Owner))
 	rest, _, err := s.runSpecs(ctx, "settle", settleScript, keys, req.Now, daily, func(est time.Time) []any {
 		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
@@ -51,6 +52,9 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 		}
 		for _, d := range req.Debits {
 			args = append(args, s.box(d.Budget).id)
+		}
+		for _, d := range req.Debits {
+			args = append(args, quota.BreakdownField(d.Name, req.Method, req.Job))
 		}
 		return args
 	})

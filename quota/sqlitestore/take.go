@@ -577,6 +577,10 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 			if cost > keep {
 				lg.used -= cost - keep
 				lg.dirty = true
+				// the freed units leave the breakdown row they were spent in
+				if err := w.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, at, keep-cost); err != nil {
+					return err
+				}
 			}
 			if err := w.save(lg); err != nil {
 				return err

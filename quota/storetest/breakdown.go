@@ -24,7 +24,7 @@ func breakdown(t *testing.T, st quota.Store, owner string, since, now time.Time,
 }
 
 // breakdownByMethod: Take adds to the row of its hour, method and job,
-// Refund subtracts from it, and Breakdown reads rows from a start on,
+// Refund subtracts from it, Settle subtracts what it frees, and Breakdown reads rows from a start on,
 // filtered by budget, per owner.
 func (s suite) breakdownByMethod(t *testing.T) {
 	ctx := context.Background()
@@ -63,6 +63,14 @@ func (s suite) breakdownByMethod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Settle gives back what was not spent: the row keeps the actual.
+	r, err = l.Take(backfill, key, quota.Charge{Method: "captions.download", Units: map[string]int64{"units": 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Settle(backfill, 20); err != nil {
+		t.Fatal(err)
+	}
 	// A refused charge spends nothing.
 	mustRefuse(t, l, key, quota.Charge{Method: "videos.insert", Units: map[string]int64{"units": 10000}})
 	now := clock.Now()
@@ -70,6 +78,7 @@ func (s suite) breakdownByMethod(t *testing.T) {
 	want := "10:00 search search.list  1\n" +
 		"10:00 units search.list  100\n" +
 		"10:00 units videos.list trending 3\n" +
+		"11:00 units captions.download backfill 20\n" +
 		"11:00 units videos.list  1\n" +
 		"11:00 units videos.update backfill 100\n"
 	if got := breakdown(t, st, owner, T0.Add(-24*time.Hour), now); got != want {
@@ -79,7 +88,7 @@ func (s suite) breakdownByMethod(t *testing.T) {
 		t.Fatalf("Breakdown of search:\n%s\nwant:\n%s", got, want)
 	}
 	// Since is inside 11:00: that hour, not 10:00.
-	if got, want := breakdown(t, st, owner, T0.Add(time.Hour+10*time.Minute), now), "11:00 units videos.list  1\n11:00 units videos.update backfill 100\n"; got != want {
+	if got, want := breakdown(t, st, owner, T0.Add(time.Hour+10*time.Minute), now), "11:00 units captions.download backfill 20\n11:00 units videos.list  1\n11:00 units videos.update backfill 100\n"; got != want {
 		t.Fatalf("Breakdown since 11:10:\n%s\nwant:\n%s", got, want)
 	}
 	// A refund by reservation ID alone knows no method or job: it is
@@ -92,7 +101,7 @@ func (s suite) breakdownByMethod(t *testing.T) {
 	if err := l.Refund(ctx, byID); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := breakdown(t, st, owner, T0.Add(time.Hour), now), "11:00 units   -7\n11:00 units videos.list  8\n11:00 units videos.update backfill 100\n"; got != want {
+	if got, want := breakdown(t, st, owner, T0.Add(time.Hour), now), "11:00 units   -7\n11:00 units captions.download backfill 20\n11:00 units videos.list  8\n11:00 units videos.update backfill 100\n"; got != want {
 		t.Fatalf("Breakdown after a refund by ID:\n%s\nwant:\n%s", got, want)
 	}
 	if got := breakdown(t, st, "another-owner", T0.Add(-24*time.Hour), now); got != "" {

@@ -3,11 +3,13 @@
 -- time); at 0 it goes, as a refund would.
 --
 -- KEYS: per budget b: log, sum at 2b-1, 2b; then the keep keys, budget b's
--- at 2n+b; then the owner's store-loss marker (see lib.lua), whose b:NAME
--- follows the newest entry left.
+-- at 2n+b; then the breakdown hash of AT's hour; then the owner's
+-- store-loss marker (see lib.lua), whose b:NAME follows the newest entry
+-- left.
 -- ARGV[1] now or ''; ARGV[2] AT (µs, the entry's score); ARGV[3] nonce;
 -- then per budget ACTUAL and a window spec (6 values) from 4+6(b-1); then
--- the window ids, budget b's at 3+6n+b.
+-- the window ids, budget b's at 3+6n+b; then the breakdown fields, budget
+-- b's at 3+7n+b.
 --
 -- Reply: {1, NOW, then per budget the units freed, or -1 when the entry was
 -- not found (refunded, or out of its window)}.
@@ -15,7 +17,8 @@
 local now = clock(ARGV[1])
 local at, prefix = ARGV[2], ARGV[3] .. ':'
 local reply = {1, now}
-local n = (#KEYS - 1) / 3
+local n = (#KEYS - 2) / 3
+local ukey = KEYS[3 * n + 1]
 for b = 1, n do
   local log, sum, a = KEYS[2 * b - 1], KEYS[2 * b], 4 + 6 * (b - 1)
   local actual = tonumber(ARGV[a])
@@ -50,6 +53,10 @@ for b = 1, n do
         end
         if redis.call('EXISTS', KEYS[#KEYS]) == 1 then
           redis.call('HSET', KEYS[#KEYS], 'b:' .. budgetname(log), int(e))
+        end
+        -- the freed units leave the breakdown row they were spent in
+        if redis.call('EXISTS', ukey) == 1 then
+          redis.call('HINCRBY', ukey, ARGV[3 + 7 * n + b], int(-freed))
         end
       end
       break
