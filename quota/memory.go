@@ -79,6 +79,12 @@ type memLog struct {
 	kept   Window // what the log keeps entries for: window, unless shortened
 	// the daily window's current day, cached to skip zone arithmetic
 	dayStart, dayEnd int64
+	// the breakdown row (in MemoryStore.use) the log's last decision spent
+	// into, for its hour, method and job; nil after a sweep, which may drop
+	// the row
+	row               *useRow
+	rowHour           int64
+	rowMethod, rowJob string
 }
 
 func (lg *memLog) at(i int) *memEntry { return &lg.ring[(lg.head+i)&(len(lg.ring)-1)] }
@@ -360,7 +366,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, debits []Debit
 		lg := lgs[i]
 		lg.push(memEntry{at: heldAt(d.Window, now, req.Hold).UnixMicro(), cost: d.Cost, nonce: nonce})
 		lg.sum += d.Cost
-		s.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
+		s.spendLog(lg, req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
 		res.Usage[i] = lg.usage(d.Budget, nowUS)
 		res.Usage[i].Cost = d.Cost
 	}
@@ -384,6 +390,7 @@ func newTakeResult(n int) *TakeResult {
 func (s *MemoryStore) sweep(now int64) {
 	for k, lg := range s.logs {
 		lg.prune(now)
+		lg.row = nil
 		if lg.idle() {
 			delete(s.logs, k)
 		}

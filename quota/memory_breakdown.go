@@ -22,8 +22,8 @@ type markKey struct {
 }
 
 // spend adds units to the breakdown row of (budget, method, job) in the
-// hour holding at (µs). Called with s.mu held.
-func (s *MemoryStore) spend(api, owner string, b Budget, method, job string, at, units int64) {
+// hour holding at (µs), and returns the row. Called with s.mu held.
+func (s *MemoryStore) spend(api, owner string, b Budget, method, job string, at, units int64) *useRow {
 	if s.use == nil {
 		s.use = make(map[useKey]*useRow)
 	}
@@ -34,8 +34,27 @@ func (s *MemoryStore) spend(api, owner string, b Budget, method, job string, at,
 		r = &useRow{}
 		s.use[k] = r
 	}
+	r.add(hour, b.Window, units)
+	return r
+}
+
+func (r *useRow) add(hour int64, w Window, units int64) {
 	r.units += units
-	r.keep = max(r.keep, hour+hourUS+BreakdownKeep(b.Window).Microseconds())
+	r.keep = max(r.keep, hour+hourUS+BreakdownKeep(w).Microseconds())
+}
+
+// spendLog is spend for a decision on lg (the log of api, owner and b): a
+// run of decisions with one method and job in one hour adds to the row the
+// log spent into last, without hashing the row's key. Called with s.mu
+// held.
+func (s *MemoryStore) spendLog(lg *memLog, api, owner string, b Budget, method, job string, at, units int64) {
+	hour := at - at%hourUS
+	if r := lg.row; r != nil && lg.rowHour == hour && lg.rowMethod == method && lg.rowJob == job {
+		r.add(hour, b.Window, units)
+		return
+	}
+	lg.row = s.spend(api, owner, b, method, job, at, units)
+	lg.rowHour, lg.rowMethod, lg.rowJob = hour, method, job
 }
 
 // sweepUse drops breakdown rows and crossing marks that have lapsed by now
