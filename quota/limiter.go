@@ -40,7 +40,8 @@ type Limiter struct {
 	noncePfx  string
 	defined   atomic.Bool
 	overEvery time.Duration             // WithOverrideRefresh
-	overNext  atomic.Int64              // when to reload overrides, UnixNano
+	born      time.Time                 // New's time.Now: overNext counts from it
+	overNext  atomic.Int64              // when to reload overrides, ns since born
 	over      atomic.Pointer[overrides] // operator overrides in force
 	fps       sync.Map                  // secret -> fingerprint
 	accounts  sync.Map                  // resolveKey -> ident, once registered in the store
@@ -85,6 +86,7 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 		index:     make(map[string]int, len(budgets)),
 		failOpen:  -1,
 		overEvery: DefaultOverrideRefresh,
+		born:      time.Now(),
 	}
 	for i, b := range l.budgets {
 		l.index[b.Name] = i

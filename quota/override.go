@@ -162,7 +162,8 @@ func (l *Limiter) refreshOverrides(ctx context.Context) {
 	if l.overEvery < 0 {
 		return
 	}
-	now := time.Now().UnixNano()
+	// The monotonic clock alone: half the cost of time.Now, on every call.
+	now := int64(time.Since(l.born))
 	next := l.overNext.Load()
 	if now < next || !l.overNext.CompareAndSwap(next, now+int64(l.overEvery)) {
 		return
