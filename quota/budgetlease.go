@@ -127,7 +127,7 @@ func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits
 		held = append(held, ls)
 	}
 	now := l.localNow()
-	r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: id.label, Method: method, Usage: make([]Usage, len(debits)), leases: held, lim: l}
+	r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: id.label, Method: method, Usage: make([]Usage, len(debits)), ext: &resExt{lim: l, leases: held}}
 	for i, ls := range held {
 		r.Usage[i] = ls.usage
 		r.Usage[i].Cost = debits[i].Cost
@@ -283,14 +283,14 @@ func (l *Limiter) settleLeased(ctx context.Context, res *Reservation, debits []D
 	var total int64
 	for _, d := range debits {
 		for i, u := range res.Usage {
-			if u.Budget != d.Name || i >= len(res.leases) {
+			if u.Budget != d.Name || i >= len(res.leases()) {
 				continue
 			}
 			freed := u.Cost - settleCost(u.Cost, d.Cost)
 			if freed <= 0 {
 				continue
 			}
-			ls := res.leases[i]
+			ls := res.leases()[i]
 			ls.slot.mu.Lock()
 			ls.giveBack(freed)
 			if ls.settled && ls.size > ls.used {
@@ -354,7 +354,7 @@ func (l *Limiter) takeLeased(ctx context.Context, id ident, method string, debit
 		observe(ctx, r, false)
 		return r, nil
 	}
-	err = l.exhausted(refused, []Debit{d}, id.fp, id.label)
+	err = l.exhausted(refused.At, refused.Usage, []Debit{d}, id.fp, id.label)
 	var e *ExhaustedError
 	if errors.As(err, &e) && l.refusals != nil {
 		l.remember(id.account, debits, e, refused.At, l.localNow(), check)

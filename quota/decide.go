@@ -3,59 +3,52 @@ package quota
 import (
 	"context"
 	"slices"
-	"unsafe"
+	"time"
 )
 
-// takeScratch is what one Take allocates, at once: the Reservation
-// returned, the store's result and its usage (the MemoryStore fills them in
-// place), and the nonce's bytes. newScratch sizes the usage to the charge.
-type takeScratch struct {
-	res      Reservation
-	tr       TakeResult
-	nonceStr string
-	nonce    [nonceMax]byte
-}
-
-func newScratch(budgets int) *takeScratch {
-	switch budgets {
-	case 1:
-		s := new(struct {
-			takeScratch
-			u [1]Usage
-		})
-		s.tr.Usage = s.u[:0]
-		return &s.takeScratch
-	case 2:
-		s := new(struct {
-			takeScratch
-			u [2]Usage
-		})
-		s.tr.Usage = s.u[:0]
-		return &s.takeScratch
-	}
-	return new(takeScratch)
-}
-
-// decide asks the store for one decision on debits. On the MemoryStore the
-// request and debits stay on the stack and the result is written into sc:
-// a decision allocates nothing beyond sc.
-func (l *Limiter) decide(ctx context.Context, sc *takeScratch, owner, method string, debits []Debit) (*TakeResult, error) {
-	sc.nonceStr = l.nonceIn(&sc.nonce)
-	if ms, ok := l.store.(*MemoryStore); ok {
-		req := TakeRequest{API: l.api, Owner: owner, Nonce: sc.nonceStr, Method: method, Job: JobFromContext(ctx), Now: l.now(), TrustStore: l.loss.trust}
-		return ms.take(ctx, &req, debits, &sc.tr)
-	}
-	req := &TakeRequest{API: l.api, Owner: owner, Nonce: sc.nonceStr, Method: method, Job: JobFromContext(ctx), Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}
+// decide asks the store for one decision on debits, under the nonce of seq
+// (see appendNonce).
+func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job string, debits []Debit) (*TakeResult, error) {
+	req := &TakeRequest{API: l.api, Owner: owner, Nonce: string(l.appendNonce(nil, seq)), Method: method, Job: job, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}
 	return l.store.Take(ctx, req)
+}
+
+// decideMemory is decide on the MemoryStore, which writes each debit's
+// usage into us: the request, the debits, the nonce and the usage stay on
+// the caller's stack, and a decision allocates nothing.
+func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, seq uint64, owner, method, job string, debits []Debit, us []Usage) (bool, time.Time, error) {
+	// The nonce goes in the form the store keeps it: a string in the
+	// request would escape with the request's other strings.
+	var nonce nonceBuf
+	nonce[0] = byte(len(l.appendNonce(nonce[1:1], seq)))
+	req := TakeRequest{API: l.api, Owner: owner, Method: method, Job: job, Now: l.now(), TrustStore: l.loss.trust}
+	return ms.take(ctx, &req, &nonce, debits, us)
 }
 
 // nonceMax bounds a nonce: 8 characters of prefix and a base-32 uint64.
 const nonceMax = 24
 
-// nonceIn writes a fresh nonce into buf and returns it as a string that
-// shares buf's memory: buf belongs to one Take's scratch and is never
-// written again, so the string stays immutable, and costs no allocation.
-func (l *Limiter) nonceIn(buf *[nonceMax]byte) string {
-	b := l.appendNonce(buf[:0])
-	return unsafe.String(&b[0], len(b))
+// newReservation allocates a Reservation and, for up to two budgets, a
+// copy of us in one piece: the one allocation of an admitted Take on the
+// MemoryStore, whose usage was written on the stack.
+func newReservation(us []Usage) *Reservation {
+	switch len(us) {
+	case 1:
+		s := new(struct {
+			r Reservation
+			u [1]Usage
+		})
+		s.u[0] = us[0]
+		s.r.Usage = s.u[:]
+		return &s.r
+	case 2:
+		s := new(struct {
+			r Reservation
+			u [2]Usage
+		})
+		s.u = [2]Usage(us)
+		s.r.Usage = s.u[:]
+		return &s.r
+	}
+	return &Reservation{Usage: slices.Clone(us)}
 }

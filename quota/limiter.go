@@ -38,6 +38,7 @@ type Limiter struct {
 	loss      lossState // store-loss policy, counter and hook (loss.go)
 	nonceSeq  atomic.Uint64
 	noncePfx  string
+	self      *resExt // what the reservations Take returns share
 	defined   atomic.Bool
 	overEvery time.Duration             // WithOverrideRefresh
 	born      time.Time                 // New's time.Now: overNext counts from it
@@ -108,6 +109,7 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 	var rnd [5]byte
 	_, _ = rand.Read(rnd[:])
 	l.noncePfx = base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])
+	l.self = &resExt{lim: l}
 	return l, nil
 }
 
@@ -403,14 +405,19 @@ func (l *Limiter) catalog(ctx context.Context, u CredentialUpdate) (CredentialIn
 	return info, err
 }
 
+// nonce returns a fresh nonce: unique per call within the process, and
+// across processes by its random prefix.
 func (l *Limiter) nonce() string {
 	var buf [nonceMax]byte
-	return string(l.appendNonce(buf[:0]))
+	return string(l.appendNonce(buf[:0], l.nonceSeq.Add(1)))
 }
 
-func (l *Limiter) appendNonce(b []byte) []byte {
+// appendNonce appends the nonce of seq, a number from l.nonceSeq: the
+// limiter's prefix then seq in base 32. A Reservation keeps seq alone and
+// builds its nonce from it when asked (Reservation.nonce).
+func (l *Limiter) appendNonce(b []byte, seq uint64) []byte {
 	b = append(b, l.noncePfx...)
-	return strconv.AppendUint(b, l.nonceSeq.Add(1), 32)
+	return strconv.AppendUint(b, seq, 32)
 }
 
 // Take charges every budget ch names for cred, atomically: all pay or none
@@ -481,15 +488,30 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 			return r, err
 		}
 	}
-	var res *TakeResult
-	// One allocation holds the Reservation returned, its usage and its
-	// nonce.
-	sc := newScratch(len(debits))
+	job := JobFromContext(ctx)
+	seq := l.nonceSeq.Add(1)
+	// On the MemoryStore the decision's usage is written into ubuf, on the
+	// stack, and an admitted charge copies it into the one allocation of
+	// the Take. ubuf flows into no value that may escape (the analysis
+	// would take it along): res, for the other stores, is kept apart.
+	var (
+		ubuf      [2]Usage
+		usage     []Usage
+		ok        bool
+		at        time.Time
+		storeLoss bool
+		res       *TakeResult // the other stores' result
+	)
 	if err == nil {
-		res, err = l.decide(ctx, sc, id.account, ch.Method, debits)
+		if ms, mem := l.store.(*MemoryStore); mem && len(debits) <= len(ubuf) {
+			usage = ubuf[:len(debits)]
+			ok, at, err = l.decideMemory(ctx, ms, seq, id.account, ch.Method, job, debits, usage)
+		} else if res, err = l.decide(ctx, seq, id.account, ch.Method, job, debits); err == nil {
+			ok, at, usage, storeLoss = res.OK, res.At, res.Usage, res.StoreLoss
+		}
 	}
 	if d != nil { // observers: a copy of the debits, so that they stay on the stack otherwise
-		d.note(id.fp, &TakeRequest{Owner: id.account, Job: JobFromContext(ctx)}, slices.Clone(debits), res, err)
+		d.note(id.fp, &TakeRequest{Owner: id.account, Job: job}, slices.Clone(debits), nil, err)
 	}
 	if err != nil {
 		if check != nil {
@@ -502,29 +524,37 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		}
 		return nil, err
 	}
-	if res.StoreLoss || anyLost(res.Usage) {
-		// the request as the store saw it (rare: rebuilt here so that the
-		// decision's own request and debits can stay on the stack)
-		l.lostState(ctx, &TakeRequest{API: l.api, Owner: id.account, Method: ch.Method, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}, res, id)
+	if storeLoss || anyLost(usage) {
+		// the request and the result as the store saw them (rare: rebuilt
+		// here so that the decision's own can stay on the stack)
+		l.lostState(ctx, &TakeRequest{API: l.api, Owner: id.account, Method: ch.Method, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust},
+			&TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}, id)
 	}
-	for i := range res.Usage {
-		res.Usage[i].finish(res.At)
+	for i := range usage {
+		usage[i].finish(at)
 	}
-	if !res.OK {
-		err := l.exhausted(res, debits, id.fp, id.label)
+	if d != nil && d.debits != nil { // observers: a copy that outlives this frame
+		d.res = &TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}
+	}
+	if !ok {
+		err := l.exhausted(at, usage, debits, id.fp, id.label)
 		if e, ok := err.(*ExhaustedError); ok && l.refusals != nil {
-			l.remember(id.account, debits, e, res.At, l.localNow(), check)
+			l.remember(id.account, debits, e, at, l.localNow(), check)
 		}
 		return nil, err
 	}
 	if check != nil {
-		l.remember(id.account, debits, nil, res.At, time.Time{}, check)
+		l.remember(id.account, debits, nil, at, time.Time{}, check)
 	}
-	r := &sc.res
-	*r = Reservation{
-		API: l.api, Credential: id.fp, Owner: id.account, Label: id.label,
-		Method: ch.Method, Job: JobFromContext(ctx), At: res.At, Usage: res.Usage, nonce: sc.nonceStr, lim: l,
+	var r *Reservation
+	if res == nil {
+		r = newReservation(usage)
+	} else {
+		r = &Reservation{Usage: res.Usage}
 	}
+	r.API, r.Credential, r.Owner, r.Label = l.api, id.fp, id.account, id.label
+	r.Method, r.Job, r.At = ch.Method, job, at
+	r.ext, r.seq = l.self, seq
 	observe(ctx, r, false)
 	return r, nil
 }
@@ -541,24 +571,25 @@ func (l *Limiter) unavailable(err error, cost int64, method string, cred Credent
 	return nil
 }
 
-func (l *Limiter) exhausted(res *TakeResult, debits []Debit, fp, label string) error {
+// exhausted is the error for a refusal at at with usage (one per debit).
+func (l *Limiter) exhausted(at time.Time, usage []Usage, debits []Debit, fp, label string) error {
 	worst := -1
-	for i, u := range res.Usage {
-		if !u.RetryAt.IsZero() && (worst < 0 || u.RetryAt.After(res.Usage[worst].RetryAt)) {
+	for i, u := range usage {
+		if !u.RetryAt.IsZero() && (worst < 0 || u.RetryAt.After(usage[worst].RetryAt)) {
 			worst = i
 		}
 	}
 	if worst < 0 {
 		return fmt.Errorf("%w: store refused a charge without saying which budget", ErrStoreUnavailable)
 	}
-	u := res.Usage[worst]
+	u := usage[worst]
 	who := label
 	if who == "" {
 		who = fp
 	}
 	return &ExhaustedError{
 		API: l.api, Budget: u.Budget, Credential: who, Used: u.Used, Limit: u.Limit, Cost: debits[worst].Cost,
-		RetryAfter: u.RetryAt.Sub(res.At), RetryAt: u.RetryAt, ExhaustedUntil: u.ExhaustedUntil,
+		RetryAfter: u.RetryAt.Sub(at), RetryAt: u.RetryAt, ExhaustedUntil: u.ExhaustedUntil,
 	}
 }
 
@@ -588,7 +619,8 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if res.Unmetered {
 		return nil
 	}
-	if res.nonce == "" && res.leases == nil {
+	nonce := res.nonce()
+	if nonce == "" && res.leases() == nil {
 		return invalidf("reservation of api %q has no ID: give the Reservation Take returned, or one from ParseReservationID", res.API)
 	}
 	if res.API != l.api {
@@ -596,7 +628,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	}
 	l.refreshOverrides(ctx)
 	budgets := l.Budgets()
-	if res.leases != nil {
+	if res.leases() != nil {
 		debits := make([]Debit, 0, len(res.Usage))
 		for _, u := range res.Usage {
 			b, err := l.budget(u.Budget)
@@ -629,7 +661,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if owner == "" {
 		owner = res.Credential
 	}
-	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: res.nonce, Budgets: budgets, Method: res.Method, Job: res.Job, Now: l.now()})
+	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Budgets: budgets, Method: res.Method, Job: res.Job, Now: l.now()})
 	l.refunded(ctx, res, budgets, got, err)
 	if err != nil {
 		return err

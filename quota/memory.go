@@ -302,24 +302,25 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 	if err := CheckHold(req.Hold, req.Debits); err != nil {
 		return nil, err
 	}
-	return s.take(ctx, req, req.Debits, nil)
+	res := newTakeResult(len(req.Debits))
+	var err error
+	if res.OK, res.At, err = s.take(ctx, req, nil, req.Debits, res.Usage); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
-// take is Take for req with its debits given apart, writing into res when
-// it has room for every debit's usage (the Limiter's scratch), else into a
-// new result. It keeps neither req, debits nor res, so the Limiter's
-// request and debits stay on its stack.
-func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, debits []Debit, res *TakeResult) (*TakeResult, error) {
+// take is Take for req with its debits given apart, and its nonce too
+// unless nonce is nil: it returns whether the charge was admitted and the
+// store's now, and writes each debit's usage into us (one per debit). It
+// keeps neither req, nonce, debits nor us, so the Limiter's request, nonce,
+// debits and usage stay on its stack.
+func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, nonce *nonceBuf, debits []Debit, us []Usage) (bool, time.Time, error) {
 	if ctx == nil {
-		return nil, invalidf("memory store: nil context")
+		return false, time.Time{}, invalidf("memory store: nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
-	}
-	if res != nil && cap(res.Usage) >= len(debits) {
-		res.Usage = res.Usage[:len(debits)]
-	} else {
-		res = newTakeResult(len(debits))
+		return false, time.Time{}, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
 	}
 	var logs [4]*memLog
 	lgs := logs[:0]
@@ -330,7 +331,6 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, debits []Debit
 	// in the order of their instants.
 	now := nowOr(req.Now)
 	nowUS := now.UnixMicro()
-	res.OK, res.At = true, now
 	s.ops++
 	if s.ops%sweepEvery == 0 {
 		s.sweep(nowUS)
@@ -338,6 +338,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, debits []Debit
 	for _, d := range debits {
 		lgs = append(lgs, s.log(req.API, req.Owner, d.Budget, nowUS))
 	}
+	ok := true
 	for i, d := range debits {
 		lg := lgs[i]
 		var retry int64
@@ -348,29 +349,32 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, debits []Debit
 			retry = max(retry, lg.exh)
 		}
 		if retry != 0 {
-			res.OK = false
-			res.Usage[i] = lg.usage(d.Budget, nowUS)
-			res.Usage[i].RetryAt = time.UnixMicro(retry)
+			ok = false
+			us[i] = lg.usage(d.Budget, nowUS)
+			us[i].RetryAt = time.UnixMicro(retry)
 		}
 	}
-	if !res.OK {
+	if !ok {
 		for i, d := range debits {
-			if res.Usage[i].Budget == "" {
-				res.Usage[i] = lgs[i].usage(d.Budget, nowUS)
+			if us[i].RetryAt.IsZero() {
+				us[i] = lgs[i].usage(d.Budget, nowUS)
 			}
 		}
-		return res, nil
+		return false, now, nil
 	}
-	nonce := makeNonce(req.Nonce)
+	if nonce == nil {
+		n := makeNonce(req.Nonce)
+		nonce = &n
+	}
 	for i, d := range debits {
 		lg := lgs[i]
-		lg.push(memEntry{at: heldAt(d.Window, now, req.Hold).UnixMicro(), cost: d.Cost, nonce: nonce})
+		lg.push(memEntry{at: heldAt(d.Window, now, req.Hold).UnixMicro(), cost: d.Cost, nonce: *nonce})
 		lg.sum += d.Cost
 		s.spendLog(lg, req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
-		res.Usage[i] = lg.usage(d.Budget, nowUS)
-		res.Usage[i].Cost = d.Cost
+		us[i] = lg.usage(d.Budget, nowUS)
+		us[i].Cost = d.Cost
 	}
-	return res, nil
+	return true, now, nil
 }
 
 // newTakeResult allocates a result and, for up to two budgets, its usage

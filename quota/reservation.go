@@ -26,11 +26,51 @@ type Reservation struct {
 	// failed open (see FailOpen): nothing was recorded.
 	Unmetered bool `json:"unmetered,omitempty"`
 
-	nonce string
-	id    string // set by ParseReservationID; else built on demand by ID
-	lim   *Limiter
+	// The rest lives in ext, shared by every reservation Take returns on the
+	// MemoryStore and never written once set, so that the one allocation
+	// of a Take stays small; seq, when not 0, is the number of the nonce
+	// the limiter ext.lim made for it (see Limiter.appendNonce).
+	ext *resExt
+	seq uint64
+}
+
+// resExt is what a Reservation knows beside its exported fields.
+type resExt struct {
+	lim   *Limiter // the limiter that made it; nil when parsed
+	id    string   // set by ParseReservationID; else built on demand by ID
+	nonce string   // set with id; else built from the Reservation's seq
 	// leases are the leases it was admitted from, one per Usage (WithLeases)
 	leases []*lease
+}
+
+// limiter returns the Limiter that made r, or nil.
+func (r *Reservation) limiter() *Limiter {
+	if r.ext == nil {
+		return nil
+	}
+	return r.ext.lim
+}
+
+// leases returns the leases r was admitted from, or nil.
+func (r *Reservation) leases() []*lease {
+	if r.ext == nil {
+		return nil
+	}
+	return r.ext.leases
+}
+
+// nonce returns what identifies r's entries in the store: built from seq
+// by the limiter that made r (the same every time), or the one its ID
+// gave; "" when r has none.
+func (r *Reservation) nonce() string {
+	switch {
+	case r.ext == nil:
+		return ""
+	case r.seq != 0 && r.ext.lim != nil:
+		var buf [nonceMax]byte
+		return string(r.ext.lim.appendNonce(buf[:0], r.seq))
+	}
+	return r.ext.nonce
 }
 
 // ID identifies the reservation across processes ("API/ACCOUNT/
@@ -39,10 +79,14 @@ type Reservation struct {
 // reservation. It is built on demand, so a Take that never asks for it does
 // not pay for the string.
 func (r *Reservation) ID() string {
-	if r.id != "" || r.nonce == "" {
-		return r.id
+	if r.ext != nil && r.ext.id != "" {
+		return r.ext.id
 	}
-	return reservationID(r.API, r.Owner, r.At, r.nonce)
+	nonce := r.nonce()
+	if nonce == "" {
+		return ""
+	}
+	return reservationID(r.API, r.Owner, r.At, nonce)
 }
 
 // MarshalJSON encodes the reservation with its ID under "id".
@@ -70,7 +114,12 @@ func (r *Reservation) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return err
 		}
-		r.id, r.nonce = v.ID, p.nonce
+		var ext resExt
+		if r.ext != nil {
+			ext = *r.ext
+		}
+		ext.id, ext.nonce = v.ID, p.nonce()
+		r.ext, r.seq = &ext, 0
 	}
 	return nil
 }
@@ -138,5 +187,5 @@ func ParseReservationID(id string) (*Reservation, error) {
 	if !ok || err != nil || nonce == "" || us <= 0 {
 		return nil, invalidf("reservation ID %q: bad TIME.NONCE part", id)
 	}
-	return &Reservation{id: id, API: api, Credential: fp, Owner: owner, At: time.UnixMicro(us), nonce: nonce}, nil
+	return &Reservation{API: api, Credential: fp, Owner: owner, At: time.UnixMicro(us), ext: &resExt{id: id, nonce: nonce}}, nil
 }

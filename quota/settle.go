@@ -24,10 +24,11 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) error {
 	if len(r.Usage) != 1 {
 		return invalidf("reservation charges %d budgets: use Limiter.Settle with units per budget", len(r.Usage))
 	}
-	if r.lim == nil {
+	lim := r.limiter()
+	if lim == nil {
 		return invalidf("reservation %s was not returned by a Limiter: use Limiter.Settle", r.ID())
 	}
-	return r.lim.Settle(ctx, r, map[string]int64{r.Usage[0].Budget: actual})
+	return lim.Settle(ctx, r, map[string]int64{r.Usage[0].Budget: actual})
 }
 
 // Settle shrinks res's charge of each budget named in actual to the units
@@ -70,15 +71,16 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 			}
 		}
 	}
-	if res.leases != nil {
+	if res.leases() != nil {
 		_, err := l.settleLeased(ctx, res, debits)
 		return err
 	}
-	if res.nonce == "" {
+	nonce := res.nonce()
+	if nonce == "" {
 		return invalidf("reservation of api %q has no ID: give the Reservation Take returned, or one from ParseReservationID", res.API)
 	}
 	owner := cmp.Or(res.Owner, res.Credential) // IDs from before owners name the fingerprint
-	got, err := l.store.Settle(ctx, &SettleRequest{API: l.api, Owner: owner, At: res.At, Nonce: res.nonce, Method: res.Method, Job: res.Job, Debits: debits, Now: l.now()})
+	got, err := l.store.Settle(ctx, &SettleRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Method: res.Method, Job: res.Job, Debits: debits, Now: l.now()})
 	if err != nil {
 		return err
 	}
