@@ -29,6 +29,12 @@ type MemoryStore struct {
 	// map; cleared when the sweep drops logs
 	lastKey logKey
 	last    *memLog
+	// the host clock as a decision reads it (hostNow): the last reading
+	// of the wall clock, with the monotonic clock's, and its instant as
+	// whole µs and the ns beyond
+	anchor      time.Time
+	anchorUS    int64
+	anchorSubUS int64
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -113,6 +119,10 @@ func (lg *memLog) push(e memEntry) {
 // even a longer one set now), then remembers in kept how far back the log
 // must keep entries from now on (Retain).
 func (lg *memLog) use(w Window, now int64) {
+	if lg.window == w && lg.kept == w { // the usual case, in short
+		lg.pruneBefore(lg.start(now), now)
+		return
+	}
 	if lg.kept.IsZero() {
 		lg.kept = w
 	}
@@ -162,6 +172,34 @@ func nowOr(t time.Time) time.Time {
 	return t.Truncate(time.Microsecond)
 }
 
+// clockEvery is how long a decision's host clock goes without reading the
+// wall clock (see hostNow).
+const clockEvery = 100 * time.Millisecond
+
+// nowOrHostUS is nowOr for a decision, in µs since the epoch, called with
+// s.mu held: the host clock is hostNowUS.
+func (s *MemoryStore) nowOrHostUS(t time.Time) int64 {
+	if t.IsZero() {
+		return s.hostNowUS()
+	}
+	return t.UnixMicro()
+}
+
+// hostNowUS returns the host's time in µs since the epoch: the wall clock
+// as last read, plus the monotonic clock's time since. time.Now reads both
+// clocks, and was a fifth of a decision's time; this reads the monotonic
+// one, and the wall clock again every clockEvery, so a step of the wall
+// clock (set by hand, or by NTP at boot) shows within clockEvery; a slew
+// moves both clocks alike. Called with s.mu held.
+func (s *MemoryStore) hostNowUS() int64 {
+	d := time.Since(s.anchor) // the monotonic clock: anchor came from time.Now
+	if d >= clockEvery || d < 0 || s.anchor.IsZero() {
+		s.anchor, d = time.Now(), 0
+		s.anchorUS, s.anchorSubUS = s.anchor.UnixMicro(), int64(s.anchor.Nanosecond()%1000)
+	}
+	return s.anchorUS + (s.anchorSubUS+int64(d))/1000
+}
+
 // start returns the first µs that counts at now.
 func (lg *memLog) start(now int64) int64 {
 	if !lg.window.IsDaily() {
@@ -184,6 +222,12 @@ func (lg *memLog) prune(now int64) {
 	} else {
 		start = lg.kept.Start(time.UnixMicro(now)).UnixMicro()
 	}
+	lg.pruneBefore(start, now)
+}
+
+// pruneBefore drops the entries recorded before start, and an exhaustion
+// mark that has ended by now.
+func (lg *memLog) pruneBefore(start, now int64) {
 	for lg.n > 0 {
 		e := lg.at(0)
 		if e.at >= start {
@@ -329,8 +373,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, nonce *nonceBu
 	defer s.mu.Unlock()
 	// The clock is read under the lock, so decisions record their entries
 	// in the order of their instants.
-	now := nowOr(req.Now)
-	nowUS := now.UnixMicro()
+	nowUS := s.nowOrHostUS(req.Now)
 	s.ops++
 	if s.ops%sweepEvery == 0 {
 		s.sweep(nowUS)
@@ -360,7 +403,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, nonce *nonceBu
 				us[i] = lgs[i].usage(d.Budget, nowUS)
 			}
 		}
-		return false, now, nil
+		return false, time.UnixMicro(nowUS), nil
 	}
 	if nonce == nil {
 		n := makeNonce(req.Nonce)
@@ -368,13 +411,17 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, nonce *nonceBu
 	}
 	for i, d := range debits {
 		lg := lgs[i]
-		lg.push(memEntry{at: heldAt(d.Window, now, req.Hold).UnixMicro(), cost: d.Cost, nonce: *nonce})
+		at := nowUS
+		if req.Hold > 0 && !d.Window.IsDaily() {
+			at = heldAt(d.Window, time.UnixMicro(nowUS), req.Hold).UnixMicro()
+		}
+		lg.push(memEntry{at: at, cost: d.Cost, nonce: *nonce})
 		lg.sum += d.Cost
 		s.spendLog(lg, req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
 		us[i] = lg.usage(d.Budget, nowUS)
 		us[i].Cost = d.Cost
 	}
-	return true, now, nil
+	return true, time.UnixMicro(nowUS), nil
 }
 
 // newTakeResult allocates a result and, for up to two budgets, its usage
