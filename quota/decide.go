@@ -28,17 +28,16 @@ func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, seq uint64,
 // nonceMax bounds a nonce: 8 characters of prefix and a base-32 uint64.
 const nonceMax = 24
 
-// newReservation allocates a Reservation and, for up to two budgets, a
-// copy of us in one piece: the one allocation of an admitted Take on the
-// MemoryStore, whose usage was written on the stack.
-func newReservation(us []Usage) *Reservation {
-	switch len(us) {
+// newReservation allocates a Reservation with room for n budgets' usage,
+// for up to two budgets in one piece: the one allocation of an admitted
+// Take on the MemoryStore, which writes the usage in place.
+func newReservation(n int) *Reservation {
+	switch n {
 	case 1:
 		s := new(struct {
 			r Reservation
 			u [1]Usage
 		})
-		s.u[0] = us[0]
 		s.r.Usage = s.u[:]
 		return &s.r
 	case 2:
@@ -46,9 +45,8 @@ func newReservation(us []Usage) *Reservation {
 			r Reservation
 			u [2]Usage
 		})
-		s.u = [2]Usage(us)
 		s.r.Usage = s.u[:]
 		return &s.r
 	}
-	return &Reservation{Usage: slices.Clone(us)}
+	return &Reservation{Usage: make([]Usage, n)}
 }

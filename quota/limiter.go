@@ -490,24 +490,26 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	}
 	job := JobFromContext(ctx)
 	seq := l.nonceSeq.Add(1)
-	// On the MemoryStore the decision's usage is written into ubuf, on the
-	// stack, and an admitted charge copies it into the one allocation of
-	// the Take. ubuf flows into no value that may escape (the analysis
-	// would take it along): res, for the other stores, is kept apart.
+	// On the MemoryStore the decision's usage is written straight into the
+	// Reservation returned: with it, the one allocation of the Take.
 	var (
-		ubuf      [2]Usage
+		r         *Reservation
 		usage     []Usage
 		ok        bool
 		at        time.Time
 		storeLoss bool
-		res       *TakeResult // the other stores' result
 	)
 	if err == nil {
-		if ms, mem := l.store.(*MemoryStore); mem && len(debits) <= len(ubuf) {
-			usage = ubuf[:len(debits)]
+		if ms, mem := l.store.(*MemoryStore); mem {
+			r = newReservation(len(debits))
+			usage = r.Usage
 			ok, at, err = l.decideMemory(ctx, ms, seq, id.account, ch.Method, job, debits, usage)
-		} else if res, err = l.decide(ctx, seq, id.account, ch.Method, job, debits); err == nil {
-			ok, at, usage, storeLoss = res.OK, res.At, res.Usage, res.StoreLoss
+		} else {
+			var res *TakeResult
+			if res, err = l.decide(ctx, seq, id.account, ch.Method, job, debits); err == nil {
+				ok, at, usage, storeLoss = res.OK, res.At, res.Usage, res.StoreLoss
+				r = &Reservation{Usage: res.Usage}
+			}
 		}
 	}
 	if d != nil { // observers: a copy of the debits, so that they stay on the stack otherwise
@@ -545,12 +547,6 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	}
 	if check != nil {
 		l.remember(id.account, debits, nil, at, time.Time{}, check)
-	}
-	var r *Reservation
-	if res == nil {
-		r = newReservation(usage)
-	} else {
-		r = &Reservation{Usage: res.Usage}
 	}
 	r.API, r.Credential, r.Owner, r.Label = l.api, id.fp, id.account, id.label
 	r.Method, r.Job, r.At = ch.Method, job, at
