@@ -41,8 +41,8 @@ type Limiter struct {
 	self      *resExt // what the reservations Take returns share
 	defined   atomic.Bool
 	overEvery time.Duration             // WithOverrideRefresh
-	born      time.Time                 // New's time.Now: overNext counts from it
-	overNext  atomic.Int64              // when to reload overrides, ns since born
+	host      hostClock                 // the host clock, for decisions and overNext
+	overNext  atomic.Int64              // when to reload overrides, µs since the epoch
 	over      atomic.Pointer[overrides] // operator overrides in force
 	fps       sync.Map                  // secret -> fingerprint
 	accounts  sync.Map                  // resolveKey -> ident, once registered in the store
@@ -87,7 +87,6 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 		index:     make(map[string]int, len(budgets)),
 		failOpen:  -1,
 		overEvery: DefaultOverrideRefresh,
-		born:      time.Now(),
 	}
 	for i, b := range l.budgets {
 		l.index[b.Name] = i
@@ -431,19 +430,23 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if err := checkContext(ctx, "take"); err != nil {
 		return nil, err
 	}
-	l.refreshOverrides(ctx)
+	// The host clock, read once: for the override refresh and, on the
+	// MemoryStore, the decision's instant.
+	host := l.host.nowUS()
+	l.refreshOverridesAt(ctx, host)
 	obs := l.observers(ctx)
 	if len(obs) == 0 {
-		return l.take(ctx, cred, ch, nil)
+		return l.take(ctx, cred, ch, nil, host)
 	}
 	d := &decision{start: time.Now()}
-	r, err := l.take(ctx, cred, ch, d)
+	r, err := l.take(ctx, cred, ch, d, host)
 	l.decided(ctx, obs, cred, ch, d, r, err)
 	return r, err
 }
 
-// take is Take; d, when not nil, collects what an event reports.
-func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decision) (*Reservation, error) {
+// take is Take; d, when not nil, collects what an event reports. host is
+// the host clock's time Take read (µs).
+func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decision, host int64) (*Reservation, error) {
 	ch = allocate(ctx, ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
@@ -503,7 +506,7 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		if ms, mem := l.store.(*MemoryStore); mem {
 			r = newReservation(len(debits))
 			usage = r.Usage
-			ok, at, err = l.decideMemory(ctx, ms, seq, id.account, ch.Method, job, debits, usage)
+			ok, at, err = l.decideMemory(ctx, ms, host, seq, id.account, ch.Method, job, debits, usage)
 		} else {
 			var res *TakeResult
 			if res, err = l.decide(ctx, seq, id.account, ch.Method, job, debits); err == nil {

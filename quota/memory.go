@@ -29,12 +29,7 @@ type MemoryStore struct {
 	// map; cleared when the sweep drops logs
 	lastKey logKey
 	last    *memLog
-	// the host clock as a decision reads it (hostNow): the last reading
-	// of the wall clock, with the monotonic clock's, and its instant as
-	// whole µs and the ns beyond
-	anchor      time.Time
-	anchorUS    int64
-	anchorSubUS int64
+	clock hostClock // a decision's, when the request gives no Now
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -85,6 +80,9 @@ type memLog struct {
 	kept   Window // what the log keeps entries for: window, unless shortened
 	// the daily window's current day, cached to skip zone arithmetic
 	dayStart, dayEnd int64
+	// the latest instant the log was pruned at (µs): a decision on the
+	// host clock happens no earlier (see MemoryStore.take)
+	seen int64
 	// the breakdown row (in MemoryStore.use) the log's last decision spent
 	// into, for its hour, method and job; nil after a sweep, which may drop
 	// the row
@@ -172,34 +170,6 @@ func nowOr(t time.Time) time.Time {
 	return t.Truncate(time.Microsecond)
 }
 
-// clockEvery is how long a decision's host clock goes without reading the
-// wall clock (see hostNow).
-const clockEvery = 100 * time.Millisecond
-
-// nowOrHostUS is nowOr for a decision, in µs since the epoch, called with
-// s.mu held: the host clock is hostNowUS.
-func (s *MemoryStore) nowOrHostUS(t time.Time) int64 {
-	if t.IsZero() {
-		return s.hostNowUS()
-	}
-	return t.UnixMicro()
-}
-
-// hostNowUS returns the host's time in µs since the epoch: the wall clock
-// as last read, plus the monotonic clock's time since. time.Now reads both
-// clocks, and was a fifth of a decision's time; this reads the monotonic
-// one, and the wall clock again every clockEvery, so a step of the wall
-// clock (set by hand, or by NTP at boot) shows within clockEvery; a slew
-// moves both clocks alike. Called with s.mu held.
-func (s *MemoryStore) hostNowUS() int64 {
-	d := time.Since(s.anchor) // the monotonic clock: anchor came from time.Now
-	if d >= clockEvery || d < 0 || s.anchor.IsZero() {
-		s.anchor, d = time.Now(), 0
-		s.anchorUS, s.anchorSubUS = s.anchor.UnixMicro(), int64(s.anchor.Nanosecond()%1000)
-	}
-	return s.anchorUS + (s.anchorSubUS+int64(d))/1000
-}
-
 // start returns the first µs that counts at now.
 func (lg *memLog) start(now int64) int64 {
 	if !lg.window.IsDaily() {
@@ -228,6 +198,7 @@ func (lg *memLog) prune(now int64) {
 // pruneBefore drops the entries recorded before start, and an exhaustion
 // mark that has ended by now.
 func (lg *memLog) pruneBefore(start, now int64) {
+	lg.seen = max(lg.seen, now)
 	for lg.n > 0 {
 		e := lg.at(0)
 		if e.at >= start {
@@ -327,7 +298,14 @@ func (lg *memLog) peek(b Budget, now int64) (Usage, int) {
 }
 
 func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
-	k := logKey{api, cred, b.Name}
+	lg := s.logOf(api, cred, b.Name)
+	lg.use(b.Window, now)
+	return lg
+}
+
+// logOf returns the log of api, cred and budget, made if new.
+func (s *MemoryStore) logOf(api, cred, budget string) *memLog {
+	k := logKey{api, cred, budget}
 	lg := s.last
 	if lg == nil || s.lastKey != k {
 		lg = s.logs[k]
@@ -337,7 +315,6 @@ func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 		}
 		s.lastKey, s.last = k, lg
 	}
-	lg.use(b.Window, now)
 	return lg
 }
 
@@ -348,7 +325,7 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 	}
 	res := newTakeResult(len(req.Debits))
 	var err error
-	if res.OK, res.At, err = s.take(ctx, req, nil, req.Debits, res.Usage); err != nil {
+	if res.OK, res.At, err = s.take(ctx, req, 0, nil, req.Debits, res.Usage); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -358,8 +335,15 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 // unless nonce is nil: it returns whether the charge was admitted and the
 // store's now, and writes each debit's usage into us (one per debit). It
 // keeps neither req, nonce, debits nor us, so the Limiter's request, nonce,
-// debits and usage stay on its stack.
-func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, nonce *nonceBuf, debits []Debit, us []Usage) (bool, time.Time, error) {
+// debits and usage stay on its stack. host, when not 0 and req.Now is
+// zero, is the host clock's time (µs) as the caller read it before the
+// lock: the Limiter reads the clock once per decision.
+//
+// On the host clock a decision happens no earlier than any instant its
+// logs were pruned at: a clock read before the lock, or a reading a µs
+// behind another's, must not count a log at an instant before entries it
+// no longer holds had expired.
+func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, nonce *nonceBuf, debits []Debit, us []Usage) (bool, time.Time, error) {
 	if ctx == nil {
 		return false, time.Time{}, invalidf("memory store: nil context")
 	}
@@ -373,13 +357,28 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, nonce *nonceBu
 	defer s.mu.Unlock()
 	// The clock is read under the lock, so decisions record their entries
 	// in the order of their instants.
-	nowUS := s.nowOrHostUS(req.Now)
+	var nowUS int64
+	switch {
+	case !req.Now.IsZero():
+		nowUS = req.Now.UnixMicro() // a test's clock: as is
+	case host != 0:
+		nowUS = host
+	default:
+		nowUS = s.clock.nowUS()
+	}
 	s.ops++
 	if s.ops%sweepEvery == 0 {
 		s.sweep(nowUS)
 	}
 	for _, d := range debits {
-		lgs = append(lgs, s.log(req.API, req.Owner, d.Budget, nowUS))
+		lg := s.logOf(req.API, req.Owner, d.Name)
+		if req.Now.IsZero() {
+			nowUS = max(nowUS, lg.seen)
+		}
+		lgs = append(lgs, lg)
+	}
+	for i, d := range debits {
+		lgs[i].use(d.Window, nowUS)
 	}
 	ok := true
 	for i, d := range debits {

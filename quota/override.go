@@ -159,20 +159,26 @@ type overrides struct {
 // refreshOverrides reloads the overrides when due. A failed load keeps the
 // ones known and is retried within a second.
 func (l *Limiter) refreshOverrides(ctx context.Context) {
+	if l.overEvery >= 0 {
+		l.refreshOverridesAt(ctx, l.host.nowUS())
+	}
+}
+
+// refreshOverridesAt is refreshOverrides at now, the host clock's time in
+// µs (Take reads the clock once, for this and for the decision).
+func (l *Limiter) refreshOverridesAt(ctx context.Context, now int64) {
 	if l.overEvery < 0 {
 		return
 	}
-	// The monotonic clock alone: half the cost of time.Now, on every call.
-	now := int64(time.Since(l.born))
 	next := l.overNext.Load()
-	if now < next || !l.overNext.CompareAndSwap(next, now+int64(l.overEvery)) {
+	if now < next || !l.overNext.CompareAndSwap(next, now+l.overEvery.Microseconds()) {
 		return
 	}
 	over, err := Overrides(ctx, l.store, l.api)
 	if err != nil {
 		// Try again soon, not on every call: while the store is down each
 		// decision already waits on it once, and must not wait twice.
-		l.overNext.Store(now + min(int64(l.overEvery), int64(time.Second)))
+		l.overNext.Store(now + min(l.overEvery, time.Second).Microseconds())
 		return
 	}
 	o := &overrides{}
