@@ -14,17 +14,14 @@ func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job str
 }
 
 // decideMemory is decide on the MemoryStore, which writes each debit's
-// usage into us: the request, the debits and the nonce stay on the
-// caller's stack, and a decision allocates nothing. host is the host
-// clock's time (µs) Take read, for the store's too unless the limiter has
-// a clock of its own (WithClock).
-func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, host int64, seq uint64, owner, method, job string, debits []Debit, us []Usage) (bool, time.Time, error) {
-	// The nonce goes in the form the store keeps it: a string in the
-	// request would escape with the request's other strings.
-	var nonce nonceBuf
-	nonce[0] = byte(len(l.appendNonce(nonce[1:1], seq)))
+// usage into us: the request and the debits stay on the caller's stack,
+// and a decision allocates nothing. host is the host clock's time (µs)
+// Take read, for the store's too unless the limiter has a clock of its own
+// (WithClock). The store makes the nonce, and returns its number (see
+// MemoryStore.take).
+func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, host int64, owner, method, job string, debits []Debit, us []Usage) (bool, time.Time, uint64, error) {
 	req := TakeRequest{API: l.api, Owner: owner, Method: method, Job: job, Now: l.now(), TrustStore: l.loss.trust}
-	return ms.take(ctx, &req, host, &nonce, debits, us)
+	return ms.take(ctx, &req, host, true, debits, us)
 }
 
 // nonceMax bounds a nonce: 8 characters of prefix and a base-32 uint64.

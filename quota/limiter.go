@@ -105,9 +105,7 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 	if err := l.setupEvents(); err != nil {
 		return nil, err
 	}
-	var rnd [5]byte
-	_, _ = rand.Read(rnd[:])
-	l.noncePfx = base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])
+	l.noncePfx = newNoncePrefix()
 	l.self = &resExt{lim: l}
 	return l, nil
 }
@@ -411,12 +409,23 @@ func (l *Limiter) nonce() string {
 	return string(l.appendNonce(buf[:0], l.nonceSeq.Add(1)))
 }
 
-// appendNonce appends the nonce of seq, a number from l.nonceSeq: the
-// limiter's prefix then seq in base 32. A Reservation keeps seq alone and
-// builds its nonce from it when asked (Reservation.nonce).
-func (l *Limiter) appendNonce(b []byte, seq uint64) []byte {
-	b = append(b, l.noncePfx...)
+// appendNonce appends the nonce of seq, a number from l.nonceSeq. A
+// Reservation keeps seq alone and builds its nonce from it when asked
+// (Reservation.nonce).
+func (l *Limiter) appendNonce(b []byte, seq uint64) []byte { return appendNonce(b, l.noncePfx, seq) }
+
+// appendNonce appends a nonce: a prefix random per Limiter (or
+// MemoryStore) then seq in base 32.
+func appendNonce(b []byte, pfx string, seq uint64) []byte {
+	b = append(b, pfx...)
 	return strconv.AppendUint(b, seq, 32)
+}
+
+// newNoncePrefix returns a random nonce prefix: 8 characters.
+func newNoncePrefix() string {
+	var rnd [5]byte
+	_, _ = rand.Read(rnd[:])
+	return base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])
 }
 
 // Take charges every budget ch names for cred, atomically: all pay or none
@@ -492,7 +501,7 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		}
 	}
 	job := JobFromContext(ctx)
-	seq := l.nonceSeq.Add(1)
+	var seq uint64 // the nonce's number (Reservation.seq)
 	// On the MemoryStore the decision's usage is written straight into the
 	// Reservation returned: with it, the one allocation of the Take.
 	var (
@@ -506,9 +515,11 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		if ms, mem := l.store.(*MemoryStore); mem {
 			r = newReservation(len(debits))
 			usage = r.Usage
-			ok, at, err = l.decideMemory(ctx, ms, host, seq, id.account, ch.Method, job, debits, usage)
+			ok, at, seq, err = l.decideMemory(ctx, ms, host, id.account, ch.Method, job, debits, usage)
+			seq |= storeSeq
 		} else {
 			var res *TakeResult
+			seq = l.nonceSeq.Add(1)
 			if res, err = l.decide(ctx, seq, id.account, ch.Method, job, debits); err == nil {
 				ok, at, usage, storeLoss = res.OK, res.At, res.Usage, res.StoreLoss
 				r = &Reservation{Usage: res.Usage}

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -29,7 +30,10 @@ type MemoryStore struct {
 	// map; cleared when the sweep drops logs
 	lastKey logKey
 	last    *memLog
-	clock hostClock // a decision's, when the request gives no Now
+	clock   hostClock // a decision's, when the request gives no Now
+	// the prefix of the nonces the store makes (a Limiter's decisions):
+	// random, as a Limiter's own prefix is
+	noncePfx string
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -49,17 +53,42 @@ type memEntry struct {
 	nonce    nonceBuf
 }
 
-// nonceBuf is a nonce inline: its length then its bytes.
+// nonceBuf is a nonce inline: its length then its bytes; or, for a nonce
+// the store made (storeNonce), the number it made it of: the nonce is the
+// store's prefix then the number in base 32 (MemoryStore.nonce).
 type nonceBuf [32]byte
+
+// storeNonce marks a nonceBuf holding a number; no length is as long.
+const storeNonce = 0xff
 
 func makeNonce(s string) (n nonceBuf) {
 	n[0] = byte(copy(n[1:], s))
 	return n
 }
 
-func (n *nonceBuf) String() string { return string(n[1 : 1+n[0]]) }
+func makeStoreNonce(seq uint64) (n nonceBuf) {
+	n[0] = storeNonce
+	binary.LittleEndian.PutUint64(n[1:], seq)
+	return n
+}
 
-func (n *nonceBuf) is(s string) bool { return int(n[0]) == len(s) && string(n[1:1+n[0]]) == s }
+// String returns the nonce; pfx is the store's prefix.
+func (n *nonceBuf) String(pfx string) string {
+	if n[0] == storeNonce {
+		var buf [nonceMax]byte
+		return string(appendNonce(buf[:0], pfx, binary.LittleEndian.Uint64(n[1:])))
+	}
+	return string(n[1 : 1+n[0]])
+}
+
+// is reports whether the nonce is s; pfx is the store's prefix.
+func (n *nonceBuf) is(s, pfx string) bool {
+	if n[0] == storeNonce {
+		var buf [nonceMax]byte
+		return string(appendNonce(buf[:0], pfx, binary.LittleEndian.Uint64(n[1:]))) == s
+	}
+	return int(n[0]) == len(s) && string(n[1:1+n[0]]) == s
+}
 
 // memLog is one credential's log for one budget, oldest entry first (by
 // the instant recorded, whatever order the calls came in), with a running
@@ -136,10 +165,11 @@ func (lg *memLog) use(w Window, now int64) {
 	}
 }
 
-// find returns the live entry recorded at at with nonce, or nil.
-func (lg *memLog) find(at int64, nonce string) *memEntry {
+// find returns the live entry recorded at at with nonce, or nil; pfx is
+// the store's nonce prefix.
+func (lg *memLog) find(at int64, nonce, pfx string) *memEntry {
 	for i := sort.Search(lg.n, func(i int) bool { return lg.at(i).at >= at }); i < lg.n && lg.at(i).at == at; i++ {
-		if e := lg.at(i); e.nonce.is(nonce) && e.cost > 0 {
+		if e := lg.at(i); e.nonce.is(nonce, pfx) && e.cost > 0 {
 			return e
 		}
 	}
@@ -160,7 +190,15 @@ func NewMemoryStore() *MemoryStore {
 		state:   make(map[string][]byte),
 		records: make(map[string][][]byte),
 		leases:  make(map[string]*memLease),
+		// as unlikely as another Limiter's to be any Limiter's prefix
+		noncePfx: newNoncePrefix(),
 	}
+}
+
+// nonce returns the nonce the store made of seq (see take).
+func (s *MemoryStore) nonce(seq uint64) string {
+	var buf [nonceMax]byte
+	return string(appendNonce(buf[:0], s.noncePfx, seq))
 }
 
 func nowOr(t time.Time) time.Time {
@@ -325,30 +363,33 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 	}
 	res := newTakeResult(len(req.Debits))
 	var err error
-	if res.OK, res.At, err = s.take(ctx, req, 0, nil, req.Debits, res.Usage); err != nil {
+	if res.OK, res.At, _, err = s.take(ctx, req, 0, false, req.Debits, res.Usage); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// take is Take for req with its debits given apart, and its nonce too
-// unless nonce is nil: it returns whether the charge was admitted and the
-// store's now, and writes each debit's usage into us (one per debit). It
-// keeps neither req, nonce, debits nor us, so the Limiter's request, nonce,
-// debits and usage stay on its stack. host, when not 0 and req.Now is
-// zero, is the host clock's time (µs) as the caller read it before the
-// lock: the Limiter reads the clock once per decision.
+// take is Take for req with its debits given apart: it returns whether the
+// charge was admitted and the store's now, and writes each debit's usage
+// into us (one per debit). It keeps neither req, debits nor us, so the
+// Limiter's request, debits and usage stay on its stack. host, when not 0
+// and req.Now is zero, is the host clock's time (µs) as the caller read it
+// before the lock: the Limiter reads the clock once per decision. With
+// mint, the store makes the entries' nonce instead of req.Nonce, of the
+// number it returns (the nonce is s.nonce of it): a number it counts under
+// its lock anyway, kept in the entry as is, so that a decision neither
+// counts atomically nor formats a nonce.
 //
 // On the host clock a decision happens no earlier than any instant its
 // logs were pruned at: a clock read before the lock, or a reading a µs
 // behind another's, must not count a log at an instant before entries it
 // no longer holds had expired.
-func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, nonce *nonceBuf, debits []Debit, us []Usage) (bool, time.Time, error) {
+func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mint bool, debits []Debit, us []Usage) (bool, time.Time, uint64, error) {
 	if ctx == nil {
-		return false, time.Time{}, invalidf("memory store: nil context")
+		return false, time.Time{}, 0, invalidf("memory store: nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return false, time.Time{}, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+		return false, time.Time{}, 0, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
 	}
 	var logs [4]*memLog
 	lgs := logs[:0]
@@ -402,11 +443,13 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, no
 				us[i] = lgs[i].usage(d.Budget, nowUS)
 			}
 		}
-		return false, time.UnixMicro(nowUS), nil
+		return false, time.UnixMicro(nowUS), 0, nil
 	}
-	if nonce == nil {
-		n := makeNonce(req.Nonce)
-		nonce = &n
+	var nonce nonceBuf
+	if mint {
+		nonce = makeStoreNonce(s.ops)
+	} else {
+		nonce = makeNonce(req.Nonce)
 	}
 	for i, d := range debits {
 		lg := lgs[i]
@@ -414,13 +457,13 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, no
 		if req.Hold > 0 && !d.Window.IsDaily() {
 			at = heldAt(d.Window, time.UnixMicro(nowUS), req.Hold).UnixMicro()
 		}
-		lg.push(memEntry{at: at, cost: d.Cost, nonce: *nonce})
+		lg.push(memEntry{at: at, cost: d.Cost, nonce: nonce})
 		lg.sum += d.Cost
 		s.spendLog(lg, req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
 		us[i] = lg.usage(d.Budget, nowUS)
 		us[i].Cost = d.Cost
 	}
-	return true, time.UnixMicro(nowUS), nil
+	return true, time.UnixMicro(nowUS), s.ops, nil
 }
 
 // newTakeResult allocates a result and, for up to two budgets, its usage
@@ -474,7 +517,7 @@ func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at
 		return 0, false
 	}
 	lg.use(b.Window, now)
-	e := lg.find(at, nonce)
+	e := lg.find(at, nonce, s.noncePfx)
 	if e == nil {
 		return 0, false
 	}
@@ -569,7 +612,7 @@ func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry
 	var out []Entry
 	for i := first; i < lg.n; i++ {
 		if e := lg.at(i); e.cost > 0 {
-			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce.String()})
+			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce.String(s.noncePfx)})
 		}
 	}
 	return out, nil

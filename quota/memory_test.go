@@ -1,7 +1,11 @@
 package quota_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/storetest"
@@ -9,4 +13,67 @@ import (
 
 func TestMemoryStoreConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) quota.Store { return quota.NewMemoryStore() })
+}
+
+// TestMemoryStoreNonces: a Limiter's decision on the MemoryStore records
+// the nonce the store makes; the reservation's ID names it, as Entries
+// does, and a refund by that ID (in another process, say) finds the entry
+// by it, and by nothing but it.
+func TestMemoryStoreNonces(t *testing.T) {
+	ctx := context.Background()
+	st := quota.NewMemoryStore()
+	budgets := []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}}
+	l, err := quota.New(st, "api", budgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := quota.New(st, "api", budgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "s"}
+	var ids []string
+	for _, lim := range []*quota.Limiter{l, other, l} {
+		r, err := lim.Take(ctx, cred, quota.Units("units", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID())
+	}
+	es, err := l.Entries(ctx, cred, "units")
+	if err != nil || len(es) != 3 {
+		t.Fatalf("entries: %v, %v; want 3", es, err)
+	}
+	seen := map[string]bool{}
+	for i, e := range es {
+		if _, nonce, _ := strings.Cut(ids[i], "."); e.Nonce != nonce || seen[nonce] {
+			t.Fatalf("entry %d nonce %q; want %q (ID %s), unique", i, e.Nonce, nonce, ids[i])
+		}
+		seen[e.Nonce] = true
+	}
+	// A nonce naming the same number another way (a leading zero) is
+	// another nonce.
+	api, rest, _ := strings.Cut(ids[1], "/")
+	owner, rest, _ := strings.Cut(rest, "/")
+	ts, nonce, _ := strings.Cut(rest, ".")
+	padded, err := quota.ParseReservationID(api + "/" + owner + "/" + ts + "." + nonce[:8] + "0" + nonce[8:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Refund(ctx, padded); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("refund by a padded nonce: %v; want ErrNotFound", err)
+	}
+	byID, err := quota.ParseReservationID(ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refund(ctx, byID); err != nil {
+		t.Fatalf("refund by ID: %v", err)
+	}
+	if err := l.Refund(ctx, byID); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("second refund by ID: %v; want ErrNotFound", err)
+	}
+	if us, err := l.Status(ctx, cred); err != nil || us[0].Used != 2 {
+		t.Fatalf("status after the refund: %v, %v; want 2 used", us, err)
+	}
 }

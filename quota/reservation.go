@@ -29,7 +29,8 @@ type Reservation struct {
 	// The rest lives in ext, shared by every reservation Take returns on the
 	// MemoryStore and never written once set, so that the one allocation
 	// of a Take stays small; seq, when not 0, is the number of the nonce
-	// the limiter ext.lim made for it (see Limiter.appendNonce).
+	// the limiter ext.lim made for it (see Limiter.appendNonce), or with
+	// storeSeq the number of the one its MemoryStore made.
 	ext *resExt
 	seq uint64
 }
@@ -66,12 +67,20 @@ func (r *Reservation) nonce() string {
 	switch {
 	case r.ext == nil:
 		return ""
+	case r.seq&storeSeq != 0 && r.ext.lim != nil:
+		if ms, ok := r.ext.lim.store.(*MemoryStore); ok {
+			return ms.nonce(r.seq &^ storeSeq)
+		}
 	case r.seq != 0 && r.ext.lim != nil:
 		var buf [nonceMax]byte
 		return string(r.ext.lim.appendNonce(buf[:0], r.seq))
 	}
 	return r.ext.nonce
 }
+
+// storeSeq marks a Reservation's seq as numbering a nonce its Limiter's
+// MemoryStore made.
+const storeSeq = 1 << 63
 
 // ID identifies the reservation across processes ("API/ACCOUNT/
 // TIME.NONCE", ACCOUNT being Owner); ParseReservationID reads it back, so
