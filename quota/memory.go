@@ -61,15 +61,13 @@ type nonceBuf [32]byte
 // storeNonce marks a nonceBuf holding a number; no length is as long.
 const storeNonce = 0xff
 
-func makeNonce(s string) (n nonceBuf) {
-	n[0] = byte(copy(n[1:], s))
-	return n
-}
+// set sets the nonce to s.
+func (n *nonceBuf) set(s string) { n[0] = byte(copy(n[1:], s)) }
 
-func makeStoreNonce(seq uint64) (n nonceBuf) {
+// setStore sets the nonce to the one the store makes of seq.
+func (n *nonceBuf) setStore(seq uint64) {
 	n[0] = storeNonce
 	binary.LittleEndian.PutUint64(n[1:], seq)
-	return n
 }
 
 // String returns the nonce; pfx is the store's prefix.
@@ -122,7 +120,9 @@ type memLog struct {
 
 func (lg *memLog) at(i int) *memEntry { return &lg.ring[(lg.head+i)&(len(lg.ring)-1)] }
 
-func (lg *memLog) push(e memEntry) {
+// push makes room for an entry recorded at at, among the others in order,
+// and returns it with at set: the caller sets the rest in place.
+func (lg *memLog) push(at int64) *memEntry {
 	if lg.n == len(lg.ring) {
 		ring := make([]memEntry, max(8, 2*len(lg.ring)))
 		for i := range lg.n {
@@ -133,12 +133,14 @@ func (lg *memLog) push(e memEntry) {
 	// Keep the log ordered by instant: an entry recorded at an instant
 	// earlier than the newest (a clock stepped back) moves in among them.
 	i := lg.n
-	for i > 0 && lg.at(i-1).at > e.at {
+	for i > 0 && lg.at(i-1).at > at {
 		*lg.at(i) = *lg.at(i - 1)
 		i--
 	}
-	*lg.at(i) = e
+	e := lg.at(i)
+	e.at = at
 	lg.n++
+	return e
 }
 
 // use sets the window a decision uses the log with at now: it drops the
@@ -292,10 +294,13 @@ func (lg *memLog) retryAt(deficit, now int64) int64 {
 	return 0 // unreachable while cost <= limit
 }
 
-// usage fills u from the log at now.
-func (lg *memLog) usage(b Budget, now int64) Usage {
+// usage sets u to the usage of the log for b at now. It sets u's fields
+// in place: a Usage built apart and copied in costs as much again.
+func (lg *memLog) usage(u *Usage, b *Budget, now int64) {
 	first, gap := lg.first(now)
-	u := Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum - gap}
+	u.Budget, u.Window, u.Limit, u.Used = b.Name, b.Window, b.Limit, lg.sum-gap
+	u.Remaining, u.Cost, u.StoreLoss = 0, 0, false
+	u.ExhaustedUntil, u.RetryAt, u.Reset = time.Time{}, time.Time{}, time.Time{}
 	if lg.exh > now {
 		u.ExhaustedUntil = time.UnixMicro(lg.exh)
 	}
@@ -309,7 +314,6 @@ func (lg *memLog) usage(b Budget, now int64) Usage {
 			}
 		}
 	}
-	return u
 }
 
 // peek describes the log for budget b at now without changing what it
@@ -411,19 +415,20 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 	if s.ops%sweepEvery == 0 {
 		s.sweep(nowUS)
 	}
-	for _, d := range debits {
-		lg := s.logOf(req.API, req.Owner, d.Name)
+	// The debits by pointer: a Debit copied costs more than its use here.
+	for i := range debits {
+		lg := s.logOf(req.API, req.Owner, debits[i].Name)
 		if req.Now.IsZero() {
 			nowUS = max(nowUS, lg.seen)
 		}
 		lgs = append(lgs, lg)
 	}
-	for i, d := range debits {
-		lgs[i].use(d.Window, nowUS)
+	for i := range debits {
+		lgs[i].use(debits[i].Window, nowUS)
 	}
 	ok := true
-	for i, d := range debits {
-		lg := lgs[i]
+	for i := range debits {
+		d, lg := &debits[i], lgs[i]
 		var retry int64
 		if deficit := lg.used(nowUS) + d.Cost - d.Limit; deficit > 0 {
 			retry = lg.retryAt(deficit, nowUS)
@@ -433,34 +438,37 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 		}
 		if retry != 0 {
 			ok = false
-			us[i] = lg.usage(d.Budget, nowUS)
+			lg.usage(&us[i], &d.Budget, nowUS)
 			us[i].RetryAt = time.UnixMicro(retry)
+		} else {
+			us[i].RetryAt = time.Time{}
 		}
 	}
 	if !ok {
-		for i, d := range debits {
+		for i := range debits {
 			if us[i].RetryAt.IsZero() {
-				us[i] = lgs[i].usage(d.Budget, nowUS)
+				lgs[i].usage(&us[i], &debits[i].Budget, nowUS)
 			}
 		}
 		return false, time.UnixMicro(nowUS), 0, nil
 	}
-	var nonce nonceBuf
-	if mint {
-		nonce = makeStoreNonce(s.ops)
-	} else {
-		nonce = makeNonce(req.Nonce)
-	}
-	for i, d := range debits {
-		lg := lgs[i]
+
+	for i := range debits {
+		d, lg := &debits[i], lgs[i]
 		at := nowUS
 		if req.Hold > 0 && !d.Window.IsDaily() {
 			at = heldAt(d.Window, time.UnixMicro(nowUS), req.Hold).UnixMicro()
 		}
-		lg.push(memEntry{at: at, cost: d.Cost, nonce: nonce})
+		e := lg.push(at)
+		e.cost = d.Cost
+		if mint {
+			e.nonce.setStore(s.ops)
+		} else {
+			e.nonce.set(req.Nonce)
+		}
 		lg.sum += d.Cost
 		s.spendLog(lg, req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
-		us[i] = lg.usage(d.Budget, nowUS)
+		lg.usage(&us[i], &d.Budget, nowUS)
 		us[i].Cost = d.Cost
 	}
 	return true, time.UnixMicro(nowUS), s.ops, nil
@@ -577,7 +585,9 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	lg.clear()
 	lg.kept = req.Budget.Window
 	if req.Used > 0 {
-		lg.push(memEntry{at: now, cost: req.Used, nonce: makeNonce(req.Nonce)})
+		e := lg.push(now)
+		e.cost = req.Used
+		e.nonce.set(req.Nonce)
 		lg.sum = req.Used
 	}
 	return nil
