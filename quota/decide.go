@@ -20,7 +20,14 @@ func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job str
 // (WithClock). The store makes the nonce, and returns its number (see
 // MemoryStore.take).
 func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, host int64, owner, method, job string, debits []Debit, us []Usage) (bool, time.Time, uint64, error) {
-	req := TakeRequest{API: l.api, Owner: owner, Method: method, Job: job, Now: l.now(), TrustStore: l.loss.trust}
+	// Set field by field: a literal is built apart and copied in, which
+	// stalls on store forwarding.
+	var req TakeRequest
+	req.API, req.Owner, req.Method, req.Job = l.api, owner, method, job
+	if l.clock != nil {
+		req.Now = l.now()
+	}
+	req.TrustStore = l.loss.trust
 	return ms.take(ctx, &req, host, true, debits, us)
 }
 

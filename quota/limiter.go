@@ -45,9 +45,9 @@ type Limiter struct {
 	overNext  atomic.Int64              // when to reload overrides, µs since the epoch
 	over      atomic.Pointer[overrides] // operator overrides in force
 	fps       sync.Map                  // secret -> fingerprint
-	accounts  sync.Map                  // resolveKey -> ident, once registered in the store
+	accounts  sync.Map                  // resolveKey -> *ident, once registered in the store
 	lastID    atomic.Pointer[lastIdent] // the credential registered last
-	labels    sync.Map                  // resolveKey (no fingerprint) -> CredentialInfo, for label-only credentials
+	labels    sync.Map                  // resolveKey (no fingerprint) -> *ident, for label-only credentials
 
 	// events (observer.go)
 	obs        []Observer
@@ -202,15 +202,15 @@ type ident struct {
 // call), which enforces unique labels and tells the recorded owner; the
 // answer is cached, so later calls cost nothing. An error (a label taken by
 // another credential, an unknown label, an unreachable store) comes before
-// anything is charged.
-func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
+// anything is charged. The ident returned is shared: never written.
+func (l *Limiter) identify(ctx context.Context, c Credential) (*ident, error) {
 	owner := c.Owner
 	if owner == "" {
 		owner = l.owner
 	}
 	if c.Owner != "" {
 		if err := checkName("owner", c.Owner); err != nil {
-			return ident{}, err
+			return nil, err
 		}
 	}
 	if c.Secret == "" {
@@ -222,7 +222,7 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
 	fp := l.Fingerprint(c.Secret)
 	k := resolveKey{fp, c.Label, owner}
 	if v, ok := l.accounts.Load(k); ok {
-		return v.(ident), nil
+		return v.(*ident), nil
 	}
 	l.define(ctx)
 	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner}
@@ -231,22 +231,25 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (ident, error) {
 	}
 	info, err := l.store.UpdateCredential(ctx, l.api, u)
 	if err != nil {
-		return ident{}, err
+		return nil, err
 	}
 	// A credential given without a label is named by the label the store
 	// holds for it (after a rotation, say), so refusals and events name
 	// "yt-key-1", not a fingerprint.
-	id := ident{fp, cmp.Or(c.Label, info.Label), info.Account()}
+	id := &ident{fp, cmp.Or(c.Label, info.Label), info.Account()}
 	l.accounts.Store(k, id)
 	l.lastID.Store(&lastIdent{secret: c.Secret, owner: owner, id: id})
 	return id, nil
 }
 
+// noIdent is no credential's ident; never written.
+var noIdent ident
+
 // lastIdent is the credential identify registered last, kept so that a run
 // of charges with one credential skips two map lookups.
 type lastIdent struct {
 	secret, owner string
-	id            ident
+	id            *ident
 }
 
 // lookup resolves c for a read (Status, Entries) without writing to the
@@ -254,7 +257,11 @@ type lastIdent struct {
 // fingerprint (or its legacy one), else the owner named or the fingerprint.
 func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 	if c.Secret == "" {
-		return l.identify(ctx, c) // a label lookup reads only
+		id, err := l.identify(ctx, c) // a label lookup reads only
+		if err != nil {
+			return ident{}, err
+		}
+		return *id, nil
 	}
 	owner := c.Owner
 	if owner == "" {
@@ -267,7 +274,7 @@ func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 	}
 	fp := l.Fingerprint(c.Secret)
 	if v, ok := l.accounts.Load(resolveKey{fp, c.Label, owner}); ok {
-		return v.(ident), nil
+		return *v.(*ident), nil
 	}
 	if owner != "" {
 		return ident{fp, c.Label, owner}, nil
@@ -315,26 +322,26 @@ func (l *Limiter) define(ctx context.Context) {
 	}
 }
 
-func (l *Limiter) identifyLabel(ctx context.Context, label, owner string) (ident, error) {
+func (l *Limiter) identifyLabel(ctx context.Context, label, owner string) (*ident, error) {
 	if label == "" {
-		return ident{}, invalidf("empty credential: give a secret, or the label of a credential the store knows")
+		return nil, invalidf("empty credential: give a secret, or the label of a credential the store knows")
 	}
 	k := resolveKey{label: label, owner: owner}
 	if v, ok := l.labels.Load(k); ok {
-		c := v.(CredentialInfo)
-		return ident{c.ID, label, c.Account()}, nil
+		return v.(*ident), nil
 	}
 	c, err := l.lookupLabel(ctx, label)
 	if err != nil {
-		return ident{}, err
+		return nil, err
 	}
 	if owner != "" && owner != c.Account() {
 		if c, err = l.store.UpdateCredential(ctx, l.api, CredentialUpdate{Op: OpRegister, ID: c.ID, Owner: owner}); err != nil {
-			return ident{}, err
+			return nil, err
 		}
 	}
-	l.labels.Store(k, c)
-	return ident{c.ID, label, c.Account()}, nil
+	id := &ident{c.ID, label, c.Account()}
+	l.labels.Store(k, id)
+	return id, nil
 }
 
 func (l *Limiter) lookupLabel(ctx context.Context, label string) (CredentialInfo, error) {
@@ -463,12 +470,18 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	var dbuf [2]Debit // on the stack unless the charge names more budgets
 	debits := dbuf[:0]
 	var maxCost int64
-	for _, b := range l.budgets {
+	over := l.over.Load() // the definitions in force (def), for every debit
+	for i := range l.budgets {
+		b := &l.budgets[i] // by pointer: a Budget copied costs more than its use here
 		cost, ok := ch.Units[b.Name]
 		if !ok {
 			continue
 		}
-		b = l.def(b)
+		if over != nil && over.byName != nil {
+			if ob, ok := over.byName[b.Name]; ok {
+				b = &ob
+			}
+		}
 		if cost <= 0 {
 			return nil, invalidf("cost %d for budget %q: must be > 0", cost, b.Name)
 		}
@@ -476,7 +489,7 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 			return nil, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, cost, b.Limit)
 		}
 		maxCost = max(maxCost, cost)
-		debits = append(debits, Debit{Budget: b, Cost: cost})
+		debits = append(debits, Debit{Budget: *b, Cost: cost})
 	}
 	if len(debits) != len(ch.Units) {
 		for name := range ch.Units {
@@ -486,6 +499,9 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		}
 	}
 	id, err := l.identify(ctx, cred)
+	if err != nil {
+		id = &noIdent // what follows reports the error, naming no credential
+	}
 	var check *refusal
 	if err == nil && l.refusals != nil {
 		var refused *ExhaustedError
@@ -496,7 +512,7 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	}
 	if err == nil && l.leases != nil {
 		var r *Reservation
-		if r, err = l.takeLeased(ctx, id, ch.Method, debits, check); err == nil || !errors.Is(err, ErrStoreUnavailable) {
+		if r, err = l.takeLeased(ctx, *id, ch.Method, debits, check); err == nil || !errors.Is(err, ErrStoreUnavailable) {
 			return r, err
 		}
 	}
@@ -544,7 +560,7 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		// the request and the result as the store saw them (rare: rebuilt
 		// here so that the decision's own can stay on the stack)
 		l.lostState(ctx, &TakeRequest{API: l.api, Owner: id.account, Method: ch.Method, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust},
-			&TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}, id)
+			&TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}, *id)
 	}
 	for i := range usage {
 		usage[i].finish(at)
