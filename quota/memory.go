@@ -398,8 +398,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 	var logs [4]*memLog
 	lgs := logs[:0]
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.Lock() // unlocked on return, without a defer: nothing here panics
 	// The clock is read under the lock, so decisions record their entries
 	// in the order of their instants.
 	var nowUS int64
@@ -450,6 +449,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 				lgs[i].usage(&us[i], &debits[i].Budget, nowUS)
 			}
 		}
+		s.mu.Unlock()
 		return false, time.UnixMicro(nowUS), 0, nil
 	}
 
@@ -467,11 +467,13 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 			e.nonce.set(req.Nonce)
 		}
 		lg.sum += d.Cost
-		s.spendLog(lg, req.API, req.Owner, d.Budget, req.Method, req.Job, nowUS, d.Cost)
+		s.spendLog(lg, req.API, req.Owner, &d.Budget, req.Method, req.Job, nowUS, d.Cost)
 		lg.usage(&us[i], &d.Budget, nowUS)
 		us[i].Cost = d.Cost
 	}
-	return true, time.UnixMicro(nowUS), s.ops, nil
+	seq := s.ops
+	s.mu.Unlock()
+	return true, time.UnixMicro(nowUS), seq, nil
 }
 
 // newTakeResult allocates a result and, for up to two budgets, its usage

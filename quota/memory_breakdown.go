@@ -47,14 +47,13 @@ func (r *useRow) add(hour int64, w Window, units int64) {
 // run of decisions with one method and job in one hour adds to the row the
 // log spent into last, without hashing the row's key. Called with s.mu
 // held.
-func (s *MemoryStore) spendLog(lg *memLog, api, owner string, b Budget, method, job string, at, units int64) {
-	hour := at - at%hourUS
-	if r := lg.row; r != nil && lg.rowHour == hour && lg.rowMethod == method && lg.rowJob == job {
-		r.add(hour, b.Window, units)
+func (s *MemoryStore) spendLog(lg *memLog, api, owner string, b *Budget, method, job string, at, units int64) {
+	if r := lg.row; r != nil && at >= lg.rowHour && at < lg.rowHour+hourUS && lg.rowMethod == method && lg.rowJob == job {
+		r.add(lg.rowHour, b.Window, units)
 		return
 	}
-	lg.row = s.spend(api, owner, b, method, job, at, units)
-	lg.rowHour, lg.rowMethod, lg.rowJob = hour, method, job
+	lg.row = s.spend(api, owner, *b, method, job, at, units)
+	lg.rowHour, lg.rowMethod, lg.rowJob = at-at%hourUS, method, job
 }
 
 // sweepUse drops breakdown rows and crossing marks that have lapsed by now
