@@ -489,7 +489,11 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 			return nil, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, cost, b.Limit)
 		}
 		maxCost = max(maxCost, cost)
-		debits = append(debits, Debit{Budget: *b, Cost: cost})
+		// Set in place: a Debit literal is built apart and copied in, which
+		// stalls on store forwarding.
+		debits = append(debits, Debit{})
+		d := &debits[len(debits)-1]
+		d.Budget, d.Cost = *b, cost
 	}
 	if len(debits) != len(ch.Units) {
 		for name := range ch.Units {
