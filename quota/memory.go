@@ -345,6 +345,15 @@ func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 	return lg
 }
 
+// instant returns a decision's now: reqNow as given (to the µs, in its
+// location), else nowUS, the host clock's.
+func (s *MemoryStore) instant(reqNow time.Time, nowUS int64) time.Time {
+	if !reqNow.IsZero() {
+		return reqNow.Truncate(time.Microsecond)
+	}
+	return time.UnixMicro(nowUS)
+}
+
 // logOf returns the log of api, cred and budget, made if new.
 func (s *MemoryStore) logOf(api, cred, budget string) *memLog {
 	k := logKey{api, cred, budget}
@@ -450,14 +459,14 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 			}
 		}
 		s.mu.Unlock()
-		return false, time.UnixMicro(nowUS), 0, nil
+		return false, s.instant(req.Now, nowUS), 0, nil
 	}
 
 	for i := range debits {
 		d, lg := &debits[i], lgs[i]
 		at := nowUS
 		if req.Hold > 0 && !d.Window.IsDaily() {
-			at = heldAt(d.Window, time.UnixMicro(nowUS), req.Hold).UnixMicro()
+			at = heldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
 		}
 		e := lg.push(at)
 		e.cost = d.Cost
@@ -473,7 +482,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 	}
 	seq := s.ops
 	s.mu.Unlock()
-	return true, time.UnixMicro(nowUS), seq, nil
+	return true, s.instant(req.Now, nowUS), seq, nil
 }
 
 // newTakeResult allocates a result and, for up to two budgets, its usage
