@@ -10,39 +10,75 @@ import "context"
 // off the decision path instead.)
 type ChargeFunc func(res *Reservation, refund bool)
 
-type chargeFuncKey struct{}
+// callValues is what a context carries for the Limiter calls made under it
+// (ContextWithJob, ContextWithChargeFunc, ContextWithAllocation, a
+// Transport's observers), under one key, so that a Take finds all of them
+// in one lookup: a lookup walks the context's chain. Each ContextWith...
+// copies its parent's and changes one; never written once in a context.
+// Its methods take a nil one for none.
+type callValues struct {
+	job       string
+	charge    ChargeFunc
+	alloc     *allocation
+	observers []Observer
+}
 
-type jobKey struct{}
+type callValuesKey struct{}
+
+// valuesOf returns the values ctx carries, or nil.
+func valuesOf(ctx context.Context) *callValues {
+	v, _ := ctx.Value(callValuesKey{}).(*callValues)
+	return v
+}
+
+// withValues returns a copy of ctx carrying its values changed by set.
+func withValues(ctx context.Context, set func(*callValues)) context.Context {
+	var v callValues
+	if p := valuesOf(ctx); p != nil {
+		v = *p
+	}
+	set(&v)
+	return context.WithValue(ctx, callValuesKey{}, &v)
+}
+
+func (v *callValues) jobName() string {
+	if v == nil {
+		return ""
+	}
+	return v.job
+}
+
+func (v *callValues) chargeFunc() ChargeFunc {
+	if v == nil {
+		return nil
+	}
+	return v.charge
+}
 
 // ContextWithJob returns a copy of ctx under which every charge is recorded
 // as made by the job name: Store.Breakdown reports units per job, and
 // events carry it. The jobs package sets it for every run.
 func ContextWithJob(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, jobKey{}, name)
+	return withValues(ctx, func(v *callValues) { v.job = name })
 }
 
 // JobFromContext returns the job name ContextWithJob set on ctx, or "".
-func JobFromContext(ctx context.Context) string {
-	name, _ := ctx.Value(jobKey{}).(string)
-	return name
-}
+func JobFromContext(ctx context.Context) string { return valuesOf(ctx).jobName() }
 
 type allocation struct {
 	budget, within string
 	next           *allocation
 }
 
-type allocationKey struct{}
-
 // ContextWithChargeFunc returns a copy of ctx under which every Take and
 // Refund of any Limiter also calls fn. They nest: an inner one does not
 // hide an outer one.
 func ContextWithChargeFunc(ctx context.Context, fn ChargeFunc) context.Context {
-	if outer, ok := ctx.Value(chargeFuncKey{}).(ChargeFunc); ok {
+	if outer := valuesOf(ctx).chargeFunc(); outer != nil {
 		inner := fn
 		fn = func(res *Reservation, refund bool) { inner(res, refund); outer(res, refund) }
 	}
-	return context.WithValue(ctx, chargeFuncKey{}, fn)
+	return withValues(ctx, func(v *callValues) { v.charge = fn })
 }
 
 // ContextWithAllocation returns a copy of ctx under which every charge to
@@ -52,22 +88,24 @@ func ContextWithChargeFunc(ctx context.Context, fn ChargeFunc) context.Context {
 // budgets of the Limiter; a Take whose Limiter lacks alloc fails with
 // ErrInvalid naming it.
 func ContextWithAllocation(ctx context.Context, alloc, within string) context.Context {
-	next, _ := ctx.Value(allocationKey{}).(*allocation)
-	return context.WithValue(ctx, allocationKey{}, &allocation{budget: alloc, within: within, next: next})
+	return withValues(ctx, func(v *callValues) { v.alloc = &allocation{budget: alloc, within: within, next: v.alloc} })
 }
 
 func observe(ctx context.Context, res *Reservation, refund bool) {
-	if fn, ok := ctx.Value(chargeFuncKey{}).(ChargeFunc); ok {
+	if fn := valuesOf(ctx).chargeFunc(); fn != nil {
 		fn(res, refund)
 	}
 }
 
 // allocate adds to ch.Units the allocation budgets ctx asks for, on a copy.
-func allocate(ctx context.Context, ch Charge) Charge {
-	a, _ := ctx.Value(allocationKey{}).(*allocation)
-	if a == nil {
+func allocate(ctx context.Context, ch Charge) Charge { return valuesOf(ctx).allocate(ch) }
+
+// allocate adds to ch.Units the allocation budgets v asks for, on a copy.
+func (v *callValues) allocate(ch Charge) Charge {
+	if v == nil || v.alloc == nil {
 		return ch
 	}
+	a := v.alloc
 	units := make(map[string]int64, len(ch.Units)+1)
 	for k, v := range ch.Units {
 		units[k] = v

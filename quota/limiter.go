@@ -450,20 +450,21 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	// MemoryStore, the decision's instant.
 	host := l.host.nowUS()
 	l.refreshOverridesAt(ctx, host)
-	obs := l.observers(ctx)
+	cv := valuesOf(ctx) // one lookup for the job, allocations, observers and ChargeFunc
+	obs := l.observersWith(cv)
 	if len(obs) == 0 {
-		return l.take(ctx, cred, ch, nil, host)
+		return l.take(ctx, cv, cred, ch, nil, host)
 	}
 	d := &decision{start: time.Now()}
-	r, err := l.take(ctx, cred, ch, d, host)
+	r, err := l.take(ctx, cv, cred, ch, d, host)
 	l.decided(ctx, obs, cred, ch, d, r, err)
 	return r, err
 }
 
 // take is Take; d, when not nil, collects what an event reports. host is
-// the host clock's time Take read (µs).
-func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decision, host int64) (*Reservation, error) {
-	ch = allocate(ctx, ch)
+// the host clock's time Take read (µs); cv what ctx carries.
+func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch Charge, d *decision, host int64) (*Reservation, error) {
+	ch = cv.allocate(ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
@@ -520,7 +521,7 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 			return r, err
 		}
 	}
-	job := JobFromContext(ctx)
+	job := cv.jobName()
 	var seq uint64 // the nonce's number (Reservation.seq)
 	// On the MemoryStore the decision's usage is written straight into the
 	// Reservation returned: with it, the one allocation of the Take.
@@ -555,7 +556,9 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 		}
 		if err = l.unavailable(err, maxCost, ch.Method, cred); err == nil {
 			r := &Reservation{API: l.api, Credential: id.fp, Owner: id.account, Label: cred.Label, Method: ch.Method, At: time.Now(), Unmetered: true}
-			observe(ctx, r, false)
+			if fn := cv.chargeFunc(); fn != nil {
+				fn(r, false)
+			}
 			return r, nil
 		}
 		return nil, err
@@ -585,7 +588,9 @@ func (l *Limiter) take(ctx context.Context, cred Credential, ch Charge, d *decis
 	r.API, r.Credential, r.Owner, r.Label = l.api, id.fp, id.account, id.label
 	r.Method, r.Job, r.At = ch.Method, job, at
 	r.ext, r.seq = l.self, seq
-	observe(ctx, r, false)
+	if fn := cv.chargeFunc(); fn != nil {
+		fn(r, false)
+	}
 	return r, nil
 }
 

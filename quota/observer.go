@@ -221,18 +221,18 @@ func (l *Limiter) setupEvents() error {
 	return nil
 }
 
-type transportObserversKey struct{}
-
 // withObservers returns ctx carrying extra observers for the limiter calls
 // made under it (a Transport's WithTransportObserver).
 func withObservers(ctx context.Context, obs []Observer) context.Context {
 	if len(obs) == 0 {
 		return ctx
 	}
-	if outer, ok := ctx.Value(transportObserversKey{}).([]Observer); ok {
-		obs = append(slices.Clip(obs), outer...)
-	}
-	return context.WithValue(ctx, transportObserversKey{}, obs)
+	return withValues(ctx, func(v *callValues) {
+		if len(v.observers) > 0 {
+			obs = append(slices.Clip(obs), v.observers...)
+		}
+		v.observers = obs
+	})
 }
 
 // observers returns the observers of a call under ctx, nil when none.
@@ -240,7 +240,16 @@ func (l *Limiter) observers(ctx context.Context) []Observer {
 	if ctx == nil {
 		return l.obs // the entry point refuses it
 	}
-	extra, _ := ctx.Value(transportObserversKey{}).([]Observer)
+	return l.observersWith(valuesOf(ctx))
+}
+
+// observersWith returns the observers of a call under a context carrying
+// v, nil when none.
+func (l *Limiter) observersWith(v *callValues) []Observer {
+	var extra []Observer
+	if v != nil {
+		extra = v.observers
+	}
 	if len(extra) == 0 {
 		return l.obs
 	}
