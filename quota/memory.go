@@ -274,16 +274,17 @@ func (lg *memLog) from(start int64) (int, int64) {
 	return i, gap
 }
 
-// used returns the units the window counts at now.
-func (lg *memLog) used(now int64) int64 {
-	_, gap := lg.first(now)
-	return lg.sum - gap
+// counted is what of a log a window counts at an instant: from the entry
+// at first on, all the units but gap (see memLog.first).
+type counted struct {
+	first int
+	gap   int64
 }
 
-// retryAt returns when deficit units will have expired (µs).
-func (lg *memLog) retryAt(deficit, now int64) int64 {
+// retryAt returns when deficit units will have expired (µs), the window
+// counting from the entry at first.
+func (lg *memLog) retryAt(deficit int64, first int) int64 {
 	var freed int64
-	first, _ := lg.first(now)
 	for i := first; i < lg.n; i++ {
 		e := lg.at(i)
 		freed += e.cost
@@ -294,11 +295,12 @@ func (lg *memLog) retryAt(deficit, now int64) int64 {
 	return 0 // unreachable while cost <= limit
 }
 
-// usage sets u to the usage of the log for b at now. It sets u's fields
-// in place: a Usage built apart and copied in costs as much again.
-func (lg *memLog) usage(u *Usage, b *Budget, now int64) {
-	first, gap := lg.first(now)
-	u.Budget, u.Window, u.Limit, u.Used = b.Name, b.Window, b.Limit, lg.sum-gap
+// usage sets u to the usage of the log for b at now, of which c is what
+// the window counts. It sets u's fields in place: a Usage built apart and
+// copied in costs as much again.
+func (lg *memLog) usage(u *Usage, b *Budget, now int64, c counted) {
+	first := c.first
+	u.Budget, u.Window, u.Limit, u.Used = b.Name, b.Window, b.Limit, lg.sum-c.gap
 	u.Remaining, u.Cost, u.StoreLoss = 0, 0, false
 	u.ExhaustedUntil, u.RetryAt, u.Reset = time.Time{}, time.Time{}, time.Time{}
 	if lg.exh > now {
@@ -435,18 +437,23 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 		lgs[i].use(debits[i].Window, nowUS)
 	}
 	ok := true
+	var cbuf [4]counted
+	cs := cbuf[:0] // what each window counts: recording at now or later changes none
 	for i := range debits {
 		d, lg := &debits[i], lgs[i]
+		var c counted
+		c.first, c.gap = lg.first(nowUS)
+		cs = append(cs, c)
 		var retry int64
-		if deficit := lg.used(nowUS) + d.Cost - d.Limit; deficit > 0 {
-			retry = lg.retryAt(deficit, nowUS)
+		if deficit := lg.sum - c.gap + d.Cost - d.Limit; deficit > 0 {
+			retry = lg.retryAt(deficit, c.first)
 		}
 		if lg.exh > nowUS {
 			retry = max(retry, lg.exh)
 		}
 		if retry != 0 {
 			ok = false
-			lg.usage(&us[i], &d.Budget, nowUS)
+			lg.usage(&us[i], &d.Budget, nowUS, c)
 			us[i].RetryAt = time.UnixMicro(retry)
 		} else {
 			us[i].RetryAt = time.Time{}
@@ -455,7 +462,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 	if !ok {
 		for i := range debits {
 			if us[i].RetryAt.IsZero() {
-				lgs[i].usage(&us[i], &debits[i].Budget, nowUS)
+				lgs[i].usage(&us[i], &debits[i].Budget, nowUS, cs[i])
 			}
 		}
 		s.mu.Unlock()
@@ -477,7 +484,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 		}
 		lg.sum += d.Cost
 		s.spendLog(lg, req.API, req.Owner, &d.Budget, req.Method, req.Job, nowUS, d.Cost)
-		lg.usage(&us[i], &d.Budget, nowUS)
+		lg.usage(&us[i], &d.Budget, nowUS, cs[i])
 		us[i].Cost = d.Cost
 	}
 	seq := s.ops
