@@ -111,8 +111,8 @@ type memLog struct {
 	// host clock happens no earlier (see MemoryStore.take)
 	seen int64
 	// the breakdown row (in MemoryStore.use) the log's last decision spent
-	// into, for its hour, method and job; nil after a sweep, which may drop
-	// the row
+	// into, for its hour, method and job, kept for the log's window; nil
+	// after a sweep, which may drop the row, and when the window changes
 	row               *useRow
 	rowHour           int64
 	rowMethod, rowJob string
@@ -158,6 +158,7 @@ func (lg *memLog) use(w Window, now int64) {
 	if !lg.window.Equal(w) {
 		lg.dayStart, lg.dayEnd = 0, 0
 		lg.window = w
+		lg.row = nil // its keep is the old window's
 	}
 	lg.prune(now)
 	if lg.sum == 0 {

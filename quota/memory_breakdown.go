@@ -43,13 +43,14 @@ func (r *useRow) add(hour int64, w Window, units int64) {
 	r.keep = max(r.keep, hour+hourUS+BreakdownKeep(w).Microseconds())
 }
 
-// spendLog is spend for a decision on lg (the log of api, owner and b): a
-// run of decisions with one method and job in one hour adds to the row the
-// log spent into last, without hashing the row's key. Called with s.mu
-// held.
+// spendLog is spend for a decision on lg (the log of api, owner and b,
+// used with b's window): a run of decisions with one method and job in one
+// hour adds to the row the log spent into last, without hashing the row's
+// key (the row's keep already counts this hour and window). Called with
+// s.mu held.
 func (s *MemoryStore) spendLog(lg *memLog, api, owner string, b *Budget, method, job string, at, units int64) {
 	if r := lg.row; r != nil && at >= lg.rowHour && at < lg.rowHour+hourUS && lg.rowMethod == method && lg.rowJob == job {
-		r.add(lg.rowHour, b.Window, units)
+		r.units += units
 		return
 	}
 	lg.row = s.spend(api, owner, *b, method, job, at, units)
