@@ -493,8 +493,8 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 		// Set in place: a Debit literal is built apart and copied in, which
 		// stalls on store forwarding.
 		debits = append(debits, Debit{})
-		d := &debits[len(debits)-1]
-		d.Budget, d.Cost = *b, cost
+		db := &debits[len(debits)-1]
+		db.Budget, db.Cost = *b, cost
 	}
 	if len(debits) != len(ch.Units) {
 		for name := range ch.Units {

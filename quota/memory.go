@@ -388,7 +388,7 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 // take is Take for req with its debits given apart: it returns whether the
 // charge was admitted and the store's now, and writes each debit's usage
 // into us (one per debit). It keeps neither req, debits nor us, so the
-// Limiter's request, debits and usage stay on its stack. host, when not 0
+// Limiter's request and debits stay on its stack. host, when not 0
 // and req.Now is zero, is the host clock's time (µs) as the caller read it
 // before the lock: the Limiter reads the clock once per decision. With
 // mint, the store makes the entries' nonce instead of req.Nonce, of the
