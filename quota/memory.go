@@ -146,11 +146,14 @@ func (lg *memLog) push(at int64) *memEntry {
 // use sets the window a decision uses the log with at now: it drops the
 // entries the kept window no longer keeps (they are gone for every window,
 // even a longer one set now), then remembers in kept how far back the log
-// must keep entries from now on (Retain).
-func (lg *memLog) use(w Window, now int64) {
-	if lg.window == w && lg.kept == w { // the usual case, in short
+// must keep entries from now on (Retain). It returns what the window
+// counts at now (see first).
+func (lg *memLog) use(w Window, now int64) counted {
+	if lg.window == w && lg.kept == w {
+		// The usual case, in short: the log keeps what the window counts,
+		// so pruned it holds no entry the window does not count.
 		lg.pruneBefore(lg.start(now), now)
-		return
+		return counted{}
 	}
 	if lg.kept.IsZero() {
 		lg.kept = w
@@ -166,6 +169,9 @@ func (lg *memLog) use(w Window, now int64) {
 	} else {
 		lg.kept = Retain(lg.kept, w)
 	}
+	var c counted
+	c.first, c.gap = lg.first(now)
+	return c
 }
 
 // find returns the live entry recorded at at with nonce, or nil; pfx is
@@ -216,6 +222,12 @@ func (lg *memLog) start(now int64) int64 {
 	if !lg.window.IsDaily() {
 		return now - lg.window.Duration().Microseconds() + 1
 	}
+	return lg.day(now)
+}
+
+// day returns the start of the daily window's day holding now (µs),
+// cached with its end.
+func (lg *memLog) day(now int64) int64 {
 	if now < lg.dayStart || now >= lg.dayEnd {
 		t := time.UnixMicro(now)
 		lg.dayStart = lg.window.Start(t).UnixMicro()
@@ -434,17 +446,14 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 		}
 		lgs = append(lgs, lg)
 	}
-	for i := range debits {
-		lgs[i].use(debits[i].Window, nowUS)
-	}
-	ok := true
 	var cbuf [4]counted
 	cs := cbuf[:0] // what each window counts: recording at now or later changes none
 	for i := range debits {
-		d, lg := &debits[i], lgs[i]
-		var c counted
-		c.first, c.gap = lg.first(nowUS)
-		cs = append(cs, c)
+		cs = append(cs, lgs[i].use(debits[i].Window, nowUS))
+	}
+	ok := true
+	for i := range debits {
+		d, lg, c := &debits[i], lgs[i], cs[i]
 		var retry int64
 		if deficit := lg.sum - c.gap + d.Cost - d.Limit; deficit > 0 {
 			retry = lg.retryAt(deficit, c.first)
