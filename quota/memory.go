@@ -308,26 +308,46 @@ func (lg *memLog) retryAt(deficit int64, first int) int64 {
 	return 0 // unreachable while cost <= limit
 }
 
-// usage sets u to the usage of the log for b at now, of which c is what
-// the window counts. It sets u's fields in place: a Usage built apart and
-// copied in costs as much again.
-func (lg *memLog) usage(u *Usage, b *Budget, now int64, c counted) {
-	first := c.first
-	u.Budget, u.Window, u.Limit, u.Used = b.Name, b.Window, b.Limit, lg.sum-c.gap
-	u.Remaining, u.Cost, u.StoreLoss = 0, 0, false
-	u.ExhaustedUntil, u.RetryAt, u.Reset = time.Time{}, time.Time{}, time.Time{}
+// tally is what a decision reads of a log, under the store's lock, for a
+// Usage it fills after (fill): the work and the writes of a Usage are left
+// out of the lock.
+type tally struct {
+	used     int64
+	exh      int64 // exhausted until, µs; 0 if not marked
+	reset    int64 // µs
+	hasReset bool
+}
+
+// tally reads the log for b at now, of which c is what the window counts.
+func (lg *memLog) tally(b *Budget, now int64, c counted) tally {
+	t := tally{used: lg.sum - c.gap}
 	if lg.exh > now {
-		u.ExhaustedUntil = time.UnixMicro(lg.exh)
+		t.exh = lg.exh
 	}
 	if b.Window.IsDaily() {
-		u.Reset = time.UnixMicro(lg.dayEnd)
+		t.reset, t.hasReset = lg.dayEnd, true
 	} else {
-		for i := first; i < lg.n; i++ {
+		for i := c.first; i < lg.n; i++ {
 			if e := lg.at(i); e.cost > 0 {
-				u.Reset = time.UnixMicro(e.at + b.Window.Duration().Microseconds())
+				t.reset, t.hasReset = e.at+b.Window.Duration().Microseconds(), true
 				break
 			}
 		}
+	}
+	return t
+}
+
+// fill sets u to the usage of b that t read. It sets u's fields in place:
+// a Usage built apart and copied in costs as much again.
+func (t *tally) fill(u *Usage, b *Budget) {
+	u.Budget, u.Window, u.Limit, u.Used = b.Name, b.Window, b.Limit, t.used
+	u.Remaining, u.Cost, u.StoreLoss = 0, 0, false
+	u.ExhaustedUntil, u.RetryAt, u.Reset = time.Time{}, time.Time{}, time.Time{}
+	if t.exh != 0 {
+		u.ExhaustedUntil = time.UnixMicro(t.exh)
+	}
+	if t.hasReset {
+		u.Reset = time.UnixMicro(t.reset)
 	}
 }
 
@@ -422,9 +442,10 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 	var logs [4]*memLog
 	lgs := logs[:0]
 
-	s.mu.Lock() // unlocked on return, without a defer: nothing here panics
+	s.mu.Lock() // unlocked without a defer: nothing here panics
 	// The clock is read under the lock, so decisions record their entries
-	// in the order of their instants.
+	// in the order of their instants; or before it, by the caller (host),
+	// and then no decision on a log happens before one made already.
 	var nowUS int64
 	switch {
 	case !req.Now.IsZero():
@@ -451,55 +472,63 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 	for i := range debits {
 		cs = append(cs, lgs[i].use(debits[i].Window, nowUS))
 	}
+	// What the decision reads for each Usage, filled in after the lock.
+	var tbuf [4]tally
+	ts := tbuf[:len(debits)]
+	if len(debits) > len(tbuf) {
+		ts = make([]tally, len(debits))
+	}
+	var retries [4]int64
+	retry := retries[:len(debits)]
+	if len(debits) > len(retries) {
+		retry = make([]int64, len(debits))
+	}
 	ok := true
 	for i := range debits {
 		d, lg, c := &debits[i], lgs[i], cs[i]
-		var retry int64
 		if deficit := lg.sum - c.gap + d.Cost - d.Limit; deficit > 0 {
-			retry = lg.retryAt(deficit, c.first)
+			retry[i] = lg.retryAt(deficit, c.first)
 		}
 		if lg.exh > nowUS {
-			retry = max(retry, lg.exh)
+			retry[i] = max(retry[i], lg.exh)
 		}
-		if retry != 0 {
+		if retry[i] != 0 {
 			ok = false
-			lg.usage(&us[i], &d.Budget, nowUS, c)
-			us[i].RetryAt = time.UnixMicro(retry)
-		} else {
-			us[i].RetryAt = time.Time{}
 		}
 	}
-	if !ok {
+	var seq uint64
+	if ok {
 		for i := range debits {
-			if us[i].RetryAt.IsZero() {
-				lgs[i].usage(&us[i], &debits[i].Budget, nowUS, cs[i])
+			d, lg := &debits[i], lgs[i]
+			at := nowUS
+			if req.Hold > 0 && !d.Window.IsDaily() {
+				at = heldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
 			}
+			e := lg.push(at)
+			e.cost = d.Cost
+			if mint {
+				e.nonce.setStore(s.ops)
+			} else {
+				e.nonce.set(req.Nonce)
+			}
+			lg.sum += d.Cost
+			s.spendLog(lg, req.API, req.Owner, &d.Budget, req.Method, req.Job, nowUS, d.Cost)
 		}
-		s.mu.Unlock()
-		return false, s.instant(req.Now, nowUS), 0, nil
+		seq = s.ops
 	}
-
 	for i := range debits {
-		d, lg := &debits[i], lgs[i]
-		at := nowUS
-		if req.Hold > 0 && !d.Window.IsDaily() {
-			at = heldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
-		}
-		e := lg.push(at)
-		e.cost = d.Cost
-		if mint {
-			e.nonce.setStore(s.ops)
-		} else {
-			e.nonce.set(req.Nonce)
-		}
-		lg.sum += d.Cost
-		s.spendLog(lg, req.API, req.Owner, &d.Budget, req.Method, req.Job, nowUS, d.Cost)
-		lg.usage(&us[i], &d.Budget, nowUS, cs[i])
-		us[i].Cost = d.Cost
+		ts[i] = lgs[i].tally(&debits[i].Budget, nowUS, cs[i])
 	}
-	seq := s.ops
 	s.mu.Unlock()
-	return true, s.instant(req.Now, nowUS), seq, nil
+	for i := range debits {
+		ts[i].fill(&us[i], &debits[i].Budget)
+		if ok {
+			us[i].Cost = debits[i].Cost
+		} else if retry[i] != 0 {
+			us[i].RetryAt = time.UnixMicro(retry[i])
+		}
+	}
+	return ok, s.instant(req.Now, nowUS), seq, nil
 }
 
 // newTakeResult allocates a result and, for up to two budgets, its usage
