@@ -36,8 +36,9 @@ const nonceMax = 24
 
 // newReservation allocates a Reservation with room for n budgets' usage,
 // for up to two budgets in one piece: the one allocation of an admitted
-// Take on the MemoryStore, which writes the usage in place.
-func newReservation(n int) *Reservation {
+// Take on the MemoryStore, which writes the usage in place. It returns
+// the Reservation and its Usage.
+func newReservation(n int) (*Reservation, []Usage) {
 	switch n {
 	case 1:
 		s := new(struct {
@@ -45,14 +46,15 @@ func newReservation(n int) *Reservation {
 			u [1]Usage
 		})
 		s.r.Usage = s.u[:]
-		return &s.r
+		return &s.r, s.u[:]
 	case 2:
 		s := new(struct {
 			r Reservation
 			u [2]Usage
 		})
 		s.r.Usage = s.u[:]
-		return &s.r
+		return &s.r, s.u[:]
 	}
-	return &Reservation{Usage: make([]Usage, n)}
+	u := make([]Usage, n)
+	return &Reservation{Usage: u}, u
 }

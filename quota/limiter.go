@@ -534,8 +534,7 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 	)
 	if err == nil {
 		if ms, mem := l.store.(*MemoryStore); mem {
-			r = newReservation(len(debits))
-			usage = r.Usage
+			r, usage = newReservation(len(debits))
 			ok, at, seq, err = l.decideMemory(ctx, ms, host, id.account, ch.Method, job, debits, usage)
 			seq |= storeSeq
 		} else {
