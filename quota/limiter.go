@@ -204,25 +204,32 @@ type ident struct {
 // another credential, an unknown label, an unreachable store) comes before
 // anything is charged. The ident returned is shared: never written.
 func (l *Limiter) identify(ctx context.Context, c Credential) (*ident, error) {
+	id, _, err := l.resolve(ctx, c)
+	return id, err
+}
+
+// resolve is identify, telling too whether it went past the caches (to
+// the store, or to derive a fingerprint): whether it took time.
+func (l *Limiter) resolve(ctx context.Context, c Credential) (*ident, bool, error) {
 	owner := c.Owner
 	if owner == "" {
 		owner = l.owner
 	}
 	if c.Owner != "" {
 		if err := checkName("owner", c.Owner); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if c.Secret == "" {
 		return l.identifyLabel(ctx, c.Label, owner)
 	}
 	if e := l.lastID.Load(); e != nil && e.secret == c.Secret && e.id.label == c.Label && e.owner == owner {
-		return e.id, nil // the credential of the last registration: no map lookups
+		return e.id, false, nil // the credential of the last registration: no map lookups
 	}
 	fp := l.Fingerprint(c.Secret)
 	k := resolveKey{fp, c.Label, owner}
 	if v, ok := l.accounts.Load(k); ok {
-		return v.(*ident), nil
+		return v.(*ident), false, nil
 	}
 	l.define(ctx)
 	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner}
@@ -231,7 +238,7 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (*ident, error) {
 	}
 	info, err := l.store.UpdateCredential(ctx, l.api, u)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	// A credential given without a label is named by the label the store
 	// holds for it (after a rotation, say), so refusals and events name
@@ -239,7 +246,7 @@ func (l *Limiter) identify(ctx context.Context, c Credential) (*ident, error) {
 	id := &ident{fp, cmp.Or(c.Label, info.Label), info.Account()}
 	l.accounts.Store(k, id)
 	l.lastID.Store(&lastIdent{secret: c.Secret, owner: owner, id: id})
-	return id, nil
+	return id, true, nil
 }
 
 // noIdent is no credential's ident; never written.
@@ -322,26 +329,27 @@ func (l *Limiter) define(ctx context.Context) {
 	}
 }
 
-func (l *Limiter) identifyLabel(ctx context.Context, label, owner string) (*ident, error) {
+// identifyLabel is resolve for a credential given by its label alone.
+func (l *Limiter) identifyLabel(ctx context.Context, label, owner string) (*ident, bool, error) {
 	if label == "" {
-		return nil, invalidf("empty credential: give a secret, or the label of a credential the store knows")
+		return nil, false, invalidf("empty credential: give a secret, or the label of a credential the store knows")
 	}
 	k := resolveKey{label: label, owner: owner}
 	if v, ok := l.labels.Load(k); ok {
-		return v.(*ident), nil
+		return v.(*ident), false, nil
 	}
 	c, err := l.lookupLabel(ctx, label)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	if owner != "" && owner != c.Account() {
 		if c, err = l.store.UpdateCredential(ctx, l.api, CredentialUpdate{Op: OpRegister, ID: c.ID, Owner: owner}); err != nil {
-			return nil, err
+			return nil, true, err
 		}
 	}
 	id := &ident{c.ID, label, c.Account()}
 	l.labels.Store(k, id)
-	return id, nil
+	return id, true, nil
 }
 
 func (l *Limiter) lookupLabel(ctx context.Context, label string) (CredentialInfo, error) {
@@ -446,8 +454,9 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if err := checkContext(ctx, "take"); err != nil {
 		return nil, err
 	}
-	// The host clock, read once: for the override refresh and, on the
-	// MemoryStore, the decision's instant.
+	// The host clock, read once (again only after a slow registration):
+	// for the override refresh and, on the MemoryStore, the decision's
+	// instant.
 	host := l.host.nowUS()
 	l.refreshOverridesAt(ctx, host)
 	cv := valuesOf(ctx) // one lookup for the job, allocations, observers and ChargeFunc
@@ -503,9 +512,15 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 			}
 		}
 	}
-	id, err := l.identify(ctx, cred)
+	id, slow, err := l.resolve(ctx, cred)
 	if err != nil {
 		id = &noIdent // what follows reports the error, naming no credential
+	}
+	if slow {
+		// Registering the credential took time (a store call, deriving its
+		// fingerprint): the decision reads the clock again, so that it is
+		// not recorded at an instant well before it was made.
+		host = l.host.nowUS()
 	}
 	var check *refusal
 	if err == nil && l.refusals != nil {
