@@ -14,8 +14,11 @@ import (
 
 // MemoryStore is a Store (and StateStore) that lives in one process: for
 // tests, and for a single service with no need to share or keep its budget.
-// It is safe for concurrent use; one mutex serialises decisions. The zero
-// value is not usable: call NewMemoryStore.
+// It is safe for concurrent use; one mutex serialises decisions. Its clock
+// (for a request with no Now) is the host's: the wall clock as read at
+// most 100ms before, plus the monotonic clock's time since, so that a step
+// of the wall clock shows within 100ms. The zero value is not usable: call
+// NewMemoryStore.
 type MemoryStore struct {
 	mu      sync.Mutex
 	logs    map[logKey]*memLog
