@@ -148,6 +148,24 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease
 		v, _ = l.leases.m.LoadOrStore(k, &leaseSlot{})
 	}
 	slot := v.(*leaseSlot)
+	lim := l.leases.opts.cap(d.Budget)
+	if life <= 0 || d.Cost >= lim || (l.leases.opts.Block > 0 && d.Cost >= l.leases.opts.Block) {
+		// No lease could admit this charge and another (the window is too
+		// short for leases, or the cost reaches the block or the cap on
+		// blocks): one plain decision, taken without the slot's lock, so
+		// that charges like it go to the store side by side instead of
+		// queueing on the lease, and the current lease goes on.
+		ls, res, err := l.takeBlock(ctx, slot, owner, d, d.Cost, 0)
+		if res != nil && l.endLease(ctx, slot) {
+			// the units the current lease set aside may be what the
+			// charge lacked: they went back, decide again
+			ls, res, err = l.takeBlock(ctx, slot, owner, d, d.Cost, 0)
+		}
+		if ls != nil {
+			ls.used = d.Cost
+		}
+		return ls, res, err
+	}
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
 	now := l.localNow()
@@ -157,7 +175,6 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease
 	}
 	// The current lease cannot pay: adapt the block to how it went, give
 	// back what it did not spend, and take a new one.
-	lim := l.leases.opts.cap(d.Budget)
 	if slot.block == 0 {
 		slot.block = min(lim, 16)
 	}
@@ -172,10 +189,6 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease
 			l.log.Warn("quota: settling a lease failed; its unused units stay counted until they expire",
 				"api", l.api, "budget", old.budget.Name, "unused", old.size-old.used, "error", err)
 		}
-	}
-	if life <= 0 {
-		// The window is too short for a lease: one decision per charge.
-		return l.takeBlock(ctx, slot, owner, d, d.Cost, 0)
 	}
 	size := d.Cost
 	if b := l.leases.opts.Block; b > 0 {
@@ -201,6 +214,24 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease
 		ls.used = d.Cost
 	}
 	return ls, res, err
+}
+
+// endLease ends slot's current lease when it holds units it has not
+// admitted, giving them back to the store, and reports whether it did.
+func (l *Limiter) endLease(ctx context.Context, slot *leaseSlot) bool {
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	cur := slot.cur
+	if cur == nil || cur.used >= cur.size {
+		return false
+	}
+	slot.cur = nil
+	if err := cur.settle(ctx, l); err != nil {
+		l.log.Warn("quota: settling a lease failed; its unused units stay counted until they expire",
+			"api", l.api, "budget", cur.budget.Name, "unused", cur.size-cur.used, "error", err)
+		return false
+	}
+	return true
 }
 
 // takeBlock takes a block of size units of d's budget for a lease of life

@@ -183,3 +183,71 @@ func TestLeaseConcurrent(t *testing.T) {
 		t.Fatalf("after Close the store counts %d, the goroutines kept %d", u, kept.Load())
 	}
 }
+
+// callCounter counts the Takes and Settles that reach a store.
+type callCounter struct {
+	quota.Store
+	takes, settles atomic.Int64
+}
+
+func (c *callCounter) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+	c.takes.Add(1)
+	return c.Store.Take(ctx, req)
+}
+
+func (c *callCounter) Settle(ctx context.Context, req *quota.SettleRequest) (map[string]int64, error) {
+	c.settles.Add(1)
+	return c.Store.Settle(ctx, req)
+}
+
+// TestLeaseBigChargePlain: a charge whose cost reaches the block size is
+// one plain store decision: it neither waits on the lease nor ends it, so
+// small charges keep being admitted from the lease (a YouTube job mixing
+// 1-unit reads with 50-unit writes under Block: 10 made a store call and a
+// settle for each write, and queued every write behind one lock). When the
+// plain decision is refused, the lease's unused units go back first and
+// the charge is decided again, so the units the lease set aside never
+// refuse a charge that fits.
+func TestLeaseBigChargePlain(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.T0)
+	newLimiter := func(st quota.Store, limit int64) *quota.Limiter {
+		t.Helper()
+		l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: limit, Window: quota.Sliding(time.Hour)}},
+			quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 10, MaxFraction: 0.5}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	cred := quota.Credential{Secret: "lease-secret"}
+	st := &callCounter{Store: quota.NewMemoryStore()}
+	l := newLimiter(st, 1000)
+	for _, cost := range []int64{1, 50, 1, 50, 1} { // a lease of 10, then plain, lease, plain, lease
+		if _, err := l.Take(ctx, cred, quota.Units("units", cost)); err != nil {
+			t.Fatalf("Take(%d): %v", cost, err)
+		}
+	}
+	if got := st.takes.Load(); got != 3 || st.settles.Load() != 0 {
+		t.Fatalf("%d store takes and %d settles, want 3 takes (one block, two plain) and no settle", got, st.settles.Load())
+	}
+	if u := storeUsed(t, l, cred); u != 110 {
+		t.Fatalf("store counts %d, want 110 (100 plain + the block of 10)", u)
+	}
+
+	l2 := newLimiter(quota.NewMemoryStore(), 100)
+	if _, err := l2.Take(ctx, cred, quota.Units("units", 1)); err != nil { // a lease of 10, 1 used
+		t.Fatal(err)
+	}
+	// 99 units fit (1 admitted), but the store counts the whole block:
+	// the lease gives back its 9 and the charge is decided again
+	if _, err := l2.Take(ctx, cred, quota.Units("units", 99)); err != nil {
+		t.Fatalf("Take(99) with 1 unit admitted of 100: %v", err)
+	}
+	if u := storeUsed(t, l2, cred); u != 100 {
+		t.Fatalf("store counts %d, want 100", u)
+	}
+	if _, err := l2.Take(ctx, cred, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
+		t.Fatalf("Take(1) with 100 of 100 admitted: %v, want ErrExhausted", err)
+	}
+}
