@@ -9,7 +9,8 @@ import (
 // decide asks the store for one decision on debits, under the nonce of seq
 // (see appendNonce).
 func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job string, debits []Debit) (*TakeResult, error) {
-	req := &TakeRequest{API: l.api, Owner: owner, Nonce: string(l.appendNonce(nil, seq)), Method: method, Job: job, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}
+	var nb [nonceMax]byte // the nonce is built on the stack: one allocation, the string
+	req := &TakeRequest{API: l.api, Owner: owner, Nonce: string(l.appendNonce(nb[:0], seq)), Method: method, Job: job, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}
 	return l.store.Take(ctx, req)
 }
 
