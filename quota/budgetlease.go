@@ -83,6 +83,8 @@ type lease struct {
 	budget  Budget
 	stamp   time.Time // when the store recorded the block (its entry's instant)
 	nonce   string
+	method  string // what the store spent the block under (leaseMethod for a lease)
+	job     string
 	size    int64 // units the store counts for the block (after settling: used)
 	used    int64 // units admitted from it, net of refunds
 	ends    time.Time
@@ -118,8 +120,9 @@ func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits
 			ls.slot.mu.Unlock()
 		}
 	}
+	job := JobFromContext(ctx)
 	for _, d := range debits {
-		ls, refused, err := l.leaseAdmit(ctx, id.account, d)
+		ls, refused, err := l.leaseAdmit(ctx, id.account, method, job, d)
 		if err != nil || refused != nil {
 			undo()
 			return nil, refused, d, err
@@ -139,8 +142,9 @@ func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits
 }
 
 // leaseAdmit admits d from the owner's lease of its budget, taking a new
-// lease when the current one cannot pay.
-func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease, *TakeResult, error) {
+// lease when the current one cannot pay. method and job are the charge's:
+// a plain decision is spent under them, a lease's block under leaseMethod.
+func (l *Limiter) leaseAdmit(ctx context.Context, owner, method, job string, d Debit) (*lease, *TakeResult, error) {
 	life := l.leases.opts.lifetime(d.Budget)
 	k := leaseKey{owner, d.Name}
 	v, ok := l.leases.m.Load(k)
@@ -155,11 +159,14 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease
 		// blocks): one plain decision, taken without the slot's lock, so
 		// that charges like it go to the store side by side instead of
 		// queueing on the lease, and the current lease goes on.
-		ls, res, err := l.takeBlock(ctx, slot, owner, d, d.Cost, 0)
+		plain := func() (*lease, *TakeResult, error) {
+			return l.takeBlock(ctx, slot, owner, method, job, d, d.Cost, 0)
+		}
+		ls, res, err := plain()
 		if res != nil && l.endLease(ctx, slot) {
 			// the units the current lease set aside may be what the
 			// charge lacked: they went back, decide again
-			ls, res, err = l.takeBlock(ctx, slot, owner, d, d.Cost, 0)
+			ls, res, err = plain()
 		}
 		if ls != nil {
 			ls.used = d.Cost
@@ -196,7 +203,7 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease
 	} else {
 		size = max(size, slot.block)
 	}
-	ls, res, err := l.takeBlock(ctx, slot, owner, d, size, life)
+	ls, res, err := l.takeBlock(ctx, slot, owner, leaseMethod, "", d, size, life)
 	if res != nil && size > d.Cost {
 		// Not enough left for a whole block: take what is left, then
 		// (another process took it first) just this charge, whose refusal
@@ -205,9 +212,9 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner string, d Debit) (*lease
 		if res.Usage[0].ExhaustedUntil.IsZero() {
 			next = max(d.Cost, min(res.Usage[0].Limit-res.Usage[0].Used, size-1))
 		}
-		ls, res, err = l.takeBlock(ctx, slot, owner, d, next, life)
+		ls, res, err = l.takeBlock(ctx, slot, owner, leaseMethod, "", d, next, life)
 		if res != nil && next > d.Cost {
-			ls, res, err = l.takeBlock(ctx, slot, owner, d, d.Cost, life)
+			ls, res, err = l.takeBlock(ctx, slot, owner, leaseMethod, "", d, d.Cost, life)
 		}
 	}
 	if ls != nil {
@@ -234,9 +241,15 @@ func (l *Limiter) endLease(ctx context.Context, slot *leaseSlot) bool {
 	return true
 }
 
+// leaseMethod is the method a lease's block is spent under in the store's
+// breakdown (Store.Breakdown), and given back under when it is settled:
+// the store sees one charge per block, not the charges admitted from it.
+const leaseMethod = "lease"
+
 // takeBlock takes a block of size units of d's budget for a lease of life
-// (0: a plain decision, held by no lease) and makes it the slot's lease.
-func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, owner string, d Debit, size int64, life time.Duration) (*lease, *TakeResult, error) {
+// (0: a plain decision, held by no lease) and makes it the slot's lease;
+// the store spends it under method and job.
+func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, owner, method, job string, d Debit, size int64, life time.Duration) (*lease, *TakeResult, error) {
 	before := l.localNow()
 	nonce := l.nonce()
 	hold := life
@@ -244,7 +257,7 @@ func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, owner string, 
 		hold = 0
 	}
 	res, err := l.store.Take(ctx, &TakeRequest{
-		API: l.api, Owner: owner, Nonce: nonce, Method: "lease", Now: l.now(),
+		API: l.api, Owner: owner, Nonce: nonce, Method: method, Job: job, Now: l.now(),
 		Debits: []Debit{{Budget: d.Budget, Cost: size}}, Hold: hold,
 	})
 	if err != nil {
@@ -258,7 +271,7 @@ func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, owner string, 
 		return nil, res, nil
 	}
 	ls := &lease{
-		slot: slot, owner: owner, budget: d.Budget, stamp: heldAt(d.Window, res.At, hold), nonce: nonce,
+		slot: slot, owner: owner, budget: d.Budget, stamp: heldAt(d.Window, res.At, hold), nonce: nonce, method: method, job: job,
 		size: size, usage: res.Usage[0], storeAt: res.At, local: l.localNow(),
 	}
 	// The lease admits until its life has passed since before the take (the
@@ -290,7 +303,7 @@ func (ls *lease) settle(ctx context.Context, l *Limiter) error {
 // shrink settles the block in the store to units.
 func (ls *lease) shrink(ctx context.Context, l *Limiter, units int64) error {
 	_, err := l.store.Settle(ctx, &SettleRequest{
-		API: l.api, Owner: ls.owner, At: ls.stamp, Nonce: ls.nonce,
+		API: l.api, Owner: ls.owner, At: ls.stamp, Nonce: ls.nonce, Method: ls.method, Job: ls.job,
 		Debits: []Debit{{Budget: ls.budget, Cost: units}}, Now: l.now(),
 	})
 	if err == nil {

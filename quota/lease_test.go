@@ -3,6 +3,8 @@ package quota_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -249,5 +251,52 @@ func TestLeaseBigChargePlain(t *testing.T) {
 	}
 	if _, err := l2.Take(ctx, cred, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
 		t.Fatalf("Take(1) with 100 of 100 admitted: %v, want ErrExhausted", err)
+	}
+}
+
+// TestLeaseBreakdown: a lease's block is spent under method "lease", and
+// settling it gives its unused units back to that row, so the breakdown
+// shows what the leases admitted, with no row below zero; a plain decision
+// under leases is spent, and settled, under its own method and job.
+func TestLeaseBreakdown(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.T0)
+	st := quota.NewMemoryStore()
+	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 10, MaxFraction: 0.5}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "lease-secret"}
+	var owner string
+	for range 3 {
+		r, err := l.Take(ctx, cred, quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner = r.Owner
+	}
+	// a charge no block could serve twice is a plain decision: spent
+	// under its own method, and settled back to it
+	big, err := l.Take(quota.ContextWithJob(ctx, "sync"), cred, quota.Charge{Method: "videos.update", Units: map[string]int64{"units": 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Settle(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.Breakdown(ctx, &quota.BreakdownRequest{API: "api", Owner: owner, Since: clock.Now().Add(-time.Hour), Now: clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s %s %s %d", r.Budget, r.Method, r.Job, r.Units))
+	}
+	if want := []string{"units lease  3", "units videos.update sync 20"}; !slices.Equal(got, want) {
+		t.Fatalf("breakdown after 3 leased units, a plain 50 settled to 20, and Close: %q, want %q", got, want)
 	}
 }
