@@ -149,7 +149,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	keys := s.keys(req.API, req.Owner, 1, name, true)
 	mk := s.markKey(req.API, req.Owner)
 	rest, _, err := s.runSpecs(ctx, "adjust", adjustScript, append(keys, mk), req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
-		return s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est)
+		return append(s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est), s.box(req.Budget).id)
 	})
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 	}
 	name := func(int) string { return req.Budget.Name }
 	keys := s.keys(req.API, req.Owner, 1, name, true)
-	keys = append(keys[:2], keys[3]) // log, sum, keep
+	keys = append(keys[:2], keys[3], s.markKey(req.API, req.Owner)) // log, sum, keep, marker
 	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return append(s.appendSpec([]any{nowArg(req.Now)}, req.Budget.Window, est), s.box(req.Budget).id)
 	})

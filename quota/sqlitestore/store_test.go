@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,120 +42,8 @@ func TestMatchesMemoryStore(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			st, _ := openTemp(t, sqlitestore.WithSweepEvery(97))
-			diffRun(t, st, budgets, seed, steps)
+			storetest.MatchesMemory(t, st, budgets, seed, steps)
 		})
-	}
-}
-
-type granted struct {
-	cred    string
-	at      time.Time
-	nonce   string
-	budgets []quota.Budget
-}
-
-func diffRun(t *testing.T, st quota.Store, budgets []quota.Budget, seed uint64, steps int) {
-	ctx := context.Background()
-	budgets = slices.Clone(budgets)
-	la, err := time.LoadLocation("America/Los_Angeles")
-	if err != nil {
-		t.Fatal(err)
-	}
-	windows := []quota.Window{
-		quota.Sliding(5 * time.Minute), quota.Sliding(10 * time.Minute), quota.Sliding(time.Hour),
-		quota.Sliding(3 * time.Hour), quota.Daily(la), quota.Daily(time.UTC),
-	}
-	ref := quota.NewMemoryStore()
-	rng := rand.New(rand.NewPCG(seed, 99))
-	creds := []string{"c0", "c1", "c2"}
-	now := t0
-	var grants []granted
-	check := func(step int, what string, want, got any, errWant, errGot error) {
-		t.Helper()
-		if (errWant == nil) != (errGot == nil) {
-			t.Fatalf("step %d %s: errors differ: memory %v, sqlite %v", step, what, errWant, errGot)
-		}
-		if !reflect.DeepEqual(want, got) {
-			t.Fatalf("step %d %s at %v:\nmemory: %+v\nsqlite: %+v", step, what, now, want, got)
-		}
-	}
-	var ok, refused int
-	for step := range steps {
-		cred := creds[rng.IntN(len(creds))]
-		switch op := rng.IntN(100); {
-		case op < 55:
-			var debits []quota.Debit
-			for _, b := range budgets {
-				if rng.IntN(2) == 0 || len(debits) == 0 && b.Name == budgets[len(budgets)-1].Name {
-					debits = append(debits, quota.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/5)})
-				}
-			}
-			req := &quota.TakeRequest{API: "api", Owner: cred, Nonce: fmt.Sprint("n", step), Now: now, Debits: debits}
-			want, errW := ref.Take(ctx, req)
-			got, errG := st.Take(ctx, req)
-			check(step, "Take", want, got, errW, errG)
-			if got != nil && got.OK {
-				ok++
-				var bs []quota.Budget
-				for _, d := range debits {
-					bs = append(bs, d.Budget)
-				}
-				grants = append(grants, granted{cred, got.At, req.Nonce, bs})
-			} else {
-				refused++
-			}
-		case op < 65 && len(grants) > 0:
-			g := grants[rng.IntN(len(grants))]
-			req := &quota.RefundRequest{API: "api", Owner: g.cred, At: g.at, Nonce: g.nonce, Budgets: g.budgets, Now: now}
-			if rng.IntN(4) == 0 {
-				req.Budgets = budgets // by ID: every budget of the API
-			}
-			want, errW := ref.Refund(ctx, req)
-			got, errG := st.Refund(ctx, req)
-			check(step, "Refund", want, got, errW, errG)
-		case op < 70:
-			b := budgets[rng.IntN(len(budgets))]
-			until := now.Add(time.Duration(rng.IntN(40)-10) * time.Minute)
-			if rng.IntN(5) == 0 {
-				until = time.Time{}
-			}
-			req := &quota.ExhaustRequest{API: "api", Owner: cred, Budget: b, Until: until, Now: now}
-			check(step, "Exhaust", nil, nil, ref.Exhaust(ctx, req), st.Exhaust(ctx, req))
-		case op < 73:
-			b := budgets[rng.IntN(len(budgets))]
-			req := &quota.AdjustRequest{API: "api", Owner: cred, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
-			check(step, "Adjust", nil, nil, ref.Adjust(ctx, req), st.Adjust(ctx, req))
-		case op < 76:
-			// An operator redefines a budget with another window.
-			i := rng.IntN(len(budgets))
-			budgets[i].Window = windows[rng.IntN(len(windows))]
-		default:
-			now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Minute))))
-			if rng.IntN(50) == 0 {
-				now = now.Add(time.Duration(rng.IntN(30)) * time.Hour)
-			}
-		}
-		// Compare what the step may have changed, and everything now and
-		// then (the clock moves expire entries of every credential).
-		look := []string{cred}
-		if step%25 == 0 {
-			look = creds
-		}
-		for _, c := range look {
-			ureq := &quota.UsageRequest{API: "api", Owner: c, Budgets: budgets, Now: now}
-			want, errW := ref.Usage(ctx, ureq)
-			got, errG := st.Usage(ctx, ureq)
-			check(step, "Usage of "+c, want, got, errW, errG)
-			for _, b := range budgets {
-				ereq := &quota.EntriesRequest{API: "api", Owner: c, Budget: b, Now: now}
-				want, errW := ref.Entries(ctx, ereq)
-				got, errG := st.Entries(ctx, ereq)
-				check(step, "Entries of "+c+"/"+b.Name, want, got, errW, errG)
-			}
-		}
-	}
-	if ok < steps/10 || refused < steps/20 {
-		t.Fatalf("the run granted %d and refused %d charges: too few of one to mean much", ok, refused)
 	}
 }
 

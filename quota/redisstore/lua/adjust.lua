@@ -6,7 +6,8 @@
 --
 -- KEYS: log, sum, exh, keep, the owner's store-loss marker (see lib.lua).
 -- ARGV[1] now or ''; ARGV[2] USED; ARGV[3] nonce; ARGV[4..8] a window
--- spec.
+-- spec; ARGV[9] the window id: the new log keeps its entries for that
+-- window (as a log that starts afresh does).
 --
 -- Reply: {1, NOW, SEQ, U} (the marker after this call).
 
@@ -23,6 +24,7 @@ if tonumber(ARGV[2]) > 0 then
   local ms = ttl(4, now, r)
   redis.call('PEXPIRE', KEYS[1], ms)
   redis.call('PEXPIRE', KEYS[2], ms)
+  redis.call('SET', KEYS[4], ARGV[9], 'PX', ms)
   e = expiry(4, now)
 end
 local mk, name = KEYS[5], budgetname(KEYS[1])

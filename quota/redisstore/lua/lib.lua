@@ -31,6 +31,12 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- budgetname returns NAME from a key PREFIX{API/OWNER}:KIND:NAME (budget
+-- names hold no ':').
+local function budgetname(key)
+  return string.match(key, '[^:]*$')
+end
+
 -- clock returns now in µs: the caller's injected clock when given (a test),
 -- else the server's own clock, which is the truth.
 local function clock(arg)
@@ -110,9 +116,11 @@ end
 
 -- load drops the entries of log recorded before start, subtracting their
 -- costs from sum (O(expired)), and returns the units still counted and the
--- oldest counted entry's score (nil when the log is empty). v is sum's
--- value as read by the caller (false when the key is missing).
-local function load(log, sum, start, v)
+-- oldest counted entry's score (nil when the log is empty), and whether the
+-- log held any entry before (false: it was missing). v is sum's value as
+-- read by the caller (false when the key is missing); mk, when given, the
+-- owner's store-loss marker.
+local function load(log, sum, start, v, mk)
   local used = v and tonumber(v)
   local first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
   if #first == 0 then
@@ -120,7 +128,7 @@ local function load(log, sum, start, v)
     if used then
       redis.call('DEL', sum)
     end
-    return 0, nil
+    return 0, nil, false
   end
   local oldest = tonumber(first[2])
   if oldest >= start then
@@ -128,7 +136,7 @@ local function load(log, sum, start, v)
     if not used then
       used = recount(log, sum)
     end
-    return used, oldest
+    return used, oldest, true
   end
   local cutoff = '(' .. int(start) -- exclusive: scores < start
   local freed = 0
@@ -138,9 +146,18 @@ local function load(log, sum, start, v)
   redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
   first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
   if #first == 0 then
-    -- everything expired: the log key is gone, drop its sum too
+    -- everything expired: the log key is gone, drop its sum too; and the
+    -- marker's b:NAME (see below) with it, which a budget redefined with a
+    -- shorter window or another zone leaves past the entries' new expiry:
+    -- a log pruned empty lost nothing
     redis.call('DEL', sum)
-    return 0, nil
+    if mk then
+      local f = 'b:' .. budgetname(log)
+      if (tonumber(redis.call('HGET', mk, f)) or 0) > 0 then
+        redis.call('HSET', mk, f, '0')
+      end
+    end
+    return 0, nil, true
   end
   if used then
     used = used - freed
@@ -148,7 +165,7 @@ local function load(log, sum, start, v)
   else
     used = recount(log, sum)
   end
-  return used, tonumber(first[2])
+  return used, tonumber(first[2]), true
 end
 
 -- Window ids, one per budget from the Go side: 'S' .. µs for a sliding
@@ -192,6 +209,24 @@ local function alive(kept, w, start, now)
     return start
   end
   return now - retention(kept) + 1
+end
+
+-- keepwin makes the keep key hold kept, the window the log keeps its
+-- entries for from now on (retain), when it held stored, another: a
+-- definition change extends the log's retention at the first script that
+-- changes the log under it (a take, admitted or refused, a refund, a
+-- settle), as the memory store's does; a read (usage, entries) changes
+-- nothing. The key lives as long as the log; an emptied log needs none.
+local function keepwin(log, keep, kept, stored)
+  if stored == kept then
+    return
+  end
+  local pttl = redis.call('PTTL', log)
+  if pttl > 0 then
+    redis.call('SET', keep, kept, 'PX', pttl)
+  elseif pttl == -1 then
+    redis.call('SET', keep, kept)
+  end
 end
 
 -- keepms returns how long (ms) the keys of a log kept for kept must live
@@ -268,11 +303,6 @@ end
 -- exhausted key missing before its x:NAME, means the store lost that
 -- budget's state (eviction), whichever process asks.
 
--- budgetname returns NAME from a key PREFIX{API/OWNER}:KIND:NAME (budget
--- names hold no ':').
-local function budgetname(key)
-  return string.match(key, '[^:]*$')
-end
 
 -- remark writes fields (a flat list of names and values) to the marker mk,
 -- with seq bumped past both seq and seen and u raised to until_, and

@@ -25,7 +25,8 @@ for b = 1, n do
   -- expired entries go first, so an out-of-window reservation is not found
   local v = redis.call('MGET', sum, KEYS[2 * n + b])
   local w = ARGV[3 + 5 * n + b]
-  load(log, sum, alive(v[2], w, start, now), v[1])
+  load(log, sum, alive(v[2], w, start, now), v[1], KEYS[#KEYS])
+  keepwin(log, KEYS[2 * n + b], retain(v[2], w), v[2])
   local got = 0
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, at, at)) do
     if string.sub(m, 1, #prefix) == prefix then

@@ -67,21 +67,22 @@ local seq = tonumber(mv[1]) or 0
 local lostAll = seq < seen and now < tonumber(ARGV[4])
 
 -- trim drops the entries of a sliding log recorded before start, without
--- touching its sum, and returns the units they held and the oldest entry
--- left (false when none). In steady state one entry expires per
--- admission: one read of the two oldest entries and one removal decide it.
+-- touching its sum, and returns the units they held, the oldest entry left
+-- (false when none) and whether the log held any entry before (false: it
+-- was missing). In steady state one entry expires per admission: one read
+-- of the two oldest entries and one removal decide it.
 local function trim(log, start)
   local first = redis.call('ZRANGE', log, 0, 1, 'WITHSCORES')
   if #first == 0 then
-    return 0, false
+    return 0, false, false
   end
   local s1 = tonumber(first[2])
   if s1 >= start then
-    return 0, s1 -- the hot path: nothing expired
+    return 0, s1, true -- the hot path: nothing expired
   end
   if #first == 2 or tonumber(first[4]) >= start then
     redis.call('ZREMRANGEBYRANK', log, 0, 0)
-    return cost(first[1]), #first == 4 and tonumber(first[4])
+    return cost(first[1]), #first == 4 and tonumber(first[4]), true
   end
   local cutoff = '(' .. int(start) -- exclusive: scores < start
   local freed = 0
@@ -90,7 +91,7 @@ local function trim(log, start)
   end
   redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
   local f = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
-  return freed, #f > 0 and tonumber(f[2])
+  return freed, #f > 0 and tonumber(f[2]), true
 end
 
 -- Per debit d, st holds from S(d-1)+1 on: START (the first µs the window
@@ -100,9 +101,11 @@ end
 -- HELD (what the sum key holds, false when missing: trim leaves it
 -- behind until the decision writes the right value), EMPTY, USED (the
 -- units the window counts), OLDEST (the oldest counted entry, false when
--- none), LOST, the keep key's value and the exhausted-until mark. One flat
--- table: tables are what a script's time goes to, after its commands.
-local st, S = {}, 12
+-- none), LOST, the keep key's value, the exhausted-until mark and B (what
+-- the log must hold an entry until, as this decision found it: b:NAME, or
+-- 0 once the log was found pruned empty). One flat table: tables are what
+-- a script's time goes to, after its commands.
+local st, S = {}, 13
 
 -- every debit's window first: on clock skew nothing is written. For a
 -- daily window, today is usually the middle pair of B1..B4, tried first.
@@ -138,6 +141,7 @@ for d = 1, n do
   -- window
   local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + d])
   local u, o, total, kept, held, empty
+  local had = true -- the log held entries before this decision touched it
   local fast = v[1] and win == 0 and v[3] == w and mv[4 * d + 3] == st[b + 3]
   if fast then
     -- the log holds today's entries only: the sum decides
@@ -148,7 +152,7 @@ for d = 1, n do
     local kstart = alive(v[3], w, start, now)
     if win > 0 then
       local freed
-      freed, o = trim(KEYS[k], kstart)
+      freed, o, had = trim(KEYS[k], kstart)
       held = v[1] and tonumber(v[1])
       if o and held then
         total = held - freed
@@ -160,7 +164,7 @@ for d = 1, n do
       end
     else
       -- load leaves the sum right, or deletes it with an empty log
-      total, o = load(KEYS[k], KEYS[k + 1], kstart, v[1])
+      total, o, had = load(KEYS[k], KEYS[k + 1], kstart, v[1])
       o = o or false
       held = o and total
     end
@@ -237,9 +241,18 @@ for d = 1, n do
   if retry > 0 then
     ok = 0
   end
-  -- a log emptied before its newest entry's expiry, or an exhausted mark
-  -- gone before its time: the store lost this budget's state
-  local gone = empty and (tonumber(mv[4 * d]) or 0) > now
+  -- a log missing before its newest entry's expiry, or an exhausted mark
+  -- gone before its time: the store lost this budget's state. (A log this
+  -- decision pruned empty lost nothing: a budget redefined with a shorter
+  -- window, or another zone, lets entries go before the expiry b:NAME
+  -- noted; b:NAME starts afresh with the next entry.)
+  local bm = tonumber(mv[4 * d]) or 0
+  local gone = not had and bm > now
+  if had and empty and bm > now then
+    bm = 0
+    marks[#marks + 1] = 'b:' .. name
+    marks[#marks + 1] = '0'
+  end
   local xgone = exh == 0 and mv[4 * d + 1] and tonumber(mv[4 * d + 1]) > now
   local lost = lostAll or gone or xgone
   if gone then
@@ -264,8 +277,8 @@ for d = 1, n do
     top = math.max(top, until_)
     ok = 0
   end
-  st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10], st[b + 11], st[b + 12] =
-    total, kept, held, empty, u, o, lost or false, v[3], exh
+  st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10], st[b + 11], st[b + 12], st[b + 13] =
+    total, kept, held, empty, u, o, lost or false, v[3], exh, bm
   local at = #reply
   reply[at + 1] = u
   if r > 0 then
@@ -296,12 +309,16 @@ end
 
 if ok == 0 then
   reply[1] = 0
-  -- what trim dropped leaves the sum: the log is the truth
+  -- what trim dropped leaves the sum: the log is the truth; and a
+  -- definition change extends the log's retention now, as on admission
   for d = 1, n do
     local b = S * (d - 1)
     local held, total = st[b + 6], st[b + 4]
     if held and held ~= total and not st[b + 7] then
       redis.call('INCRBY', KEYS[3 * d - 1], int(total - held))
+    end
+    if not st[b + 7] then
+      keepwin(KEYS[3 * d - 2], KEYS[3 * n + d], st[b + 5], st[b + 11])
     end
   end
   local mu = tonumber(mv[2]) or 0
@@ -400,7 +417,7 @@ for d = 1, n do
   if win > 0 then
     e = stamp + win
   end
-  local bm = tonumber(mv[4 * d]) or 0
+  local bm = st[b + 13]
   if e > bm then
     marks[#marks + 1] = 'b:' .. name
     marks[#marks + 1] = int(e)

@@ -1,0 +1,49 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+	"github.com/quotactl/quotactl/quota/storetest"
+)
+
+// TestMatchesMemoryStore drives the Redis store and quota.MemoryStore, the
+// reference, through the same random sequence of requests (storetest's
+// MatchesMemory: sliding and daily windows, multi-budget charges, refunds,
+// exhaustion marks, adjustments, a clock that crosses daily resets, budgets
+// redefined with other windows) and requires identical answers at every
+// step. It is what keeps the take script's shortcuts honest: a daily budget
+// decided from its running sum once its log holds one day's entries, a
+// sliding log trimmed without rewriting its sum, key lifetimes renewed once
+// a window.
+var seeds = []uint64{1, 2, 3}
+
+func TestMatchesMemoryStore(t *testing.T) {
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgets := []quota.Budget{
+		{Name: "burst", Limit: 100, Window: quota.Sliding(10 * time.Minute)},
+		{Name: "hourly", Limit: 300, Window: quota.Sliding(time.Hour)},
+		{Name: "daily", Limit: 700, Window: quota.Daily(la)},
+	}
+	steps := 800
+	if testing.Short() {
+		steps = 200
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			st := redisstore.New(redistest.Client(t), redisstore.WithPrefix(redistest.Prefix(t)))
+			storetest.MatchesMemory(t, st, budgets, seed, steps)
+		})
+		t.Run(fmt.Sprint("miniredis-seed", seed), func(t *testing.T) {
+			st := redisstore.New(redistest.MiniClient(t, redistest.Mini(t)))
+			storetest.MatchesMemory(t, st, budgets, seed, steps)
+		})
+	}
+}
