@@ -585,6 +585,11 @@ func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at
 		return 0, false
 	}
 	lg.use(b.Window, now)
+	if at < b.Window.Start(time.UnixMicro(now)).UnixMicro() {
+		// out of the window: it counts for nothing, so there is nothing to
+		// give back (a log may keep it longer, for a longer window it had)
+		return 0, false
+	}
 	e := lg.find(at, nonce, s.noncePfx)
 	if e == nil {
 		return 0, false

@@ -109,7 +109,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	if err := checkBudget(req.Budget); err != nil {
 		return err
 	}
-	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name })
+	keys := s.keys(req.API, req.Owner, 1, func(int) string { return req.Budget.Name }, true)
 	mk := s.markKey(req.API, req.Owner)
 	var until int64
 	if !req.Until.IsZero() {
@@ -119,14 +119,15 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	if req.StoreLoss {
 		loss = one
 	}
-	reply, err := s.run(ctx, exhaustScript, []string{keys[2], mk}, []any{nowArg(req.Now), until, loss})
+	// exh and the marker, then the log, sum and keep keys: an exhaust is a
+	// write under the budget's definition, which the log's retention follows
+	rest, _, err := s.runSpecs(ctx, "exhaust", exhaustScript, []string{keys[2], mk, keys[0], keys[1], keys[3]}, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+		return append(s.appendSpec([]any{nowArg(req.Now), until, loss}, req.Budget.Window, est), s.box(req.Budget).id)
+	})
 	if err != nil {
-		return failed(ctx, "exhaust", err)
+		return err
 	}
-	if _, _, err := head(reply); err != nil {
-		return failed(ctx, "exhaust", err)
-	}
-	return s.sawMark(mk, reply[2:])
+	return s.sawMark(mk, rest)
 }
 
 // Adjust implements quota.Store: it replaces the budget's log with one

@@ -491,6 +491,14 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 			if err := w.trim(lg, b.Window, now); err != nil {
 				return err
 			}
+			if at < b.Window.Start(now).UnixMicro() {
+				// out of the window: nothing it counts to give back (the
+				// log may keep it longer, for a longer window it had)
+				if err := w.save(lg); err != nil { // what pruning changed
+					return err
+				}
+				continue
+			}
 			q := w.st.refund.int(1, lg.id).int(2, at).text(3, req.Nonce)
 			for q.next() {
 				c := q.col(0)
@@ -548,6 +556,12 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 			}
 			if err := w.trim(lg, d.Window, now); err != nil {
 				return err
+			}
+			if at < d.Window.Start(now).UnixMicro() {
+				if err := w.save(lg); err != nil { // out of the window: not found
+					return err
+				}
+				continue
 			}
 			var rowid, cost int64
 			found := false

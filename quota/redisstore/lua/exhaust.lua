@@ -1,8 +1,11 @@
 -- exhaust.lua: mark one budget spent until UNTIL, or clear the mark.
 --
--- KEYS: exh, the owner's store-loss marker (see lib.lua). ARGV[1] now or
--- ''; ARGV[2] UNTIL (µs; 0 clears); ARGV[3] LOSS ('1': the mark is a
--- store-loss reaction, which never shortens a later mark).
+-- KEYS: exh, the owner's store-loss marker (see lib.lua), then the log,
+-- sum and keep keys. ARGV[1] now or ''; ARGV[2] UNTIL (µs; 0 clears);
+-- ARGV[3] LOSS ('1': the mark is a store-loss reaction, which never
+-- shortens a later mark); ARGV[4..8] the budget's window spec and ARGV[9]
+-- its window id: like every write naming a budget, an exhaust prunes its
+-- log and extends the log's retention to a redefined window (keepwin).
 --
 -- The key expires at UNTIL. Its lifetime is set relative to the script's
 -- now (SET PX UNTIL-now), which is PEXPIREAT UNTIL when now is the server
@@ -12,6 +15,13 @@
 -- Reply: {1, NOW, SEQ, U} (the marker after this call).
 
 local now = clock(ARGV[1])
+local start = span(4, now)
+if not start then
+  return {-1, now}
+end
+local lv = redis.call('MGET', KEYS[4], KEYS[5])
+load(KEYS[3], KEYS[4], alive(lv[2], ARGV[9], start, now), lv[1], KEYS[2])
+keepwin(KEYS[3], KEYS[5], retain(lv[2], ARGV[9]), lv[2])
 local until_ = tonumber(ARGV[2])
 local loss = ARGV[3] == '1'
 local mk, name = KEYS[2], budgetname(KEYS[1])

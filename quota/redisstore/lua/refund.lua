@@ -28,7 +28,10 @@ for b = 1, n do
   load(log, sum, alive(v[2], w, start, now), v[1], KEYS[#KEYS])
   keepwin(log, KEYS[2 * n + b], retain(v[2], w), v[2])
   local got = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, at, at)) do
+  -- out of the window, a reservation counts for nothing: not found (the
+  -- log may keep it longer, for a longer window the budget had)
+  local found = tonumber(at) >= start and redis.call('ZRANGEBYSCORE', log, at, at) or {}
+  for _, m in ipairs(found) do
     if string.sub(m, 1, #prefix) == prefix then
       got = cost(m)
       redis.call('ZREM', log, m)
