@@ -12,7 +12,9 @@
 // reset across DST, expiry, concurrency, bad input, the catalog, usage by
 // method and job (Breakdown), threshold marks (MarkCrossing), and
 // quota.StateStore, which every store must also implement (jobs keeps its
-// checkpoints and run history there).
+// checkpoints and run history there). MatchesMemory drives a store and the
+// MemoryStore, the reference, through one long random run and requires the
+// same answers at every step.
 package storetest
 
 import (
