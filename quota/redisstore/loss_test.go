@@ -366,3 +366,40 @@ func TestStoreLossAfterExpiry(t *testing.T) {
 		t.Fatalf("a flush within the window: %d losses, want 1", l.StoreLosses())
 	}
 }
+
+// TestMixedFleetShortLifetime: a process of an earlier version renews a
+// sliding log's keys for one window (plus a tenth) on its every decision,
+// where this version renews them for two, once a window (the marker's
+// k:NAME). In a fleet mixing the two, the log can expire while a newer
+// entry still counts. That is not an overspend: the log is missing before
+// the marker's b:NAME, so the next decision finds a store loss and
+// refuses, where counting the vanished log as empty would have admitted
+// 95 units on top of 10 still in the window.
+func TestMixedFleetShortLifetime(t *testing.T) {
+	m := redistest.Mini(t)
+	clock := t0
+	l, err := quota.New(redisstore.New(redistest.MiniClient(t, m)), "api",
+		[]quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(func() time.Time { return clock }), quota.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := "quota:" + redisstore.CredentialTag("api", fingerprint(secret))
+	take(t, l, 60) // the keys live 2h12m
+	// an earlier version's decision at the same instant sets them to 1h6m
+	for _, k := range []string{tag + ":log:units", tag + ":sum:units", tag + ":keep:units"} {
+		m.SetTTL(k, time.Hour+6*time.Minute)
+	}
+	clock = clock.Add(30 * time.Minute)
+	take(t, l, 10) // within what k:units claims: no renewal
+	m.FastForward(time.Hour + 7*time.Minute)
+	clock = t0.Add(time.Hour + 7*time.Minute)
+	if m.Exists(tag + ":log:units") {
+		t.Fatal("test setup: the log outlived the lifetime the earlier version gave it")
+	}
+	// 10 units of 00:30 still count: 95 more must not be admitted
+	refuse(t, l, 95)
+	if l.StoreLosses() != 1 {
+		t.Fatalf("%d store losses found, want 1", l.StoreLosses())
+	}
+}
