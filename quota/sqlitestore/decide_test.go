@@ -83,9 +83,6 @@ func TestTakeWithDoneContext(t *testing.T) {
 // decision through database/sql made 165): the result, and the two stat
 // calls of the identity check.
 func TestTakeAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector changes allocation counts")
-	}
 	st, _ := openTemp(t)
 	ctx := context.Background()
 	debits := []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: quota.MaxLimit, Window: quota.Sliding(time.Hour)}, Cost: 1}}
