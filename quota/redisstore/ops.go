@@ -40,64 +40,6 @@ func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys 
 	}
 }
 
-// Refund implements quota.Store: it removes the reservation's entry (found
-// by its score At and nonce) from each named budget and returns the units
-// given back per budget.
-func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
-	if err := checkCred(req.API, req.Owner); err != nil {
-		return nil, err
-	}
-	if err := checkNonce(req.Nonce); err != nil {
-		return nil, err
-	}
-	got := map[string]int64{}
-	n := len(req.Budgets)
-	if n == 0 {
-		return got, nil
-	}
-	daily := false
-	for _, b := range req.Budgets {
-		if err := checkBudget(b); err != nil {
-			return nil, err
-		}
-		daily = daily || b.Window.IsDaily()
-	}
-	all := s.keys(req.API, req.Owner, n, func(i int) string { return req.Budgets[i].Name }, true)
-	keys := make([]string, 0, 3*n+1)
-	for i := range n {
-		keys = append(keys, all[3*i], all[3*i+1])
-	}
-	keys = append(keys, all[3*n:]...)
-	keys = append(keys, s.useKey(req.API, req.Owner, quota.HourOf(req.At)))
-	keys = append(keys, s.markKey(req.API, req.Owner))
-	rest, _, err := s.runSpecs(ctx, "refund", refundScript, keys, req.Now, daily, func(est time.Time) []any {
-		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
-		for _, b := range req.Budgets {
-			args = s.appendSpec(args, b.Window, est)
-		}
-		for _, b := range req.Budgets {
-			args = append(args, s.box(b).id)
-		}
-		for _, b := range req.Budgets {
-			args = append(args, quota.BreakdownField(b.Name, req.Method, req.Job))
-		}
-		return args
-	})
-	if err != nil {
-		return nil, err
-	}
-	v, err := ints(rest)
-	if err != nil || len(v) != n {
-		return nil, unavailable("refund", fmt.Errorf("bad script reply %v: %v", rest, err))
-	}
-	for i, b := range req.Budgets {
-		if v[i] > 0 {
-			got[b.Name] = v[i]
-		}
-	}
-	return got, nil
-}
-
 // Exhaust implements quota.Store: it marks the budget spent until
 // req.Until (the key expires then), or clears the mark. A mark set after a
 // store loss (req.StoreLoss, or the take script's own) is never shortened

@@ -26,7 +26,7 @@ func script(name string) *redis.Script {
 
 var (
 	takeScript    = script("take")
-	refundScript  = script("refund")
+	settleScript  = script("settle") // Settle, and Refund (a settle to zero)
 	usageScript   = script("usage")
 	entriesScript = script("entries")
 	adjustScript  = script("adjust")

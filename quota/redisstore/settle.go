@@ -8,53 +8,89 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-var settleScript = script("settle")
-
 // Settle implements quota.Store: one run of settle.lua shrinks the
 // reservation's entry (found by its score At and nonce) in each named
 // budget to min(its cost, the actual units), keeping its score, and
 // returns the units freed per budget whose entry was found.
 func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[string]int64, error) {
-	if err := checkCred(req.API, req.Owner); err != nil {
-		return nil, err
-	}
-	if err := checkNonce(req.Nonce); err != nil {
-		return nil, err
-	}
-	got := map[string]int64{}
-	n := len(req.Debits)
-	if n == 0 {
-		return got, nil
-	}
-	daily := false
 	for _, d := range req.Debits {
-		if err := checkBudget(d.Budget); err != nil {
-			return nil, err
-		}
 		if d.Cost < 0 {
 			return nil, invalid("settle: actual %d for budget %q: must be >= 0", d.Cost, d.Name)
 		}
+	}
+	freed, err := s.settle(ctx, "settle", req.API, req.Owner, req.At, req.Nonce, req.Method, req.Job, req.Debits, req.Now)
+	if err != nil {
+		return nil, err
+	}
+	got := map[string]int64{}
+	for i, d := range req.Debits {
+		if freed[i] >= 0 {
+			got[d.Name] = freed[i]
+		}
+	}
+	return got, nil
+}
+
+// Refund implements quota.Store: a refund is a settle to zero, which
+// removes the reservation's entry from each named budget; it returns the
+// units given back per budget whose entry was found.
+func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
+	debits := make([]quota.Debit, len(req.Budgets))
+	for i, b := range req.Budgets {
+		debits[i] = quota.Debit{Budget: b} // Cost 0: keep nothing
+	}
+	freed, err := s.settle(ctx, "refund", req.API, req.Owner, req.At, req.Nonce, req.Method, req.Job, debits, req.Now)
+	if err != nil {
+		return nil, err
+	}
+	got := map[string]int64{}
+	for i, b := range req.Budgets {
+		if freed[i] > 0 {
+			got[b.Name] = freed[i]
+		}
+	}
+	return got, nil
+}
+
+// settle runs settle.lua for one reservation: each debit's entry keeps
+// min(its cost, the debit's Cost). It returns, per debit, the units freed,
+// or -1 where the entry was not found.
+func (s *Store) settle(ctx context.Context, op, api, owner string, at time.Time, nonce, method, job string, debits []quota.Debit, now time.Time) ([]int64, error) {
+	if err := checkCred(api, owner); err != nil {
+		return nil, err
+	}
+	if err := checkNonce(nonce); err != nil {
+		return nil, err
+	}
+	n := len(debits)
+	if n == 0 {
+		return nil, nil
+	}
+	daily := false
+	for _, d := range debits {
+		if err := checkBudget(d.Budget); err != nil {
+			return nil, err
+		}
 		daily = daily || d.Window.IsDaily()
 	}
-	all := s.keys(req.API, req.Owner, n, func(i int) string { return req.Debits[i].Name }, true)
-	keys := make([]string, 0, 3*n+1)
+	all := s.keys(api, owner, n, func(i int) string { return debits[i].Name }, true)
+	keys := make([]string, 0, 3*n+2)
 	for i := range n {
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
 	keys = append(keys, all[3*n:]...)
-	keys = append(keys, s.useKey(req.API, req.Owner, quota.HourOf(req.At)))
-	keys = append(keys, s.markKey(req.API, req.Owner))
-	rest, _, err := s.runSpecs(ctx, "settle", settleScript, keys, req.Now, daily, func(est time.Time) []any {
-		args := []any{nowArg(req.Now), req.At.UnixMicro(), req.Nonce}
-		for _, d := range req.Debits {
+	keys = append(keys, s.useKey(api, owner, quota.HourOf(at)), s.markKey(api, owner))
+	rest, _, err := s.runSpecs(ctx, op, settleScript, keys, now, daily, func(est time.Time) []any {
+		args := []any{nowArg(now), at.UnixMicro(), nonce}
+		for _, d := range debits {
 			args = append(args, d.Cost)
 			args = s.appendSpec(args, d.Window, est)
 		}
-		for _, d := range req.Debits {
+		for _, d := range debits {
 			args = append(args, s.box(d.Budget).id)
 		}
-		for _, d := range req.Debits {
-			args = append(args, quota.BreakdownField(d.Name, req.Method, req.Job))
+		for _, d := range debits {
+			args = append(args, quota.BreakdownField(d.Name, method, job))
 		}
 		return args
 	})
@@ -63,12 +99,7 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 	}
 	v, err := ints(rest)
 	if err != nil || len(v) != n {
-		return nil, unavailable("settle", fmt.Errorf("bad script reply %v: %v", rest, err))
+		return nil, unavailable(op, fmt.Errorf("bad script reply %v: %v", rest, err))
 	}
-	for i, d := range req.Debits {
-		if v[i] >= 0 {
-			got[d.Name] = v[i]
-		}
-	}
-	return got, nil
+	return v, nil
 }

@@ -1,6 +1,6 @@
 -- settle.lua: shrink one reservation's entries to the units really spent.
 -- An entry keeps min(its cost, ACTUAL) and its score (it never moves in
--- time); at 0 it goes, as a refund would.
+-- time); at 0 it goes: a refund is a settle to 0.
 --
 -- KEYS: per budget b: log, sum at 2b-1, 2b; then the keep keys, budget b's
 -- at 2n+b; then the breakdown hash of AT's hour; then the owner's
