@@ -26,23 +26,10 @@ var t0 = storetest.T0
 // stepping back is storetest's ClockStepsBack: after one, what each store
 // had already dropped as expired depends on when it tidied up.)
 func TestMatchesMemoryStore(t *testing.T) {
-	la, err := time.LoadLocation("America/Los_Angeles")
-	if err != nil {
-		t.Fatal(err)
-	}
-	budgets := []quota.Budget{
-		{Name: "burst", Limit: 100, Window: quota.Sliding(10 * time.Minute)},
-		{Name: "hourly", Limit: 300, Window: quota.Sliding(time.Hour)},
-		{Name: "daily", Limit: 700, Window: quota.Daily(la)},
-	}
-	steps := 800
-	if testing.Short() {
-		steps = 200
-	}
 	for _, seed := range []uint64{1, 2} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			st, _ := openTemp(t, sqlitestore.WithSweepEvery(97))
-			storetest.MatchesMemory(t, st, budgets, seed, steps)
+			storetest.MatchesMemory(t, st, seed)
 		})
 	}
 }

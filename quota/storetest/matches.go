@@ -21,7 +21,8 @@ type granted struct {
 }
 
 // MatchesMemory drives st and quota.MemoryStore, the reference, through
-// the same random sequence of steps (seeded by seed) on budgets: charges of
+// the same random sequence of 800 steps (200 with -short), seeded by seed,
+// on three budgets (two sliding windows and a daily one): charges of
 // one or several budgets, refunds (by reservation, and of every budget as a
 // refund by ID is), exhaustion marks set and cleared, adjustments, budgets
 // redefined with other windows (sliding and daily, two zones), and a clock
@@ -31,14 +32,22 @@ type granted struct {
 // they must be identical. A clock stepping back is not in the run (after
 // one, what each store had already dropped as expired depends on when it
 // tidied up: ClockStepsBack covers it).
-func MatchesMemory(t *testing.T, st quota.Store, budgets []quota.Budget, seed uint64, steps int) {
+func MatchesMemory(t *testing.T, st quota.Store, seed uint64) {
 	t.Helper()
-	ctx := context.Background()
-	budgets = slices.Clone(budgets)
 	la, err := time.LoadLocation("America/Los_Angeles")
 	if err != nil {
 		t.Fatal(err)
 	}
+	budgets := []quota.Budget{
+		{Name: "burst", Limit: 100, Window: quota.Sliding(10 * time.Minute)},
+		{Name: "hourly", Limit: 300, Window: quota.Sliding(time.Hour)},
+		{Name: "daily", Limit: 700, Window: quota.Daily(la)},
+	}
+	steps := 800
+	if testing.Short() {
+		steps = 200
+	}
+	ctx := context.Background()
 	windows := []quota.Window{
 		quota.Sliding(5 * time.Minute), quota.Sliding(10 * time.Minute), quota.Sliding(time.Hour),
 		quota.Sliding(3 * time.Hour), quota.Daily(la), quota.Daily(time.UTC),
