@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +61,11 @@ func commandStats(b testing.TB, c *redis.Client) (scriptCalls, scriptUsec, inner
 // method, as the Transport's do. The cases are the paths issue 13 sets
 // targets for: a daily budget admitting, a spent daily budget refusing,
 // a sliding budget admitting (a 1s window, so in steady state each
-// admission also expires an entry), and a charge of two budgets.
+// admission also expires an entry), and a charge of two budgets; and a
+// no-op script (`return 1`) for scale. Each runs from one client (Redis
+// idles between calls, so each call finds its caches cold: the way issue
+// 13 timed scripts alone) and from 8 (Redis busy, as under bench/'s 64
+// goroutines): the same script costs about twice as much in the first.
 //
 //	go test -run '^$' -bench RedisDecisionCost -benchtime 20000x ./quota/redisstore/
 func BenchmarkRedisDecisionCost(b *testing.B) {
@@ -69,12 +75,15 @@ func BenchmarkRedisDecisionCost(b *testing.B) {
 	}
 	c := srv.Client(b)
 	ctx := context.Background()
+	noop := redis.NewScript("return 1")
+	run := 0 // the runner calls each case more than once: a fresh prefix each
 	for _, tc := range []struct {
 		name   string
 		budget []quota.Budget
 		units  map[string]int64
 		refuse bool
 	}{
+		{"noop", nil, nil, false},
 		{"daily-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, false},
 		{"daily-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, true},
 		{"sliding-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Second)}}, map[string]int64{"units": 1}, false},
@@ -84,32 +93,58 @@ func BenchmarkRedisDecisionCost(b *testing.B) {
 			{Name: "search", Limit: 1 << 50, Window: quota.Daily(time.UTC)},
 		}, map[string]int64{"units": 1, "search": 1}, false},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			ch := quota.Charge{Method: "videos.list", Units: tc.units}
-			st := redisstore.New(c, redisstore.WithPrefix("cost-"+tc.name+":"))
-			l, err := quota.New(st, "bench", tc.budget)
-			if err != nil {
-				b.Fatal(err)
-			}
-			// defines the budgets, loads the script; a refusing case
-			// spends its budget first
-			for n := 0; n == 0 || tc.refuse && n < 100; n++ {
-				if _, err := l.Take(ctx, secret, ch); err != nil {
+		for _, clients := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/clients=%d", tc.name, clients), func(b *testing.B) {
+				decide := func() error { return noop.Run(ctx, c, nil).Err() }
+				if tc.budget != nil {
+					ch := quota.Charge{Method: "videos.list", Units: tc.units}
+					run++
+					st := redisstore.New(c, redisstore.WithPrefix(fmt.Sprintf("cost%d-%s:", run, tc.name)))
+					l, err := quota.New(st, "bench", tc.budget)
+					if err != nil {
+						b.Fatal(err)
+					}
+					decide = func() error {
+						_, err := l.Take(ctx, secret, ch)
+						if tc.refuse != errors.Is(err, quota.ErrExhausted) {
+							return fmt.Errorf("refuse=%v, got %v", tc.refuse, err)
+						}
+						return nil
+					}
+					// defines the budgets, loads the script; a refusing case
+					// spends its budget first
+					for n := 0; n == 0 || tc.refuse && n < 100; n++ {
+						if _, err := l.Take(ctx, secret, ch); err != nil {
+							b.Fatal(err)
+						}
+					}
+				} else if err := decide(); err != nil {
 					b.Fatal(err)
 				}
-			}
-			calls0, usec0, inner0 := commandStats(b, c)
-			for b.Loop() {
-				_, err := l.Take(ctx, secret, ch)
-				if tc.refuse != errors.Is(err, quota.ErrExhausted) {
-					b.Fatalf("refuse=%v, got %v", tc.refuse, err)
+				calls0, usec0, inner0 := commandStats(b, c)
+				if clients == 1 {
+					for b.Loop() {
+						if err := decide(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				} else {
+					b.SetParallelism((clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := decide(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
 				}
-			}
-			calls, usec, inner := commandStats(b, c)
-			if n := calls - calls0; n > 0 {
-				b.ReportMetric(float64(usec-usec0)/float64(n), "redis-µs/decision")
-				b.ReportMetric(float64(inner-inner0)/float64(n), "redis-cmds/decision")
-			}
-		})
+				calls, usec, inner := commandStats(b, c)
+				if n := calls - calls0; n > 0 {
+					b.ReportMetric(float64(usec-usec0)/float64(n), "redis-µs/decision")
+					b.ReportMetric(float64(inner-inner0)/float64(n), "redis-cmds/decision")
+				}
+			})
+		}
 	}
 }

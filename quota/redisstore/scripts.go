@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -9,19 +10,26 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// script returns the script lib.lua + name.lua: one source, one SHA1, run
-// with EVALSHA. Every parameter goes through KEYS and ARGV, so one script
-// serves every budget, credential and prefix.
+// script returns the script lib.lua + name.lua, or, for take,
+// fast.lua + lib.lua + take.lua (fast.lua decides the common case before
+// lib.lua is defined): one source, one SHA1, run with EVALSHA. Every
+// parameter goes through KEYS and ARGV, so one script serves every budget,
+// credential and prefix.
 func script(name string) *redis.Script {
-	lib, err := luaFS.ReadFile("lua/lib.lua")
-	if err != nil {
-		panic(err)
+	parts := []string{"lib", name}
+	if name == "take" {
+		parts = []string{"fast", "lib", name}
 	}
-	body, err := luaFS.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err)
+	var src strings.Builder
+	for _, p := range parts {
+		b, err := luaFS.ReadFile("lua/" + p + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		src.Write(b)
+		src.WriteString("\n")
 	}
-	return redis.NewScript(string(lib) + "\n" + string(body))
+	return redis.NewScript(src.String())
 }
 
 var (

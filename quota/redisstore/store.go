@@ -68,6 +68,8 @@ type Store struct {
 	allowEviction  bool          // WithAllowEviction
 	replicas       int           // WithReplicas: WAIT for this many
 	replicaTimeout time.Duration // and this long
+
+	general bool // tests only: every take runs take.lua's general path
 }
 
 var (

@@ -43,6 +43,9 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	if req.TrustStore {
 		trust = one
 	}
+	if s.general {
+		trust = generalTrust[req.TrustStore]
+	}
 	est := s.estimate(req.Now)
 	var keep time.Duration
 	fields := make([]any, n)
@@ -110,6 +113,10 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		return &res.TakeResult, nil
 	}
 }
+
+// generalTrust is the TRUST argument that also makes take.lua skip
+// fast.lua (a test's switch: see export_test.go).
+var generalTrust = map[bool]any{false: "G0", true: "G1"}
 
 // head reads the {STATUS, NOW} every script reply starts with.
 func head(reply []any) (status, now int64, err error) {

@@ -8,7 +8,7 @@
 -- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
 -- ARGV[3], ARGV[4] SEEN, SEEN_UNTIL (what this process saw of the marker,
 -- 0 0 when nothing); ARGV[5] TRUST ('1': on a loss, decide on what the
--- store holds); ARGV[6] H (µs), ARGV[7] KEEP (µs a breakdown row is kept
+-- store holds; 'G0' and 'G1' say '0' and '1' and skip fast.lua, for tests); ARGV[6] H (µs), ARGV[7] KEEP (µs a breakdown row is kept
 -- after its hour ends); ARGV[8] HOLD (µs past now at which sliding-window
 -- entries are recorded: a lease's block, held until the lease ends; 0 for
 -- none); then per debit 10 values from 9+10(d-1): NAME, COST, LIMIT, a
@@ -39,17 +39,19 @@
 -- the reset, a daily one's) only when an admission needs them to live
 -- longer, or when one of them was found missing.
 
-local now = clock(ARGV[1])
+local now = fnow or clock(ARGV[1]) -- fnow, fmv, fv: see fast.lua
 local nonce = ARGV[2]
 local n = (#KEYS - 3) / 4
 local seen = tonumber(ARGV[3])
-local trust = ARGV[5] == '1'
+local trust = ARGV[5] == '1' or ARGV[5] == 'G1'
 
 -- store-loss marker: one read of seq, u, e and each debit's b:, x:, k:
 -- and d: (at 4d, 4d+1, 4d+2, 4d+3 of mv)
 local mk = KEYS[#KEYS]
-local mv
-if n == 1 then -- the usual charge: no table to build
+local mv = fmv
+if mv then
+  -- read by fast.lua
+elseif n == 1 then -- the usual charge: no table to build
   local name = ARGV[9]
   mv = redis.call('HMGET', mk, 'seq', 'u', 'e', 'b:' .. name, 'x:' .. name, 'k:' .. name, 'd:' .. name)
 else
@@ -139,7 +141,7 @@ for d = 1, n do
   local start, r, w = st[b + 1], st[b + 2], ARGV[a + 8]
   -- one read for the running sum, the exhausted-until mark and the kept
   -- window
-  local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + d])
+  local v = d == 1 and fv or redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + d])
   local u, o, total, kept, held, empty
   local had = true -- the log held entries before this decision touched it
   local fast = v[1] and win == 0 and v[3] == w and mv[4 * d + 3] == st[b + 3]

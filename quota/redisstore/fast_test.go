@@ -1,0 +1,205 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+)
+
+// TestFastMatchesGeneral drives two stores on one server through the same
+// random requests: one runs take scripts as shipped (fast.lua decides the
+// common cases), the other with fast.lua skipped, so take.lua's general
+// path decides everything. Their answers must be identical at every step,
+// and so must every key they wrote (values, members, scores and whether
+// they expire): fast.lua is a shortcut of take.lua, never a second
+// semantics. Most charges name one budget, the case fast.lua takes; the
+// clock moves in steps that expire sliding entries one at a time, and now
+// and then across an hour or a day; leases hold sliding entries ahead.
+func TestFastMatchesGeneral(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			fastVersusGeneral(t, redistest.Client(t), seed)
+		})
+		t.Run(fmt.Sprint("miniredis-seed", seed), func(t *testing.T) {
+			fastVersusGeneral(t, redistest.MiniClient(t, redistest.Mini(t)), seed)
+		})
+	}
+}
+
+func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
+	ctx := context.Background()
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := redistest.Prefix(t)
+	fast := redisstore.New(c, redisstore.WithPrefix(base+"f:"))
+	general := redisstore.New(c, redisstore.WithPrefix(base+"g:"))
+	redisstore.GeneralOnly(general)
+	budgets := []quota.Budget{
+		{Name: "units", Limit: 400, Window: quota.Daily(la)},
+		{Name: "search", Limit: 60, Window: quota.Daily(time.UTC)},
+		{Name: "minute", Limit: 50, Window: quota.Sliding(time.Minute)},
+		{Name: "tenmin", Limit: 200, Window: quota.Sliding(10 * time.Minute)},
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	now := time.Date(2026, 3, 7, 23, 50, 0, 0, la) // a DST change ahead
+	type grant struct {
+		owner, nonce string
+		at           time.Time
+		debits       []quota.Debit
+	}
+	var grants []grant
+	same := func(step int, what string, f, g any, ef, eg error) {
+		t.Helper()
+		if (ef == nil) != (eg == nil) || ef != nil && ef.Error() != eg.Error() {
+			t.Fatalf("step %d %s: errors differ: fast %v, general %v", step, what, ef, eg)
+		}
+		if !reflect.DeepEqual(f, g) {
+			t.Fatalf("step %d %s at %v:\nfast:    %+v\ngeneral: %+v", step, what, now, f, g)
+		}
+	}
+	var fastOK, refused int
+	for step := range 1500 {
+		owner := []string{"a", "b"}[rng.IntN(2)]
+		switch op := rng.IntN(100); {
+		case op < 60:
+			var debits []quota.Debit
+			if rng.IntN(5) > 0 {
+				b := budgets[rng.IntN(len(budgets))]
+				debits = []quota.Debit{{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)}}
+			} else {
+				for _, b := range budgets[:2+rng.IntN(3)] {
+					debits = append(debits, quota.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)})
+				}
+			}
+			req := &quota.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprint("n", step), Now: now,
+				Method: "videos.list", Job: "ingest", Debits: debits}
+			if rng.IntN(6) == 0 {
+				req.Hold = time.Duration(rng.IntN(6)) * time.Second // a lease's block: at most a tenth of a minute
+			}
+			f, ef := fast.Take(ctx, req)
+			g, eg := general.Take(ctx, req)
+			same(step, "Take", f, g, ef, eg)
+			if f != nil && f.OK {
+				if len(debits) == 1 {
+					fastOK++
+				}
+				grants = append(grants, grant{owner, req.Nonce, f.At.Add(req.Hold), debits})
+			} else if f != nil {
+				refused++
+			}
+		case op < 68 && len(grants) > 0:
+			gr := grants[rng.IntN(len(grants))]
+			var bs []quota.Budget
+			for _, d := range gr.debits {
+				bs = append(bs, d.Budget)
+			}
+			req := &quota.RefundRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce, Budgets: bs, Now: now}
+			f, ef := fast.Refund(ctx, req)
+			g, eg := general.Refund(ctx, req)
+			same(step, "Refund", f, g, ef, eg)
+		case op < 74 && len(grants) > 0:
+			gr := grants[rng.IntN(len(grants))]
+			debits := slices.Clone(gr.debits)
+			for i := range debits {
+				debits[i].Cost = rng.Int64N(debits[i].Cost + 1)
+			}
+			req := &quota.SettleRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce,
+				Method: "videos.list", Job: "ingest", Debits: debits, Now: now}
+			f, ef := fast.Settle(ctx, req)
+			g, eg := general.Settle(ctx, req)
+			same(step, "Settle", f, g, ef, eg)
+		case op < 77:
+			b := budgets[rng.IntN(len(budgets))]
+			req := &quota.ExhaustRequest{API: "yt", Owner: owner, Budget: b, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
+			same(step, "Exhaust", nil, nil, fast.Exhaust(ctx, req), general.Exhaust(ctx, req))
+		case op < 79:
+			b := budgets[rng.IntN(len(budgets))]
+			req := &quota.AdjustRequest{API: "yt", Owner: owner, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
+			same(step, "Adjust", nil, nil, fast.Adjust(ctx, req), general.Adjust(ctx, req))
+		default:
+			// mostly a few seconds, so sliding entries expire one by one
+			now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Second))))
+			if rng.IntN(20) == 0 {
+				now = now.Add(time.Duration(rng.IntN(90)) * time.Minute)
+			}
+		}
+		if step%100 == 99 {
+			sameKeys(t, c, base+"f:", base+"g:")
+			for _, o := range []string{"a", "b"} {
+				ureq := &quota.UsageRequest{API: "yt", Owner: o, Budgets: budgets, Now: now}
+				f, ef := fast.Usage(ctx, ureq)
+				g, eg := general.Usage(ctx, ureq)
+				same(step, "Usage", f, g, ef, eg)
+			}
+		}
+	}
+	sameKeys(t, c, base+"f:", base+"g:")
+	if fastOK < 200 || refused < 100 {
+		t.Fatalf("%d single-budget admissions and %d refusals: too few to mean much", fastOK, refused)
+	}
+}
+
+// sameKeys requires the keys under prefixes a and b to be the same, key by
+// key: type, contents and whether the key expires.
+func sameKeys(t *testing.T, c redis.UniversalClient, a, b string) {
+	t.Helper()
+	ka, kb := dumpKeys(t, c, a), dumpKeys(t, c, b)
+	if len(ka) == 0 {
+		t.Fatal("no keys written")
+	}
+	if !reflect.DeepEqual(ka, kb) {
+		for k, v := range ka {
+			if w, ok := kb[k]; !ok || !reflect.DeepEqual(v, w) {
+				t.Errorf("key %s: fast %v, general %v", k, v, w)
+			}
+		}
+		for k, w := range kb {
+			if _, ok := ka[k]; !ok {
+				t.Errorf("key %s: fast none, general %v", k, w)
+			}
+		}
+		t.FailNow()
+	}
+}
+
+// dumpKeys returns every key under prefix (named without it) with its type,
+// its contents and whether it has a TTL.
+func dumpKeys(t *testing.T, c redis.UniversalClient, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, k := range keys {
+		typ := c.Type(ctx, k).Val()
+		var v any
+		switch typ {
+		case "string":
+			v = c.Get(ctx, k).Val()
+		case "hash":
+			v = c.HGetAll(ctx, k).Val()
+		case "zset":
+			v = c.ZRangeWithScores(ctx, k, 0, -1).Val()
+		default:
+			v = "?"
+		}
+		ttl := c.PTTL(ctx, k).Val()
+		out[strings.TrimPrefix(k, prefix)] = fmt.Sprintf("%s %v expires=%v", typ, v, ttl > 0)
+	}
+	return out
+}
