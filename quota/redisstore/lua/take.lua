@@ -208,13 +208,13 @@ for d = 1, n do
     -- walk the oldest entries until their costs cover the deficit: the
     -- charge fits once the entry that covers it has expired
     -- (a few entries first: one or two usually cover the deficit, and every
-    -- call after a budget runs out is a refusal; then 100 at a time)
-    local freed, from, size = 0, 0, 4
-    while retry == 0 do
-      local batch = redis.call('ZRANGEBYSCORE', KEYS[k], int(start), '+inf', 'WITHSCORES', 'LIMIT', from, size)
-      if #batch == 0 then
-        break
-      end
+    -- call after a budget runs out is a refusal; then 1000 at a time, by
+    -- rank from the first counted entry: an offset into ZRANGEBYSCORE
+    -- would make a deep walk, a limit lowered far under a long log's sum,
+    -- quadratic in the entries walked)
+    local freed, batch = 0, redis.call('ZRANGEBYSCORE', KEYS[k], int(start), '+inf', 'WITHSCORES', 'LIMIT', 0, 4)
+    local rank
+    while retry == 0 and #batch > 0 do
       for j = 1, #batch, 2 do
         freed = freed + cost(batch[j])
         if freed >= deficit then
@@ -222,8 +222,12 @@ for d = 1, n do
           break
         end
       end
-      from = from + size
-      size = 100
+      if retry > 0 or not rank and #batch < 8 then
+        break -- covered, or every counted entry walked
+      end
+      rank = rank or redis.call('ZCOUNT', KEYS[k], '-inf', '(' .. int(start)) + 4
+      batch = redis.call('ZRANGE', KEYS[k], rank, rank + 999, 'WITHSCORES')
+      rank = rank + 1000
     end
     if retry == 0 then
       -- the entries cover less than the sum claimed: the sum was stale
