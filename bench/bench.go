@@ -89,7 +89,8 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 
 	rs := redisstore.New(rdb, redisstore.WithPrefix(r.prefix+"quota:"))
 	redisContenders := []contender{
-		quotaTake("quota redisstore Take", "sliding log, one entry per call, running sum", false, rs, cfg.window),
+		quotaTake("quota redisstore Take", "sliding log, one entry per call, running sum", false, rs, quotaBudget(cfg.window)),
+		quotaTake("quota redisstore Take, daily", "daily budget: the running sum decides, the log keeps each entry", false, rs, dailyBudget),
 		quotaLeased("quota redisstore Take, leases B=10", "leases of 10 units: one store call per block, decisions in process", rs, cfg.window, 10),
 		quotaLeased("quota redisstore Take, leases B=100", "leases of 100 units: one store call per block, decisions in process", rs, cfg.window, 100),
 		quotaLeased("quota redisstore Take, leases adaptive", "leases sized to the local rate (≤ 5% of the limit, ≤ a tenth of the window)", rs, cfg.window, 0),
@@ -129,8 +130,8 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 		}
 	}()
 	localContenders := []contender{
-		quotaTake("quota MemoryStore Take", "same log in process memory, one mutex", true, quota.NewMemoryStore(), cfg.window),
-		quotaTake("quota sqlitestore Take", "same log in an SQLite file (WAL, BEGIN IMMEDIATE)", true, ss, cfg.window),
+		quotaTake("quota MemoryStore Take", "same log in process memory, one mutex", true, quota.NewMemoryStore(), quotaBudget(cfg.window)),
+		quotaTake("quota sqlitestore Take", "same log in an SQLite file (WAL, BEGIN IMMEDIATE)", true, ss, quotaBudget(cfg.window)),
 		xrate(),
 	}
 	if rep.local, err = r.table(ctx, localContenders, false); err != nil {

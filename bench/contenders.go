@@ -51,12 +51,17 @@ func quotaBudget(window time.Duration) []quota.Budget {
 	return []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(window)}}
 }
 
-// quotaTake is a Limiter.Take on store for a credential of its own.
-func quotaTake(name, algo string, local bool, store quota.Store, window time.Duration) contender {
+// dailyBudget is quotaBudget's daily twin: the YouTube case, a daily
+// budget no measurement spends, decided from its running sum.
+var dailyBudget = []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}}
+
+// quotaTake is a Limiter.Take on store of budgets, for a credential of its
+// own.
+func quotaTake(name, algo string, local bool, store quota.Store, budgets []quota.Budget) contender {
 	return contender{
 		name: name, algo: algo, local: local,
 		setup: func(_ context.Context, id string, cost int64) (op, error) {
-			lim, err := quota.New(store, "bench", quotaBudget(window))
+			lim, err := quota.New(store, "bench", budgets)
 			if err != nil {
 				return nil, err
 			}

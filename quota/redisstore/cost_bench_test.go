@@ -61,8 +61,9 @@ func commandStats(b testing.TB, c *redis.Client) (scriptCalls, scriptUsec, inner
 // method, as the Transport's do. The cases are the paths issue 13 sets
 // targets for: a daily budget admitting, a spent daily budget refusing,
 // a sliding budget admitting (a 1s window, so in steady state each
-// admission also expires an entry), and a charge of two budgets; and a
-// no-op script (`return 1`) for scale. Each runs from one client (Redis
+// admission also expires an entry), and a charge of two budgets; the first
+// three again with fast.lua skipped (take.lua's general path alone, what
+// fast.lua saves); and a no-op script (`return 1`) for scale. Each runs from one client (Redis
 // idles between calls, so each call finds its caches cold: the way issue
 // 13 timed scripts alone) and from 8 (Redis busy, as under bench/'s 64
 // goroutines): the same script costs about twice as much in the first.
@@ -78,20 +79,24 @@ func BenchmarkRedisDecisionCost(b *testing.B) {
 	noop := redis.NewScript("return 1")
 	run := 0 // the runner calls each case more than once: a fresh prefix each
 	for _, tc := range []struct {
-		name   string
-		budget []quota.Budget
-		units  map[string]int64
-		refuse bool
+		name    string
+		budget  []quota.Budget
+		units   map[string]int64
+		refuse  bool
+		general bool
 	}{
-		{"noop", nil, nil, false},
-		{"daily-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, false},
-		{"daily-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, true},
-		{"sliding-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Second)}}, map[string]int64{"units": 1}, false},
-		{"sliding-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}}, map[string]int64{"units": 1}, true},
+		{"noop", nil, nil, false, false},
+		{"daily-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, false, false},
+		{"general-daily-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, false, true},
+		{"daily-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, true, false},
+		{"general-daily-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}}, map[string]int64{"units": 1}, true, true},
+		{"sliding-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Second)}}, map[string]int64{"units": 1}, false, false},
+		{"general-sliding-admit", []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Second)}}, map[string]int64{"units": 1}, false, true},
+		{"sliding-refuse", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}}, map[string]int64{"units": 1}, true, false},
 		{"two-budgets-admit", []quota.Budget{
 			{Name: "units", Limit: 1 << 50, Window: quota.Sliding(24 * time.Hour)},
 			{Name: "search", Limit: 1 << 50, Window: quota.Daily(time.UTC)},
-		}, map[string]int64{"units": 1, "search": 1}, false},
+		}, map[string]int64{"units": 1, "search": 1}, false, false},
 	} {
 		for _, clients := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/clients=%d", tc.name, clients), func(b *testing.B) {
@@ -100,6 +105,9 @@ func BenchmarkRedisDecisionCost(b *testing.B) {
 					ch := quota.Charge{Method: "videos.list", Units: tc.units}
 					run++
 					st := redisstore.New(c, redisstore.WithPrefix(fmt.Sprintf("cost%d-%s:", run, tc.name)))
+					if tc.general {
+						redisstore.GeneralOnly(st)
+					}
 					l, err := quota.New(st, "bench", tc.budget)
 					if err != nil {
 						b.Fatal(err)

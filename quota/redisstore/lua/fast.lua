@@ -3,14 +3,15 @@
 --
 -- Most decisions are a charge of one budget whose state is in order: a
 -- daily budget whose log holds today's entries only (its running sum
--- decides), or a sliding budget admitting with at most one entry expiring.
+-- decides), or a sliding budget with at most one entry expiring, admitting
+-- or refusing a charge whose deficit its two oldest entries cover.
 -- For those, what a script costs Redis is mostly Lua, not commands:
 -- defining lib.lua's helpers, take.lua's tables and the checks for every
 -- rare state took twice the time of the commands themselves (issue 13).
 -- This prefix decides those cases with the same commands and the same
 -- reply as take.lua, and returns before lib.lua runs. Anything else (two
 -- budgets, a loss to detect, a lifetime to renew, a new day, an exhausted
--- mark, a refused sliding charge, a clock outside today) falls through,
+-- mark, a deeper sliding refusal, a clock outside today) falls through,
 -- before this prefix has written anything, to take.lua, which decides
 -- every case and is the reference for this one: TestFastMatchesGeneral
 -- runs both on the same states.
@@ -66,39 +67,59 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
     local total, oldest, drop = held, false, false
     local ok = held + c <= limit
     local need, stamp = r, now
+    local u, e = tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
     if win > 0 then
-      -- the two oldest entries: in steady state one expires per admission
-      local first = ok and redis.call('ZRANGE', KEYS[1], 0, 1, 'WITHSCORES') or {}
-      local start = now - win + 1
+      -- the two oldest entries: in steady state one expires per decision
+      local first = redis.call('ZRANGE', KEYS[1], 0, 1, 'WITHSCORES')
+      local start, at = now - win + 1, 1 -- first[at]: the oldest counted entry
       if #first == 4 and tonumber(first[2]) < start and tonumber(first[4]) >= start then
-        drop, oldest = true, tonumber(first[4])
+        drop, oldest, at = true, tonumber(first[4]), 3
         total = held - tonumber(string.match(first[1], ':(%d+)$'))
       elseif #first > 0 and tonumber(first[2]) >= start then
         oldest = tonumber(first[2])
       else
-        ok = false -- an empty log, or more than one entry expiring
+        first = false -- an empty log, or more than one entry expiring
+      end
+      ok = first and total + c <= limit
+      if first and not ok then
+        -- a refusal: the charge fits once the oldest counted entries that
+        -- cover the deficit expire; when the two read do not, take.lua walks
+        local deficit = total + c - limit
+        local freed = tonumber(string.match(first[at], ':(%d+)$'))
+        local retry = freed >= deficit and oldest
+        if not retry and at == 1 and #first == 4 and
+            freed + tonumber(string.match(first[3], ':(%d+)$')) >= deficit then
+          retry = tonumber(first[4])
+        end
+        if retry then
+          if drop then
+            -- what the trim dropped leaves the sum too
+            redis.call('ZREMRANGEBYRANK', KEYS[1], 0, 0)
+            redis.call('INCRBY', KEYS[2], total - held)
+          end
+          return {0, now, total, oldest + win, 0, retry + win, seq, u, 0, 0}
+        end
       end
       -- take.lua's lifetime for a sliding log's keys, and what k:NAME
       -- must cover for this entry not to renew them
       need = now + (math.ceil(win / 1000) + math.ceil(win / 10000) - 1) * 1000
       stamp = now + tonumber(ARGV[8])
-    end
-    local u, e = tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
-    if win == 0 and not ok then
+    elseif not ok then
       -- a spent daily budget: every entry counted today expires at the
       -- reset; nothing to write
       return {0, now, total, r, 0, r, seq, u, 0, 0}
     end
     if ok and (tonumber(mv[6]) or 0) >= need then
-      local f = '%d'
+      -- (numbers go to redis.call as they are: Redis writes an integral
+      -- number below 2^53 as an integer, and string.format costs more)
       if drop then
         redis.call('ZREMRANGEBYRANK', KEYS[1], 0, 0)
       end
-      redis.call('ZADD', KEYS[1], string.format(f, stamp), ARGV[2] .. ':' .. ARGV[10])
+      redis.call('ZADD', KEYS[1], stamp, ARGV[2] .. ':' .. ARGV[10])
       if total == held then
         redis.call('INCRBY', KEYS[2], ARGV[10]) -- INCRBY keeps the TTL
       else
-        redis.call('INCRBY', KEYS[2], string.format(f, total + c - held))
+        redis.call('INCRBY', KEYS[2], total + c - held)
       end
       if redis.call('HINCRBY', ukey, ARGV[18], ARGV[10]) == c then
         -- a new row: the hour's hash lasts until its rows may be dropped
@@ -110,26 +131,26 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
       -- the marker (lib.lua's remark): seq bumped, b:NAME and u raised to
       -- this entry's expiry
       seq = math.max(seq, tonumber(ARGV[3])) + 1
-      local fields = {'seq', string.format(f, seq)}
+      local fields = {'seq', seq}
       local x = r
       if win > 0 then
         x = stamp + win
       end
       local bm = tonumber(mv[4]) or 0
       if x > bm then
-        fields[3], fields[4] = 'b:' .. name, string.format(f, x)
+        fields[3], fields[4] = 'b:' .. name, x
       end
       x = math.min(math.max(x, bm), now + 366 * 86400 * 1000000)
       if x > u then
         u = x
         fields[#fields + 1] = 'u'
-        fields[#fields + 1] = string.format(f, u)
+        fields[#fields + 1] = u
       end
       local grow = u > e
       if grow then
         e = u + math.max(0, u - now)
         fields[#fields + 1] = 'e'
-        fields[#fields + 1] = string.format(f, e)
+        fields[#fields + 1] = e
       end
       redis.call('HSET', KEYS[7], unpack(fields))
       if grow or e <= now then
