@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"time"
 )
@@ -79,6 +80,9 @@ func Overrides(ctx context.Context, st Store, api string) (map[string]Override, 
 // SetOverride records an operator's definition of budget b of api in st,
 // taking precedence over any program's (see Overrides), and records it in
 // the catalog too. st must be a StateStore (every store of this module is).
+// Concurrent SetOverride and RemoveOverride calls on one API, in any
+// processes sharing st, each take effect: they take turns (see
+// updateOverrides).
 func SetOverride(ctx context.Context, st Store, api string, b Budget, at time.Time) error {
 	if err := checkName("api", api); err != nil {
 		return err
@@ -86,20 +90,10 @@ func SetOverride(ctx context.Context, st Store, api string, b Budget, at time.Ti
 	if err := ValidateBudgets([]Budget{b}); err != nil {
 		return err
 	}
-	ss, ok := st.(StateStore)
-	if !ok {
-		return invalidf("store %T keeps no state: it cannot hold an override", st)
-	}
-	over, err := Overrides(ctx, st, api)
-	if err != nil {
-		return err
-	}
-	over[b.Name] = Override{Budget: b, SetAt: at.UTC()}
-	js, err := json.Marshal(over)
-	if err != nil {
-		return err
-	}
-	if err := ss.SaveState(ctx, overrideKey(api), js); err != nil {
+	if _, err := updateOverrides(ctx, st, api, func(over map[string]Override) bool {
+		over[b.Name] = Override{Budget: b, SetAt: at.UTC()}
+		return true
+	}); err != nil {
 		return err
 	}
 	return st.DefineBudgets(ctx, api, []Budget{b})
@@ -109,19 +103,87 @@ func SetOverride(ctx context.Context, st Store, api string, b Budget, at time.Ti
 // any, and reports whether there was one: the program's definition applies
 // again.
 func RemoveOverride(ctx context.Context, st Store, api, budget string) (bool, error) {
+	return updateOverrides(ctx, st, api, func(over map[string]Override) bool {
+		_, ok := over[budget]
+		delete(over, budget)
+		return ok
+	})
+}
+
+// overrideLeaseTTL bounds how long an update of one API's overrides may
+// hold the others off, and how long a process that died during one delays
+// the next.
+const overrideLeaseTTL = 5 * time.Second
+
+// updateOverrides applies change to api's overrides and writes them back
+// when change reports a change. The overrides are one value, so a read,
+// change and write by two operators (or scripts) at once would lose one of
+// the changes: each update holds the store's lease on the value's key
+// (StateStore.AcquireLease, across processes and hosts) and writes with
+// SaveStateFenced, so a writer whose lease expired mid-update writes
+// nothing. An update that finds the lease held waits for it, up to ctx's
+// deadline or twice the lease's lifetime.
+func updateOverrides(ctx context.Context, st Store, api string, change func(map[string]Override) bool) (bool, error) {
+	ss, ok := st.(StateStore)
+	if !ok {
+		return false, invalidf("store %T keeps no state: it cannot hold an override", st)
+	}
+	key := overrideKey(api)
+	lease, err := acquireOverrides(ctx, ss, key)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		// a lease already lost or expired needs no release; a failed
+		// release expires on its own
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = ss.ReleaseLease(rctx, &StateLeaseRequest{Key: key, Token: lease.Token})
+	}()
 	over, err := Overrides(ctx, st, api)
 	if err != nil {
 		return false, err
 	}
-	if _, ok := over[budget]; !ok {
+	if !change(over) {
 		return false, nil
 	}
-	delete(over, budget)
 	js, err := json.Marshal(over)
 	if err != nil {
 		return false, err
 	}
-	return true, st.(StateStore).SaveState(ctx, overrideKey(api), js)
+	if err := ss.SaveStateFenced(ctx, key, js, lease.Token); err != nil {
+		return false, fmt.Errorf("quota: overrides of %s: %w", api, err)
+	}
+	return true, nil
+}
+
+// acquireOverrides takes the lease on the overrides' key, waiting while
+// another update holds it.
+func acquireOverrides(ctx context.Context, ss StateStore, key string) (StateLease, error) {
+	holder := "override update"
+	if h, err := os.Hostname(); err == nil {
+		holder = fmt.Sprintf("%s:%d override update", h, os.Getpid())
+	}
+	give := time.Now().Add(2 * overrideLeaseTTL)
+	wait := 5 * time.Millisecond
+	for {
+		lease, err := ss.AcquireLease(ctx, &StateLeaseRequest{Key: key, Holder: holder, TTL: overrideLeaseTTL})
+		var held *StateLeaseHeldError
+		if !errors.As(err, &held) {
+			return lease, err
+		}
+		if time.Now().After(give) {
+			return StateLease{}, fmt.Errorf("quota: overrides are being updated by another process: %w", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return StateLease{}, fmt.Errorf("quota: waiting for another update of the overrides: %w", context.Cause(ctx))
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 // ApplyOverrides returns budgets with the definitions of over in place of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 // TestOperatorOverridePrecedence: an operator's definition (quotactl budget
@@ -127,4 +128,11 @@ func TestOverrideRefreshBacksOff(t *testing.T) {
 			t.Fatalf("override reads a second later: %d, want 2", n)
 		}
 	})
+}
+
+// TestConcurrentOverrides: overrides set and removed at once by many
+// goroutines all take effect (storetest.ConcurrentOverrides; the SQLite and
+// Redis stores run it across connections).
+func TestConcurrentOverrides(t *testing.T) {
+	storetest.ConcurrentOverrides(t, []quota.Store{quota.NewMemoryStore()})
 }

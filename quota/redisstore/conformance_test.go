@@ -23,3 +23,22 @@ func TestConformanceMiniredis(t *testing.T) {
 		return redisstore.New(redistest.MiniClient(t, redistest.Mini(t)))
 	})
 }
+
+// TestConcurrentOverrides: operator overrides set and removed at once
+// through two clients, as two processes would, all take effect.
+func TestConcurrentOverrides(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		p := redistest.Prefix(t)
+		storetest.ConcurrentOverrides(t, []quota.Store{
+			redisstore.New(redistest.Client(t), redisstore.WithPrefix(p)),
+			redisstore.New(redistest.Client(t), redisstore.WithPrefix(p)),
+		})
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		m := redistest.Mini(t)
+		storetest.ConcurrentOverrides(t, []quota.Store{
+			redisstore.New(redistest.MiniClient(t, m)),
+			redisstore.New(redistest.MiniClient(t, m)),
+		})
+	})
+}

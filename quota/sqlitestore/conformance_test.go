@@ -28,3 +28,15 @@ func TestConformance(t *testing.T) {
 		return st
 	})
 }
+
+// TestConcurrentOverrides: operator overrides set and removed at once
+// through two stores on one file, as two processes would, all take effect.
+func TestConcurrentOverrides(t *testing.T) {
+	a, path := openTemp(t)
+	b, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	storetest.ConcurrentOverrides(t, []quota.Store{a, b})
+}
