@@ -37,6 +37,13 @@ func TestFastMatchesGeneral(t *testing.T) {
 	}
 }
 
+// onBoth runs f as subtests on the shared Redis ("redis") and on an
+// in-process miniredis ("miniredis").
+func onBoth(t *testing.T, f func(t *testing.T, c redis.UniversalClient)) {
+	t.Run("redis", func(t *testing.T) { f(t, redistest.Client(t)) })
+	t.Run("miniredis", func(t *testing.T) { f(t, redistest.MiniClient(t, redistest.Mini(t))) })
+}
+
 func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 	ctx := context.Background()
 	la, err := time.LoadLocation("America/Los_Angeles")
@@ -210,61 +217,53 @@ func dumpKeys(t *testing.T, c redis.UniversalClient, prefix string) map[string]s
 // to take.lua, three entries deep. Each against the general path and the
 // memory store.
 func TestFastSlidingRefusal(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		c    redis.UniversalClient
-	}{
-		{"redis", redistest.Client(t)},
-		{"miniredis", redistest.MiniClient(t, redistest.Mini(t))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			base := redistest.Prefix(t)
-			fast := redisstore.New(tc.c, redisstore.WithPrefix(base+"f:"))
-			general := redisstore.New(tc.c, redisstore.WithPrefix(base+"g:"))
-			redisstore.GeneralOnly(general)
-			ref := quota.NewMemoryStore()
-			b := quota.Budget{Name: "minute", Limit: 10, Window: quota.Sliding(time.Minute)}
-			t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-			step := 0
-			take := func(at time.Duration, cost int64) *quota.TakeResult {
-				t.Helper()
-				step++
-				req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", step), Now: t0.Add(at),
-					Debits: []quota.Debit{{Budget: b, Cost: cost}}}
-				want, errW := ref.Take(ctx, req)
-				f, errF := fast.Take(ctx, req)
-				g, errG := general.Take(ctx, req)
-				if errW != nil || errF != nil || errG != nil {
-					t.Fatal(errW, errF, errG)
-				}
-				if !reflect.DeepEqual(utcResult(want), utcResult(f)) || !reflect.DeepEqual(f, g) {
-					t.Fatalf("take %d at +%v:\nmemory:  %+v\nfast:    %+v\ngeneral: %+v", step, at, want, f, g)
-				}
-				return f
+	onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		base := redistest.Prefix(t)
+		fast := redisstore.New(c, redisstore.WithPrefix(base+"f:"))
+		general := redisstore.New(c, redisstore.WithPrefix(base+"g:"))
+		redisstore.GeneralOnly(general)
+		ref := quota.NewMemoryStore()
+		b := quota.Budget{Name: "minute", Limit: 10, Window: quota.Sliding(time.Minute)}
+		t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+		step := 0
+		take := func(at time.Duration, cost int64) *quota.TakeResult {
+			t.Helper()
+			step++
+			req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", step), Now: t0.Add(at),
+				Debits: []quota.Debit{{Budget: b, Cost: cost}}}
+			want, errW := ref.Take(ctx, req)
+			f, errF := fast.Take(ctx, req)
+			g, errG := general.Take(ctx, req)
+			if errW != nil || errF != nil || errG != nil {
+				t.Fatal(errW, errF, errG)
 			}
-			for i := range 5 { // 2 units at +0s .. +4s: the budget is full
-				if !take(time.Duration(i)*time.Second, 2).OK {
-					t.Fatal("refused under the limit")
-				}
+			if !reflect.DeepEqual(utcResult(want), utcResult(f)) || !reflect.DeepEqual(f, g) {
+				t.Fatalf("take %d at +%v:\nmemory:  %+v\nfast:    %+v\ngeneral: %+v", step, at, want, f, g)
 			}
-			for _, c := range []struct {
-				at    time.Duration
-				cost  int64
-				retry time.Duration // after t0
-			}{
-				{30 * time.Second, 1, time.Minute},                                 // the oldest covers it
-				{30 * time.Second, 4, time.Minute + time.Second},                   // the two oldest do
-				{30 * time.Second, 5, time.Minute + 2*time.Second},                 // three deep: take.lua walks
-				{time.Minute + 500*time.Millisecond, 3, time.Minute + time.Second}, // the oldest expired, the next covers it
-				{time.Minute + 500*time.Millisecond, 5, time.Minute + 2*time.Second},
-			} {
-				res := take(c.at, c.cost)
-				if res.OK || !res.Usage[0].RetryAt.Equal(t0.Add(c.retry)) {
-					t.Fatalf("cost %d at +%v: %+v, want a refusal until +%v", c.cost, c.at, res.Usage[0], c.retry)
-				}
+			return f
+		}
+		for i := range 5 { // 2 units at +0s .. +4s: the budget is full
+			if !take(time.Duration(i)*time.Second, 2).OK {
+				t.Fatal("refused under the limit")
 			}
-			sameKeys(t, tc.c, base+"f:", base+"g:")
-		})
-	}
+		}
+		for _, c := range []struct {
+			at    time.Duration
+			cost  int64
+			retry time.Duration // after t0
+		}{
+			{30 * time.Second, 1, time.Minute},                                 // the oldest covers it
+			{30 * time.Second, 4, time.Minute + time.Second},                   // the two oldest do
+			{30 * time.Second, 5, time.Minute + 2*time.Second},                 // three deep: take.lua walks
+			{time.Minute + 500*time.Millisecond, 3, time.Minute + time.Second}, // the oldest expired, the next covers it
+			{time.Minute + 500*time.Millisecond, 5, time.Minute + 2*time.Second},
+		} {
+			res := take(c.at, c.cost)
+			if res.OK || !res.Usage[0].RetryAt.Equal(t0.Add(c.retry)) {
+				t.Fatalf("cost %d at +%v: %+v, want a refusal until +%v", c.cost, c.at, res.Usage[0], c.retry)
+			}
+		}
+		sameKeys(t, c, base+"f:", base+"g:")
+	})
 }

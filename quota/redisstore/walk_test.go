@@ -22,53 +22,45 @@ import (
 // the deficits put the covering entry in the first batch, the second, at a
 // batch's edge and at the last entry.
 func TestRefusalWalksDeepLog(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		c    redis.UniversalClient
-	}{
-		{"redis", redistest.Client(t)},
-		{"miniredis", redistest.MiniClient(t, redistest.Mini(t))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			st := redisstore.New(tc.c, redisstore.WithPrefix(redistest.Prefix(t)))
-			ref := quota.NewMemoryStore()
-			b := quota.Budget{Name: "units", Limit: 10000, Window: quota.Sliding(time.Hour)}
-			now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-			// 2,600 entries, one a second, with costs 1 to 3, and a few
-			// expired ones before them
-			for i := range 2610 {
-				req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", i), Now: now,
-					Debits: []quota.Debit{{Budget: b, Cost: 1 + int64(i%3)}}}
-				if i == 10 {
-					now = now.Add(time.Hour) // the first 10 expire
-				}
-				want, err := ref.Take(ctx, req)
-				if err != nil || !want.OK {
-					t.Fatal(want, err)
-				}
-				if _, err := st.Take(ctx, req); err != nil {
-					t.Fatal(err)
-				}
-				now = now.Add(time.Second)
+	onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)))
+		ref := quota.NewMemoryStore()
+		b := quota.Budget{Name: "units", Limit: 10000, Window: quota.Sliding(time.Hour)}
+		now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+		// 2,600 entries, one a second, with costs 1 to 3, and a few
+		// expired ones before them
+		for i := range 2610 {
+			req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", i), Now: now,
+				Debits: []quota.Debit{{Budget: b, Cost: 1 + int64(i%3)}}}
+			if i == 10 {
+				now = now.Add(time.Hour) // the first 10 expire
 			}
-			// the log now counts 2,600 entries, 5,200 units
-			for _, limit := range []int64{5199, 5190, 3000, 2000, 1, 2} {
-				low := b
-				low.Limit = limit
-				req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("low", limit), Now: now,
-					Debits: []quota.Debit{{Budget: low, Cost: 1}}}
-				want, errW := ref.Take(ctx, req)
-				got, errG := st.Take(ctx, req)
-				if errW != nil || errG != nil {
-					t.Fatal(errW, errG)
-				}
-				if got.OK || !reflect.DeepEqual(utcResult(want), utcResult(got)) {
-					t.Fatalf("limit %d:\nmemory: %+v\nredis:  %+v", limit, want, got)
-				}
+			want, err := ref.Take(ctx, req)
+			if err != nil || !want.OK {
+				t.Fatal(want, err)
 			}
-		})
-	}
+			if _, err := st.Take(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			now = now.Add(time.Second)
+		}
+		// the log now counts 2,600 entries, 5,200 units
+		for _, limit := range []int64{5199, 5190, 3000, 2000, 1, 2} {
+			low := b
+			low.Limit = limit
+			req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("low", limit), Now: now,
+				Debits: []quota.Debit{{Budget: low, Cost: 1}}}
+			want, errW := ref.Take(ctx, req)
+			got, errG := st.Take(ctx, req)
+			if errW != nil || errG != nil {
+				t.Fatal(errW, errG)
+			}
+			if got.OK || !reflect.DeepEqual(utcResult(want), utcResult(got)) {
+				t.Fatalf("limit %d:\nmemory: %+v\nredis:  %+v", limit, want, got)
+			}
+		}
+	})
 }
 
 // utcResult returns r with its instants in UTC, for comparing stores that
