@@ -99,10 +99,10 @@ func TestBench(t *testing.T) {
 		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
 	}
 
-	// 2 goroutine counts × (ceiling + 7 limiters × 2 costs); 2 × 3 in-process limiters × 2 costs;
+	// 2 goroutine counts × (ceiling + 8 limiters × 2 costs); 2 × 3 in-process limiters × 2 costs;
 	// 2 × (ceiling + 3 limiters) refusing
-	if len(rep.decisions) != 30 || len(rep.local) != 12 || len(rep.refuse) != 8 {
-		t.Fatalf("%d Redis rows, %d local rows, %d refusing rows; want 30, 12 and 8", len(rep.decisions), len(rep.local), len(rep.refuse))
+	if len(rep.decisions) != 34 || len(rep.local) != 12 || len(rep.refuse) != 8 {
+		t.Fatalf("%d Redis rows, %d local rows, %d refusing rows; want 34, 12 and 8", len(rep.decisions), len(rep.local), len(rep.refuse))
 	}
 	localRefusals := 0
 	for _, r := range rep.refuse {
@@ -199,7 +199,7 @@ func TestBench(t *testing.T) {
 		"| ceiling: no-op EVALSHA |", "| quota redisstore Take |", "| per-unit sorted-set log (recipe) |",
 		"| go-redis/redis_rate AllowN |", "| ulule/limiter Increment |", "fixed window",
 		"| quota MemoryStore Take |", "| quota sqlitestore Take |", "| x/time/rate AllowN (in process) |",
-		"| quota redisstore Take, leases B=100 |", "| quota redisstore Take, local refusals |", "Refuse-heavy phase",
+		"| quota redisstore Take, leases B=100 |", "| quota redisstore Take, daily |", "| quota redisstore Take, local refusals |", "Refuse-heavy phase",
 		"| 300 entries in window |", "| per-unit sorted-set log (recipe) | sliding log: one member per unit | 1 | 9,500 |",
 	} {
 		if !strings.Contains(md.String(), want) {
