@@ -8,7 +8,8 @@
 -- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
 -- ARGV[3], ARGV[4] SEEN, SEEN_UNTIL (what this process saw of the marker,
 -- 0 0 when nothing); ARGV[5] TRUST ('1': on a loss, decide on what the
--- store holds; 'G0' and 'G1' say '0' and '1' and skip fast.lua, for tests); ARGV[6] H (µs), ARGV[7] KEEP (µs a breakdown row is kept
+-- store holds; 'G0' and 'G1' say '0' and '1' and skip fast.lua, for
+-- tests); ARGV[6] H (µs), ARGV[7] KEEP (µs a breakdown row is kept
 -- after its hour ends); ARGV[8] HOLD (µs past now at which sliding-window
 -- entries are recorded: a lease's block, held until the lease ends; 0 for
 -- none); then per debit 10 values from 9+10(d-1): NAME, COST, LIMIT, a
