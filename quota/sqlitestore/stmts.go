@@ -14,8 +14,7 @@ type stmts struct {
 	newest       *stmt // the newest entry's instant
 	walk         *stmt // entries oldest first, for RetryAt
 	insert       *stmt
-	refund       *stmt
-	reservation  *stmt // the entry a Settle shrinks
+	reservation  *stmt // the entry a Settle or Refund shrinks
 	dropEntry    *stmt
 	shrinkEntry  *stmt
 	clearLog     *stmt // delete every entry of a log
@@ -46,7 +45,6 @@ func (st *stmts) prepare(c *conn) error {
 		{&st.newest, `SELECT max(at) FROM entries WHERE log = ?`},
 		{&st.walk, `SELECT at, cost FROM entries WHERE log = ? AND at >= ? ORDER BY at, rowid`},
 		{&st.insert, `INSERT INTO entries (log, at, cost, nonce) VALUES (?, ?, ?, ?)`},
-		{&st.refund, `DELETE FROM entries WHERE log = ? AND at = ? AND nonce = ? RETURNING cost`},
 		{&st.reservation, `SELECT rowid, cost FROM entries WHERE log = ? AND at = ? AND nonce = ? LIMIT 1`},
 		{&st.dropEntry, `DELETE FROM entries WHERE rowid = ?`},
 		{&st.shrinkEntry, `UPDATE entries SET cost = ? WHERE rowid = ?`},

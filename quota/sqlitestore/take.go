@@ -475,55 +475,11 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 			return nil, err
 		}
 	}
-	now := nowOr(req.Now)
-	at := req.At.UnixMicro()
-	var got map[string]int64
-	err := s.decide(ctx, "refund", func(w *wtx) error {
-		got = map[string]int64{}
-		for _, b := range req.Budgets {
-			lg, err := w.log(req.API, req.Owner, b, now, false)
-			if err != nil {
-				return err
-			}
-			if lg == nil {
-				continue
-			}
-			if err := w.trim(lg, b.Window, now); err != nil {
-				return err
-			}
-			if at < b.Window.Start(now).UnixMicro() {
-				// out of the window: nothing it counts to give back (the
-				// log may keep it longer, for a longer window it had)
-				if err := w.save(lg); err != nil { // what pruning changed
-					return err
-				}
-				continue
-			}
-			q := w.st.refund.int(1, lg.id).int(2, at).text(3, req.Nonce)
-			for q.next() {
-				c := q.col(0)
-				got[b.Name] += c
-				lg.used -= c
-				lg.dirty = true
-			}
-			if err := q.done(); err != nil {
-				return err
-			}
-			if c := got[b.Name]; c > 0 {
-				if err := w.spend(req.API, req.Owner, b, req.Method, req.Job, at, -c); err != nil {
-					return err
-				}
-			}
-			if err := w.save(lg); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	debits := make([]quota.Debit, len(req.Budgets)) // a refund is a settle to zero
+	for i, b := range req.Budgets {
+		debits[i] = quota.Debit{Budget: b}
 	}
-	return got, nil
+	return s.shrink(ctx, "refund", req.API, req.Owner, req.Method, req.Job, req.At, req.Nonce, nowOr(req.Now), debits)
 }
 
 // Settle implements quota.Store: in one write transaction, each named
@@ -541,13 +497,21 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 			return nil, fmt.Errorf("sqlitestore: settle: %w: actual %d for budget %q: must be >= 0", quota.ErrInvalid, d.Cost, d.Name)
 		}
 	}
-	now := nowOr(req.Now)
-	at := req.At.UnixMicro()
+	return s.shrink(ctx, "settle", req.API, req.Owner, req.Method, req.Job, req.At, req.Nonce, nowOr(req.Now), req.Debits)
+}
+
+// shrink lowers, in one write transaction, each debit's budget's entry of
+// the reservation recorded at at with nonce to min(its cost, the debit's
+// Cost), 0 removing it, and returns the units freed per budget whose entry
+// it found. The freed units leave the sum and the breakdown row they were
+// spent in. An entry the window no longer counts is not found.
+func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, at time.Time, nonce string, now time.Time, debits []quota.Debit) (map[string]int64, error) {
+	atUS := at.UnixMicro()
 	var got map[string]int64
-	err := s.decide(ctx, "settle", func(w *wtx) error {
+	err := s.decide(ctx, op, func(w *wtx) error {
 		got = map[string]int64{}
-		for _, d := range req.Debits {
-			lg, err := w.log(req.API, req.Owner, d.Budget, now, false)
+		for _, d := range debits {
+			lg, err := w.log(api, owner, d.Budget, now, false)
 			if err != nil {
 				return err
 			}
@@ -557,46 +521,40 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 			if err := w.trim(lg, d.Window, now); err != nil {
 				return err
 			}
-			if at < d.Window.Start(now).UnixMicro() {
-				if err := w.save(lg); err != nil { // out of the window: not found
-					return err
-				}
-				continue
-			}
 			var rowid, cost int64
 			found := false
-			q := w.st.reservation.int(1, lg.id).int(2, at).text(3, req.Nonce)
-			if q.next() {
-				rowid, cost, found = q.col(0), q.col(1), true
-			}
-			if err := q.done(); err != nil {
-				return err
-			}
-			if !found {
-				if err := w.save(lg); err != nil { // what pruning changed
-					return err
+			// out of the window: it counts for nothing, so there is nothing
+			// to give back (the log may keep it longer, for a longer window
+			// it had)
+			if atUS >= d.Window.Start(now).UnixMicro() {
+				q := w.st.reservation.int(1, lg.id).int(2, atUS).text(3, nonce)
+				if q.next() {
+					rowid, cost, found = q.col(0), q.col(1), true
 				}
-				continue
-			}
-			keep := min(cost, d.Cost)
-			if keep == 0 {
-				err = w.st.dropEntry.int(1, rowid).exec()
-			} else if keep < cost {
-				err = w.st.shrinkEntry.int(1, keep).int(2, rowid).exec()
-			}
-			if err != nil {
-				return err
-			}
-			got[d.Name] = cost - keep
-			if cost > keep {
-				lg.used -= cost - keep
-				lg.dirty = true
-				// the freed units leave the breakdown row they were spent in
-				if err := w.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, at, keep-cost); err != nil {
+				if err := q.done(); err != nil {
 					return err
 				}
 			}
-			if err := w.save(lg); err != nil {
+			if found {
+				keep := min(cost, d.Cost)
+				if keep == 0 {
+					err = w.st.dropEntry.int(1, rowid).exec()
+				} else if keep < cost {
+					err = w.st.shrinkEntry.int(1, keep).int(2, rowid).exec()
+				}
+				if err != nil {
+					return err
+				}
+				got[d.Name] = cost - keep
+				if cost > keep {
+					lg.used -= cost - keep
+					lg.dirty = true
+					if err := w.spend(api, owner, d.Budget, method, job, atUS, keep-cost); err != nil {
+						return err
+					}
+				}
+			}
+			if err := w.save(lg); err != nil { // and what pruning changed
 				return err
 			}
 		}
