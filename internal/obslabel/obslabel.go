@@ -1,6 +1,7 @@
 // Package obslabel turns quota events into the bounded owner and method
-// label values that quota/promquota and quota/otelquota both export, so the
-// two adapters never disagree on a label.
+// label values, and the per-budget gauges, that quota/promquota and
+// quota/otelquota both export, so the two adapters never disagree on a
+// label or a gauge.
 package obslabel
 
 import (

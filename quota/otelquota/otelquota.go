@@ -31,7 +31,6 @@ package otelquota
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -57,18 +56,10 @@ type Observer struct {
 	decisions, units, refunded, crossings, exhausts, errors, losses metric.Int64Counter
 	latency                                                         metric.Float64Histogram
 
-	mu     sync.Mutex
-	gauges map[gaugeKey]*gauge
+	gauges obslabel.Gauges
 }
 
 var _ quota.Observer = (*Observer)(nil)
-
-type gaugeKey struct{ api, budget, owner string }
-
-type gauge struct {
-	used, limit, remaining int64
-	reset, exhaustedUntil  time.Time
-}
 
 // Option configures an Observer in New.
 type Option func(*Observer)
@@ -99,7 +90,6 @@ const (
 func New(tp trace.TracerProvider, mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	o := &Observer{
 		tracer: tp.Tracer(ScopeName), clock: time.Now, labels: obslabel.Set{MaxOwners: 100, MaxMethods: 200},
-		gauges: map[gaugeKey]*gauge{},
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -144,23 +134,12 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, opts ...Option) (*Obs
 		return nil, fmt.Errorf("otelquota: %w", err)
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		now := o.clock()
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		for k, g := range o.gauges {
-			attrs := metric.WithAttributes(attribute.String("api", k.api), attribute.String("budget", k.budget), attribute.String("owner", k.owner))
-			rem := g.remaining
-			if !g.exhaustedUntil.IsZero() && !g.exhaustedUntil.After(now) {
-				rem = max(g.limit-g.used, 0)
-			}
-			var secs float64
-			if !g.reset.IsZero() && g.reset.After(now) {
-				secs = g.reset.Sub(now).Seconds()
-			}
-			ob.ObserveFloat64(used, float64(g.used), attrs)
-			ob.ObserveFloat64(limit, float64(g.limit), attrs)
-			ob.ObserveFloat64(remaining, float64(rem), attrs)
-			ob.ObserveFloat64(reset, secs, attrs)
+		for _, g := range o.gauges.Snapshot(o.clock()) {
+			attrs := metric.WithAttributes(attribute.String("api", g.API), attribute.String("budget", g.Budget), attribute.String("owner", g.Owner))
+			ob.ObserveFloat64(used, float64(g.Used), attrs)
+			ob.ObserveFloat64(limit, float64(g.Limit), attrs)
+			ob.ObserveFloat64(remaining, float64(g.Remaining), attrs)
+			ob.ObserveFloat64(reset, g.Reset, attrs)
 		}
 		return nil
 	}, used, limit, remaining, reset)
@@ -173,6 +152,7 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, opts ...Option) (*Obs
 // Observe implements quota.Observer.
 func (o *Observer) Observe(e quota.Event) {
 	owner, method := o.labels.Of(e)
+	o.gauges.Observe(e, owner, o.clock)
 	ctx := e.Context
 	if ctx == nil {
 		ctx = context.Background()
@@ -187,64 +167,21 @@ func (o *Observer) Observe(e quota.Event) {
 		for _, u := range e.Usage {
 			o.units.Add(ctx, u.Cost, metric.WithAttributes(api, attribute.String("budget", u.Budget), attribute.String("owner", owner), attribute.String("method", method), out))
 		}
-		if e.Outcome == quota.OutcomeAdmitted || e.Outcome == quota.OutcomeRefused {
-			o.mu.Lock()
-			for _, u := range e.Usage {
-				g := o.gauge(e.API, u.Budget, owner)
-				g.used, g.limit, g.remaining = u.Used, u.Limit, u.Remaining
-				g.reset, g.exhaustedUntil = u.Reset, u.ExhaustedUntil
-			}
-			o.mu.Unlock()
-		}
 	case quota.EventRefund:
-		o.mu.Lock()
 		for _, u := range e.Usage {
 			o.refunded.Add(ctx, u.Cost, metric.WithAttributes(api, attribute.String("budget", u.Budget), attribute.String("owner", owner), attribute.String("method", method)))
-			if g := o.gauges[gaugeKey{e.API, u.Budget, owner}]; g != nil {
-				g.used = max(g.used-u.Cost, 0)
-				if g.used == 0 && !u.Window.IsDaily() {
-					g.reset = time.Time{}
-				}
-				if g.exhaustedUntil.IsZero() || !g.exhaustedUntil.After(o.clock()) {
-					g.remaining = min(g.remaining+u.Cost, g.limit)
-				}
-			}
 		}
-		o.mu.Unlock()
 	case quota.EventThreshold:
 		o.crossings.Add(ctx, 1, metric.WithAttributes(api, attribute.String("budget", e.Budget), attribute.String("owner", owner), attribute.Int("percent", e.Percent)))
 	case quota.EventExhaust:
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		g := o.gauges[gaugeKey{e.API, e.Budget, owner}]
-		if e.Until.IsZero() {
-			if g != nil {
-				g.exhaustedUntil, g.remaining = time.Time{}, max(g.limit-g.used, 0)
-			}
-			return
-		}
-		o.exhausts.Add(ctx, 1, metric.WithAttributes(api, attribute.String("budget", e.Budget), attribute.String("owner", owner)))
-		if g != nil {
-			g.exhaustedUntil, g.remaining = e.Until, 0
-			if e.Until.After(g.reset) {
-				g.reset = e.Until
-			}
+		if !e.Until.IsZero() {
+			o.exhausts.Add(ctx, 1, metric.WithAttributes(api, attribute.String("budget", e.Budget), attribute.String("owner", owner)))
 		}
 	case quota.EventStoreError:
 		o.errors.Add(ctx, 1, metric.WithAttributes(api))
 	case quota.EventStoreLoss:
 		o.losses.Add(ctx, 1, metric.WithAttributes(api, attribute.String("budget", e.Budget)))
 	}
-}
-
-func (o *Observer) gauge(api, budget, owner string) *gauge {
-	k := gaugeKey{api, budget, owner}
-	g := o.gauges[k]
-	if g == nil {
-		g = &gauge{}
-		o.gauges[k] = g
-	}
-	return g
 }
 
 // span records the decision's span, after the fact, with its own start and

@@ -40,9 +40,7 @@
 package promquota
 
 import (
-	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,21 +66,13 @@ type Collector struct {
 
 	usedDesc, limitDesc, remainingDesc, resetDesc *prometheus.Desc
 
-	mu     sync.Mutex
-	gauges map[gaugeKey]*gauge
+	gauges obslabel.Gauges
 }
 
 var (
 	_ quota.Observer       = (*Collector)(nil)
 	_ prometheus.Collector = (*Collector)(nil)
 )
-
-type gaugeKey struct{ api, budget, owner string }
-
-type gauge struct {
-	used, limit, remaining int64
-	reset, exhaustedUntil  time.Time
-}
 
 // Option configures a Collector in New.
 type Option func(*Collector)
@@ -154,7 +144,6 @@ func New(opts ...Option) *Collector {
 		limitDesc:     prometheus.NewDesc("quota_limit_units", "The budget's limit.", []string{"api", "budget", "owner"}, nil),
 		remainingDesc: prometheus.NewDesc("quota_remaining_units", "Units left in the budget's window (0 while marked spent).", []string{"api", "budget", "owner"}, nil),
 		resetDesc:     prometheus.NewDesc("quota_reset_seconds", "Seconds until the budget next frees capacity (0 when nothing is used).", []string{"api", "budget", "owner"}, nil),
-		gauges:        map[gaugeKey]*gauge{},
 	}
 	for _, o := range opts {
 		o(c)
@@ -165,6 +154,7 @@ func New(opts ...Option) *Collector {
 // Observe implements quota.Observer.
 func (c *Collector) Observe(e quota.Event) {
 	owner, method := c.labels.Of(e)
+	c.gauges.Observe(e, owner, c.clock)
 	switch e.Kind {
 	case quota.EventDecision:
 		out := string(e.Outcome)
@@ -173,68 +163,21 @@ func (c *Collector) Observe(e quota.Event) {
 		for _, u := range e.Usage {
 			c.units.WithLabelValues(e.API, u.Budget, owner, method, out).Add(float64(u.Cost))
 		}
-		if e.Outcome == quota.OutcomeAdmitted || e.Outcome == quota.OutcomeRefused {
-			c.mu.Lock()
-			for _, u := range e.Usage {
-				g := c.gauge(e.API, u.Budget, owner)
-				g.used, g.limit, g.remaining = u.Used, u.Limit, u.Remaining
-				g.reset, g.exhaustedUntil = u.Reset, u.ExhaustedUntil
-			}
-			c.mu.Unlock()
-		}
 	case quota.EventRefund:
-		c.mu.Lock()
 		for _, u := range e.Usage {
 			c.refunded.WithLabelValues(e.API, u.Budget, owner, method).Add(float64(u.Cost))
-			if g := c.gauges[gaugeKey{e.API, u.Budget, owner}]; g != nil {
-				g.used = max(g.used-u.Cost, 0)
-				if g.used == 0 && !u.Window.IsDaily() {
-					g.reset = time.Time{} // an empty sliding window frees nothing
-				}
-				if g.exhaustedUntil.IsZero() || !g.exhaustedUntil.After(c.clock()) {
-					g.remaining = min(g.remaining+u.Cost, g.limit)
-				}
-			}
 		}
-		c.mu.Unlock()
 	case quota.EventThreshold:
 		c.crossings.WithLabelValues(e.API, e.Budget, owner, strconv.Itoa(e.Percent)).Inc()
 	case quota.EventExhaust:
-		if e.Until.IsZero() {
-			c.mu.Lock()
-			if g := c.gauges[gaugeKey{e.API, e.Budget, owner}]; g != nil {
-				g.exhaustedUntil = time.Time{}
-				g.remaining = max(g.limit-g.used, 0)
-			}
-			c.mu.Unlock()
-			return
+		if !e.Until.IsZero() {
+			c.exhausts.WithLabelValues(e.API, e.Budget, owner).Inc()
 		}
-		c.exhausts.WithLabelValues(e.API, e.Budget, owner).Inc()
-		c.mu.Lock()
-		if g := c.gauges[gaugeKey{e.API, e.Budget, owner}]; g != nil {
-			g.exhaustedUntil, g.remaining = e.Until, 0
-			if e.Until.After(g.reset) {
-				g.reset = e.Until
-			}
-		}
-		c.mu.Unlock()
 	case quota.EventStoreError:
 		c.errors.WithLabelValues(e.API).Inc()
 	case quota.EventStoreLoss:
 		c.losses.WithLabelValues(e.API, e.Budget).Inc()
 	}
-}
-
-// gauge returns the gauges of one budget, creating them. Called with c.mu
-// held.
-func (c *Collector) gauge(api, budget, owner string) *gauge {
-	k := gaugeKey{api, budget, owner}
-	g := c.gauges[k]
-	if g == nil {
-		g = &gauge{}
-		c.gauges[k] = g
-	}
-	return g
 }
 
 // Describe implements prometheus.Collector.
@@ -257,36 +200,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range c.vecs() {
 		v.Collect(ch)
 	}
-	now := c.clock()
-	c.mu.Lock()
-	keys := make([]gaugeKey, 0, len(c.gauges))
-	for k := range c.gauges {
-		keys = append(keys, k)
+	for _, g := range c.gauges.Snapshot(c.clock()) {
+		ch <- prometheus.MustNewConstMetric(c.usedDesc, prometheus.GaugeValue, float64(g.Used), g.API, g.Budget, g.Owner)
+		ch <- prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, float64(g.Limit), g.API, g.Budget, g.Owner)
+		ch <- prometheus.MustNewConstMetric(c.remainingDesc, prometheus.GaugeValue, float64(g.Remaining), g.API, g.Budget, g.Owner)
+		ch <- prometheus.MustNewConstMetric(c.resetDesc, prometheus.GaugeValue, g.Reset, g.API, g.Budget, g.Owner)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.api != b.api {
-			return a.api < b.api
-		}
-		if a.budget != b.budget {
-			return a.budget < b.budget
-		}
-		return a.owner < b.owner
-	})
-	for _, k := range keys {
-		g := c.gauges[k]
-		remaining := g.remaining
-		if !g.exhaustedUntil.IsZero() && !g.exhaustedUntil.After(now) {
-			remaining = max(g.limit-g.used, 0) // the mark has ended
-		}
-		var reset float64
-		if !g.reset.IsZero() && g.reset.After(now) {
-			reset = g.reset.Sub(now).Seconds()
-		}
-		ch <- prometheus.MustNewConstMetric(c.usedDesc, prometheus.GaugeValue, float64(g.used), k.api, k.budget, k.owner)
-		ch <- prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, float64(g.limit), k.api, k.budget, k.owner)
-		ch <- prometheus.MustNewConstMetric(c.remainingDesc, prometheus.GaugeValue, float64(remaining), k.api, k.budget, k.owner)
-		ch <- prometheus.MustNewConstMetric(c.resetDesc, prometheus.GaugeValue, reset, k.api, k.budget, k.owner)
-	}
-	c.mu.Unlock()
 }
