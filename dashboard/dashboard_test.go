@@ -17,6 +17,7 @@ import (
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
+	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 func decodeJSON(t *testing.T, body string, v any) {
@@ -511,7 +512,7 @@ func TestOwnerGroupsCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c := &clock{t: t0}
+	c := storetest.NewClock(t0)
 	l, err := quota.New(st, "youtube", []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Daily(la)}}, quota.WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
+	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 // t0 is the tests' "now": 09:30 in Los Angeles (17:30 UTC), so a daily
@@ -32,24 +32,6 @@ func mustZone(name string) *time.Location {
 	return loc
 }
 
-// clock is a fake clock the tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 // The secrets the seed charges with: none may appear in anything served.
 var secrets = []string{"AIzaSy-dashboard-secret-one", "AIzaSy-dashboard-secret-two", "ghp_dashboardsecretthree"}
 
@@ -59,7 +41,7 @@ const nastyLabel = `<img src=x onerror=alert(1)>&"ci"`
 // world is a seeded SQLite store and the limiters that filled it.
 type world struct {
 	store   *sqlitestore.Store
-	clock   *clock
+	clock   *storetest.Clock
 	youtube *quota.Limiter
 	github  *quota.Limiter
 	key1    quota.Credential
@@ -79,7 +61,7 @@ func seed(t testing.TB) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	w := &world{store: st, clock: &clock{t: t0}}
+	w := &world{store: st, clock: storetest.NewClock(t0)}
 	w.key1 = quota.Credential{Secret: secrets[0], Label: "yt-key-1"}
 	w.key2 = quota.Credential{Secret: secrets[1], Label: "yt-key-2"}
 	w.gh = quota.Credential{Secret: secrets[2], Label: nastyLabel}

@@ -109,7 +109,7 @@ func TestTakeUntilSpentAndBack(t *testing.T) {
 	e.setup() // units: 1 of 10 used
 	idRE := regexp.MustCompile(`^youtube/[0-9a-f]{24}/[0-9a-z]+\.[0-9A-Z]+\n$`)
 	for i := 0; i < 3; i++ {
-		e.clock.Advance(time.Minute)
+		e.clock.Add(time.Minute)
 		out := e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "3", "--budget", "units", "--method", "videos.list")
 		if !idRE.MatchString(out) {
 			t.Errorf("take printed %q, want a reservation ID", out)
@@ -132,7 +132,7 @@ func TestTakeUntilSpentAndBack(t *testing.T) {
 		t.Errorf("take --json refused: exit %d, %+v", r.code, refused.Exhausted)
 	}
 
-	e.clock.Advance(58 * time.Minute) // 10:01: units taken at 09:00 and 09:01 are out
+	e.clock.Add(58 * time.Minute) // 10:01: units taken at 09:00 and 09:01 are out
 	e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "4", "--budget", "units")
 	if u := e.usage("youtube")["yt-key-1/units"]; u.Used != 10 || u.Remaining != 0 {
 		t.Errorf("units after the window moved: %+v", u)
@@ -282,7 +282,7 @@ func TestStatus(t *testing.T) {
 	e := newEnv(t)
 	e.setup()
 	e.ok("budget", "set", "github/core", "--limit", "5000", "--window", "1h") // no credential yet
-	e.clock.Advance(30 * time.Minute)
+	e.clock.Add(30 * time.Minute)
 	e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "4", "--budget", "units")
 	e.ok("exhaust", "youtube", "--label", "yt-key-1", "--budget", "search", "--until", "2h")
 
@@ -336,9 +336,9 @@ func TestHistoryInBudgetZone(t *testing.T) {
 	e.ok("budget", "set", "youtube/units", "--limit", "100", "--daily", "America/Los_Angeles")
 	e.vars["K"] = "AIza-zone"
 	e.ok("take", "youtube", "--credential-env", "K", "--label", "k", "--cost", "50", "--budget", "units", "--method", "videos.insert")
-	e.clock.Advance(30 * time.Minute)
+	e.clock.Add(30 * time.Minute)
 	e.ok("take", "youtube", "--label", "k", "--cost", "10", "--budget", "units", "--method", "videos.list")
-	e.clock.Advance(40 * time.Minute) // 02:10 in Los Angeles
+	e.clock.Add(40 * time.Minute) // 02:10 in Los Angeles
 	e.ok("take", "youtube", "--label", "k", "--cost", "5", "--budget", "units", "--method", "videos.list")
 	out := e.ok("history", "youtube", "--label", "k")
 	want := strings.Join([]string{
@@ -369,7 +369,7 @@ func TestHistory(t *testing.T) {
 		after time.Duration
 		cost  string
 	}{{10 * time.Minute, "2"}, {5 * time.Minute, "3"}, {20 * time.Minute, "1"}} {
-		e.clock.Advance(step.after)
+		e.clock.Add(step.after)
 		e.ok("take", "youtube", "--label", "yt-key-1", "--cost", step.cost, "--budget", "units")
 	}
 	// Now 09:35; the sliding hour counts from 08:35:00.000001.

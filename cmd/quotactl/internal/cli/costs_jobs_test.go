@@ -171,7 +171,7 @@ func TestJobs(t *testing.T) {
 				_ = run.Save(ctx, map[string]int{"page": page})
 				return err
 			}
-			e.clock.Advance(time.Second)
+			e.clock.Add(time.Second)
 		}
 	}, jobs.WithPlan("youtube", "", map[string]int64{"videos.list": 5, "search.list": 2})); err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := sched.Add("broken", "", func(ctx context.Context, run *jobs.Run) error {
-		e.clock.Advance(1234567 * time.Nanosecond) // shown rounded: 1ms
+		e.clock.Add(1234567 * time.Nanosecond) // shown rounded: 1ms
 		return errors.New("upstream answered 500:\n  backend error")
 	}); err != nil {
 		t.Fatal(err)
@@ -193,11 +193,11 @@ func TestJobs(t *testing.T) {
 	if rec, err := sched.RunOnce(ctx, "trending"); err != nil || rec.Outcome != jobs.Exhausted {
 		t.Fatalf("trending: %+v, %v", rec, err)
 	}
-	e.clock.Advance(time.Minute)
+	e.clock.Add(time.Minute)
 	if _, err := sched.RunOnce(ctx, "broken"); err == nil {
 		t.Fatal("broken: no error")
 	}
-	e.clock.Advance(time.Minute)
+	e.clock.Add(time.Minute)
 	// hourly ran once; its second run holds the job's lease meanwhile.
 	release <- struct{}{}
 	if rec, err := sched.RunOnce(ctx, "hourly"); err != nil || rec.Outcome != jobs.OK {
@@ -207,7 +207,7 @@ func TestJobs(t *testing.T) {
 	held := make(chan jobs.Record)
 	go func() { rec, _ := sched.RunOnce(ctx, "hourly"); held <- rec }()
 	<-started
-	e.clock.Advance(5 * time.Second)
+	e.clock.Add(5 * time.Second)
 
 	e.tty = true
 	out := e.ok("jobs")
@@ -235,7 +235,7 @@ func TestJobs(t *testing.T) {
 	if rec := <-held; rec.Outcome != jobs.OK {
 		t.Errorf("the held hourly run: %+v", rec)
 	}
-	e.clock.Advance(-5 * time.Second)
+	e.clock.Add(-5 * time.Second)
 	out = e.ok("jobs", "trending")
 	if !strings.Contains(out, "checkpoint: saved 2m ago {\"page\":3}\nwaiting for capacity until 2026-11-22 10:00:00 UTC (youtube/units is spent)") || !regexpLine(out, `^2m3s ago \(2026-11-22 09:00:00 UTC\)\s+\S+\s+exhausted\s+3s\s+youtube/units=9\s`) {
 		t.Errorf("jobs trending:\n%s", out)

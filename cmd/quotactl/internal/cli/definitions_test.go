@@ -18,13 +18,13 @@ func TestBudgetSetKeepsUsage(t *testing.T) {
 	e.vars["K"] = "AIzaSy-k"
 	e.ok("budget", "set", "youtube/units", "--limit", "10000", "--daily", "UTC")
 	e.ok("take", "youtube", "--credential-env", "K", "--label", "k", "--cost", "4343")
-	e.clock.Advance(2 * time.Hour)
+	e.clock.Add(2 * time.Hour)
 	e.ok("budget", "set", "youtube/units", "--limit", "10000", "--window", "1h")
 	e.ok("take", "youtube", "--label", "k", "--cost", "1")
 	if u := e.usage("youtube")["k/units"]; u.Used != 1 {
 		t.Fatalf("under the 1h window: used %d, want 1", u.Used)
 	}
-	e.clock.Advance(90 * time.Minute)
+	e.clock.Add(90 * time.Minute)
 	e.ok("take", "youtube", "--label", "k", "--cost", "2")
 	e.ok("budget", "set", "youtube/units", "--limit", "10000", "--daily", "UTC")
 	e.ok("take", "youtube", "--label", "k", "--cost", "1")

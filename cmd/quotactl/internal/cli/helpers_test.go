@@ -7,41 +7,23 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/storetest"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
 
 // t0 is the tests' fixed start: 09:00 UTC, 01:00 in Los Angeles.
 var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 
-// clock is a fake clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // env is one test's world: an SQLite file, a fake clock and environment.
 type env struct {
 	t     *testing.T
 	url   string
 	path  string
-	clock *clock
+	clock *storetest.Clock
 	vars  map[string]string
 	tty   bool
 	store quota.Store // opened on first use by g()
@@ -50,7 +32,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "quota.db")
-	return &env{t: t, url: storeurl.SQLiteURL(path), path: path, clock: &clock{t: t0}, vars: map[string]string{}}
+	return &env{t: t, url: storeurl.SQLiteURL(path), path: path, clock: storetest.NewClock(t0), vars: map[string]string{}}
 }
 
 func (e *env) lookup(k string) (string, bool) {

@@ -55,7 +55,7 @@ func statusWorld(t *testing.T) *env {
 	e.vars["K4"], e.vars["K5"] = "glpat-four", "glpat-five"
 	e.ok("take", "gitlab", "--credential-env", "K4", "--label", "gl-1", "--owner", "team-x", "--cost", "300")
 	e.ok("take", "gitlab", "--credential-env", "K5", "--label", "gl-2", "--owner", "team-x", "--cost", "200")
-	e.clock.Advance(20 * time.Minute)
+	e.clock.Add(20 * time.Minute)
 	e.ok("exhaust", "youtube", "--label", "yt-key-2", "--budget", "units", "--until", "reset")
 	e.tty = true
 	return e
