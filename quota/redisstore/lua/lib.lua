@@ -114,6 +114,18 @@ local function recount(log, sum)
   return total
 end
 
+-- prune drops the entries of log recorded before start and returns the
+-- units they held.
+local function prune(log, start)
+  local cutoff = '(' .. int(start) -- exclusive: scores < start
+  local freed = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
+    freed = freed + cost(m)
+  end
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  return freed
+end
+
 -- load drops the entries of log recorded before start, subtracting their
 -- costs from sum (O(expired)), and returns the units still counted and the
 -- oldest counted entry's score (nil when the log is empty), and whether the
@@ -138,12 +150,7 @@ local function load(log, sum, start, v, mk)
     end
     return used, oldest, true
   end
-  local cutoff = '(' .. int(start) -- exclusive: scores < start
-  local freed = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
-    freed = freed + cost(m)
-  end
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  local freed = prune(log, start)
   first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
   if #first == 0 then
     -- everything expired: the log key is gone, drop its sum too; and the

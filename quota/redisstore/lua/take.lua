@@ -87,12 +87,7 @@ local function trim(log, start)
     redis.call('ZREMRANGEBYRANK', log, 0, 0)
     return cost(first[1]), #first == 4 and tonumber(first[4]), true
   end
-  local cutoff = '(' .. int(start) -- exclusive: scores < start
-  local freed = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
-    freed = freed + cost(m)
-  end
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', cutoff)
+  local freed = prune(log, start)
   local f = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
   return freed, #f > 0 and tonumber(f[2]), true
 end
