@@ -95,6 +95,17 @@ func perUnit(rdb redis.Scripter, prefix string, window time.Duration) contender 
 	}
 }
 
+// rateOp is one redis_rate AllowN of cost on key.
+func rateOp(l *redis_rate.Limiter, key string, lim redis_rate.Limit, cost int64) op {
+	return func(ctx context.Context) (bool, error) {
+		r, err := l.AllowN(ctx, key, lim, int(cost))
+		if err != nil {
+			return false, fmt.Errorf("bench: redis_rate: %w", err)
+		}
+		return r.Allowed > 0, nil
+	}
+}
+
 // rateLimit is redis_rate's GCRA limit for limit units per window.
 func rateLimit(limit int64, window time.Duration) redis_rate.Limit {
 	return redis_rate.Limit{Rate: int(limit), Burst: int(limit), Period: window}
@@ -114,13 +125,7 @@ func redisRate(rdb *redis.Client, prefix string, window time.Duration) contender
 		algo: "GCRA (leaky bucket): one timestamp, no window, no log",
 		setup: func(_ context.Context, id string, cost int64) (op, error) {
 			key, lim := prefix+"rate:"+id, rateLimit(int64(realisticRate*window.Seconds())*cost, window)
-			return func(ctx context.Context) (bool, error) {
-				r, err := l.AllowN(ctx, key, lim, int(cost))
-				if err != nil {
-					return false, fmt.Errorf("bench: redis_rate: %w", err)
-				}
-				return r.Allowed > 0, nil
-			}, nil
+			return rateOp(l, key, lim, cost), nil
 		},
 	}
 }
@@ -220,13 +225,7 @@ func redisRateSpent(rdb *redis.Client, prefix string) contender {
 			if r, err := l.AllowN(ctx, key, lim, 100); err != nil || r.Allowed != 100 {
 				return nil, fmt.Errorf("bench: redis_rate: spend the day: %v, %v", r, err)
 			}
-			return func(ctx context.Context) (bool, error) {
-				r, err := l.AllowN(ctx, key, lim, int(cost))
-				if err != nil {
-					return false, fmt.Errorf("bench: redis_rate: %w", err)
-				}
-				return r.Allowed > 0, nil
-			}, nil
+			return rateOp(l, key, lim, cost), nil
 		},
 	}
 }
