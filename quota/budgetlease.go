@@ -122,7 +122,7 @@ func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits
 	}
 	job := JobFromContext(ctx)
 	for _, d := range debits {
-		ls, refused, err := l.leaseAdmit(ctx, id.account, method, job, d)
+		ls, refused, err := l.leaseAdmit(ctx, id, method, job, d)
 		if err != nil || refused != nil {
 			undo()
 			return nil, refused, d, err
@@ -144,9 +144,9 @@ func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits
 // leaseAdmit admits d from the owner's lease of its budget, taking a new
 // lease when the current one cannot pay. method and job are the charge's:
 // a plain decision is spent under them, a lease's block under leaseMethod.
-func (l *Limiter) leaseAdmit(ctx context.Context, owner, method, job string, d Debit) (*lease, *TakeResult, error) {
+func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, d Debit) (*lease, *TakeResult, error) {
 	life := l.leases.opts.lifetime(d.Budget)
-	k := leaseKey{owner, d.Name}
+	k := leaseKey{id.account, d.Name}
 	v, ok := l.leases.m.Load(k)
 	if !ok {
 		v, _ = l.leases.m.LoadOrStore(k, &leaseSlot{})
@@ -160,7 +160,7 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner, method, job string, d D
 		// that charges like it go to the store side by side instead of
 		// queueing on the lease, and the current lease goes on.
 		plain := func() (*lease, *TakeResult, error) {
-			return l.takeBlock(ctx, slot, owner, method, job, d, d.Cost, 0)
+			return l.takeBlock(ctx, slot, id, method, job, d, d.Cost, 0)
 		}
 		ls, res, err := plain()
 		if res != nil && l.endLease(ctx, slot) {
@@ -203,7 +203,7 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner, method, job string, d D
 	} else {
 		size = max(size, slot.block)
 	}
-	ls, res, err := l.takeBlock(ctx, slot, owner, leaseMethod, "", d, size, life)
+	ls, res, err := l.takeBlock(ctx, slot, id, leaseMethod, "", d, size, life)
 	if res != nil && size > d.Cost {
 		// Not enough left for a whole block: take what is left, then
 		// (another process took it first) just this charge, whose refusal
@@ -212,9 +212,9 @@ func (l *Limiter) leaseAdmit(ctx context.Context, owner, method, job string, d D
 		if res.Usage[0].ExhaustedUntil.IsZero() {
 			next = max(d.Cost, min(res.Usage[0].Limit-res.Usage[0].Used, size-1))
 		}
-		ls, res, err = l.takeBlock(ctx, slot, owner, leaseMethod, "", d, next, life)
+		ls, res, err = l.takeBlock(ctx, slot, id, leaseMethod, "", d, next, life)
 		if res != nil && next > d.Cost {
-			ls, res, err = l.takeBlock(ctx, slot, owner, leaseMethod, "", d, d.Cost, life)
+			ls, res, err = l.takeBlock(ctx, slot, id, leaseMethod, "", d, d.Cost, life)
 		}
 	}
 	if ls != nil {
@@ -248,24 +248,29 @@ const leaseMethod = "lease"
 
 // takeBlock takes a block of size units of d's budget for a lease of life
 // (0: a plain decision, held by no lease) and makes it the slot's lease;
-// the store spends it under method and job.
-func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, owner, method, job string, d Debit, size int64, life time.Duration) (*lease, *TakeResult, error) {
+// the store spends it under method and job. Like a plain decision, it
+// takes the store-loss policy (WithStoreLoss) to the store and acts on a
+// loss the store found.
+func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, method, job string, d Debit, size int64, life time.Duration) (*lease, *TakeResult, error) {
 	before := l.localNow()
 	nonce := l.nonce()
 	hold := life
 	if d.Window.IsDaily() {
 		hold = 0
 	}
-	res, err := l.store.Take(ctx, &TakeRequest{
+	owner := id.account
+	req := &TakeRequest{
 		API: l.api, Owner: owner, Nonce: nonce, Method: method, Job: job, Now: l.now(),
-		Debits: []Debit{{Budget: d.Budget, Cost: size}}, Hold: hold,
-	})
+		Debits: []Debit{{Budget: d.Budget, Cost: size}}, Hold: hold, TrustStore: l.loss.trust,
+	}
+	res, err := l.store.Take(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(res.Usage) != 1 {
 		return nil, nil, fmt.Errorf("%w: store answered %d usages for one budget", ErrStoreUnavailable, len(res.Usage))
 	}
+	l.lostState(ctx, req, res, id)
 	res.Usage[0].finish(res.At)
 	if !res.OK {
 		return nil, res, nil

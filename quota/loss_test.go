@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -29,6 +30,11 @@ func (s *lossStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, er
 			res.Usage[i].StoreLoss = true
 			res.Usage[i].ExhaustedUntil = req.Debits[i].Window.Expiry(res.At)
 			res.Usage[i].RetryAt = res.Usage[i].ExhaustedUntil
+			// and it keeps the mark, as a Redis store does
+			if err := s.MemoryStore.Exhaust(ctx, &ExhaustRequest{API: req.API, Owner: req.Owner, Budget: req.Debits[i].Budget,
+				Until: res.Usage[i].ExhaustedUntil, Now: req.Now, StoreLoss: true}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return res, nil
@@ -71,5 +77,48 @@ func TestStoreLossHook(t *testing.T) {
 	us, err := l.Status(ctx, cred)
 	if err != nil || us[1].ExhaustedUntil.IsZero() {
 		t.Fatalf("Status = %+v, %v; want search marked", us, err)
+	}
+}
+
+// TestStoreLossUnderLeases: a lease's block take that finds a loss acts on
+// it as a plain decision does: counted, reported, and under SpendOnLoss
+// refused; under TrustStore the store is trusted and the block admitted.
+// (Block takes once sent no policy and ignored what the store found.)
+func TestStoreLossUnderLeases(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trust=%v", trust), func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+			st := &lossStore{MemoryStore: NewMemoryStore()}
+			opts := []Option{WithClock(func() time.Time { return now }), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+				WithLeases(LeaseOptions{Block: 10, MaxTime: time.Second})}
+			if trust {
+				opts = append(opts, WithStoreLoss(TrustStore))
+			}
+			l, err := New(st, "api", []Budget{{Name: "units", Limit: 1000, Window: Daily(time.UTC)}}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []storeLoss
+			l.loss.hook = func(_ context.Context, f storeLoss) { got = append(got, f) }
+			cred := Credential{Secret: "s", Label: "k"}
+			if _, err := l.Take(ctx, cred, Units("units", 1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(ctx); err != nil { // the next charge takes a new block
+				t.Fatal(err)
+			}
+			st.lose = true
+			_, err = l.Take(ctx, cred, Units("units", 1))
+			if trust && err != nil {
+				t.Fatalf("Take that found a loss, trusting the store = %v, want admitted", err)
+			}
+			if !trust && !errors.Is(err, ErrExhausted) {
+				t.Fatalf("Take that found a loss = %v, want refused", err)
+			}
+			if l.StoreLosses() != 1 || len(got) != 1 || got[0].Trusted != trust {
+				t.Fatalf("StoreLosses %d, findings %+v; want 1 finding, trusted %v", l.StoreLosses(), got, trust)
+			}
+		})
 	}
 }
