@@ -302,19 +302,25 @@ func (ls *lease) settle(ctx context.Context, l *Limiter) error {
 		return nil
 	}
 	ls.settled = true
-	return ls.shrink(ctx, l, ls.used)
+	_, err := ls.shrink(ctx, l, ls.used)
+	return err
 }
 
-// shrink settles the block in the store to units.
-func (ls *lease) shrink(ctx context.Context, l *Limiter, units int64) error {
-	_, err := l.store.Settle(ctx, &SettleRequest{
+// shrink settles the block in the store to units, and reports whether the
+// store still held it (in its window, not dropped).
+func (ls *lease) shrink(ctx context.Context, l *Limiter, units int64) (bool, error) {
+	got, err := l.store.Settle(ctx, &SettleRequest{
 		API: l.api, Owner: ls.owner, At: ls.stamp, Nonce: ls.nonce, Method: ls.method, Job: ls.job,
 		Debits: []Debit{{Budget: ls.budget, Cost: units}}, Now: l.now(),
 	})
-	if err == nil {
-		ls.size = units
+	if err != nil {
+		return false, err
 	}
-	return err
+	if _, found := got[ls.budget.Name]; !found {
+		return false, nil
+	}
+	ls.size = min(ls.size, units)
+	return true, nil
 }
 
 // giveBack returns n admitted units to the lease: to its pool while it is
@@ -326,38 +332,55 @@ func (ls *lease) giveBack(n int64) {
 
 // settleLeased shrinks a leased reservation's debits to the units given:
 // the difference goes back to each lease (or, for a lease already settled,
-// to the store). It returns the units freed.
+// to the store). It returns the units freed; a debit already refunded, or
+// whose settled block the store no longer holds (out of its window), gives
+// an error wrapping ErrNotFound, as a plain reservation's does.
 func (l *Limiter) settleLeased(ctx context.Context, res *Reservation, debits []Debit) (int64, error) {
 	var errs []error
 	var total int64
+	gone := false
 	for _, d := range debits {
 		for i, u := range res.Usage {
 			if u.Budget != d.Name || i >= len(res.leases()) {
 				continue
 			}
-			freed := u.Cost - settleCost(u.Cost, d.Cost)
-			if freed <= 0 {
+			if u.Cost == 0 {
+				gone = true // refunded already
 				continue
 			}
+			freed := u.Cost - settleCost(u.Cost, d.Cost)
 			ls := res.leases()[i]
 			ls.slot.mu.Lock()
 			ls.giveBack(freed)
-			if ls.settled && ls.size > ls.used {
-				if err := ls.shrink(ctx, l, ls.used); err != nil {
-					ls.used += freed // still counted: keep the books straight
-					errs = append(errs, err)
+			if ls.settled {
+				// the block is the store's again: shrink it there (asking
+				// even when nothing is freed, to learn it is still held)
+				found, err := ls.shrink(ctx, l, ls.used)
+				if err != nil || !found {
+					ls.used += freed // nothing changed: keep the books straight
 					ls.slot.mu.Unlock()
+					if err != nil {
+						errs = append(errs, err)
+					} else {
+						gone = true
+					}
 					continue
 				}
 			}
 			ls.slot.mu.Unlock()
+			if freed <= 0 {
+				continue
+			}
 			total += freed
 			res.Usage[i].Cost -= freed
 			res.Usage[i].Used -= freed
 			res.Usage[i].Remaining = min(res.Usage[i].Remaining+freed, res.Usage[i].Limit)
 		}
 	}
-	if len(errs) == 0 {
+	if gone {
+		errs = append(errs, fmt.Errorf("%w: leased reservation (refunded, or its block out of its window)", ErrNotFound))
+	}
+	if total > 0 {
 		l.forgetRefusals(cmp.Or(res.Owner, res.Credential))
 	}
 	return total, errors.Join(errs...)

@@ -65,8 +65,10 @@ func TestLeaseEndsOnExhaustAndAdjust(t *testing.T) {
 	if err := l.Adjust(ctx, cred, "units", 50); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Refund(ctx, r1); err != nil { // its lease was ended by Adjust
-		t.Fatal(err)
+	// its lease was ended by Adjust, whose log no longer holds the block:
+	// nothing to give back, as for a plain reservation
+	if err := l.Refund(ctx, r1); !errors.Is(err, quota.ErrNotFound) {
+		t.Fatalf("refund of a leased reservation whose block Adjust replaced = %v, want ErrNotFound", err)
 	}
 	r2, err := l.Take(ctx, cred, quota.Units("units", 4))
 	if err != nil {
@@ -298,5 +300,57 @@ func TestLeaseBreakdown(t *testing.T) {
 	}
 	if want := []string{"units lease  3", "units videos.update sync 20"}; !slices.Equal(got, want) {
 		t.Fatalf("breakdown after 3 leased units, a plain 50 settled to 20, and Close: %q, want %q", got, want)
+	}
+}
+
+// TestLeasedRefundNotFound: refunding or settling a leased reservation
+// that has nothing left to give back (refunded already, or its block out
+// of its window) says so with ErrNotFound, as for a plain reservation,
+// and changes nothing.
+func TestLeasedRefundNotFound(t *testing.T) {
+	ctx := context.Background()
+	for _, w := range []quota.Window{quota.Sliding(time.Hour), quota.Daily(time.UTC)} {
+		t.Run(w.String(), func(t *testing.T) {
+			clock := storetest.NewClock(storetest.T0)
+			l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{{Name: "units", Limit: 100, Window: w}},
+				quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 10, MaxFraction: 0.5}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cred := quota.Credential{Secret: "lease-secret"}
+			r, err := l.Take(ctx, cred, quota.Units("units", 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Refund(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Settle(ctx, 1); !errors.Is(err, quota.ErrNotFound) {
+				t.Fatalf("settle after refund = %v, want ErrNotFound", err)
+			}
+			if err := l.Refund(ctx, r); !errors.Is(err, quota.ErrNotFound) {
+				t.Fatalf("second refund = %v, want ErrNotFound", err)
+			}
+			old, err := l.Take(ctx, cred, quota.Units("units", 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			clock.Add(25 * time.Hour) // past the window, and past midnight
+			if err := l.Refund(ctx, old); !errors.Is(err, quota.ErrNotFound) {
+				t.Fatalf("refund out of the window = %v, want ErrNotFound", err)
+			}
+			if err := old.Settle(ctx, 1); !errors.Is(err, quota.ErrNotFound) {
+				t.Fatalf("settle out of the window = %v, want ErrNotFound", err)
+			}
+			if old.Usage[0].Cost != 3 {
+				t.Fatalf("usage after failed refunds: cost %d, want 3 unchanged", old.Usage[0].Cost)
+			}
+			if u := storeUsed(t, l, cred); u != 0 {
+				t.Fatalf("store counts %d, want 0", u)
+			}
+		})
 	}
 }

@@ -21,12 +21,12 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) error {
 	if r.Unmetered {
 		return nil
 	}
-	if len(r.Usage) != 1 {
-		return invalidf("reservation charges %d budgets: use Limiter.Settle with units per budget", len(r.Usage))
-	}
 	lim := r.limiter()
 	if lim == nil {
 		return invalidf("reservation %s was not returned by a Limiter: use Limiter.Settle", r.ID())
+	}
+	if len(r.Usage) != 1 {
+		return invalidf("reservation charges %d budgets: use Limiter.Settle with units per budget", len(r.Usage))
 	}
 	return lim.Settle(ctx, r, map[string]int64{r.Usage[0].Budget: actual})
 }
