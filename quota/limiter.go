@@ -529,6 +529,21 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 			refused.Credential = cmp.Or(id.label, id.fp)
 			return nil, refused
 		}
+		if check != nil {
+			// The one call per bound that asks the store again reads the
+			// operator's definitions too: a budget redefined in another
+			// process reaches a standing refusal within the bound, not at
+			// the next override refresh.
+			l.reloadOverrides(ctx, host)
+			for i := range debits {
+				b, _ := l.budget(debits[i].Name) // known: it was found above
+				if debits[i].Cost > b.Limit {
+					check.busy.Store(false)
+					return nil, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, debits[i].Cost, b.Limit)
+				}
+				debits[i].Budget = b
+			}
+		}
 	}
 	if err == nil && l.leases != nil {
 		var r *Reservation

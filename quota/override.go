@@ -236,6 +236,23 @@ func (l *Limiter) refreshOverridesAt(ctx context.Context, now int64) {
 	if now < next || !l.overNext.CompareAndSwap(next, now+l.overEvery.Microseconds()) {
 		return
 	}
+	l.loadOverrides(ctx, now)
+}
+
+// reloadOverrides loads the overrides now, due or not (the one decision
+// per bound that checks a standing local refusal: see
+// WithLocalRefusals), unless the limiter reads none. now is the host
+// clock's time in µs.
+func (l *Limiter) reloadOverrides(ctx context.Context, now int64) {
+	if l.overEvery < 0 {
+		return
+	}
+	l.overNext.Store(now + l.overEvery.Microseconds())
+	l.loadOverrides(ctx, now)
+}
+
+// loadOverrides reads the overrides from the store into l.over.
+func (l *Limiter) loadOverrides(ctx context.Context, now int64) {
 	over, err := Overrides(ctx, l.store, l.api)
 	if err != nil {
 		// Try again soon, not on every call: while the store is down each

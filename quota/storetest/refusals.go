@@ -22,6 +22,19 @@ func (c *countingStore) Take(ctx context.Context, req *quota.TakeRequest) (*quot
 	return c.Store.Take(ctx, req)
 }
 
+// counting wraps st in a countingStore that keeps st's state methods
+// (operator overrides live there), and returns both.
+func counting(st quota.Store) (quota.Store, *countingStore) {
+	cs := &countingStore{Store: st}
+	if ss, ok := st.(quota.StateStore); ok {
+		return struct {
+			*countingStore
+			quota.StateStore
+		}{cs, ss}, cs
+	}
+	return cs, cs
+}
+
 // localRefusals: two limiters ("processes") over one store. A, with local
 // refusals, answers a standing refusal with no store call and an exact
 // RetryAfter; what B gives back reaches A within the bound; A's own refund
@@ -30,11 +43,11 @@ func (c *countingStore) Take(ctx context.Context, req *quota.TakeRequest) (*quot
 func (s suite) localRefusals(t *testing.T) {
 	ctx := context.Background()
 	st := s.store(t)
-	cs := &countingStore{Store: st}
+	counted, cs := counting(st)
 	clock := NewClock(T0)
 	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
 	const bound = time.Second
-	a, err := quota.New(cs, "api", []quota.Budget{b}, quota.WithClock(clock.Now), quota.WithLocalRefusals(bound))
+	a, err := quota.New(counted, "api", []quota.Budget{b}, quota.WithClock(clock.Now), quota.WithLocalRefusals(bound))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +156,27 @@ func (s suite) localRefusals(t *testing.T) {
 	mustTake(t, a, key, quota.Units("units", 2))
 	if n := cs.takes.Load() - calls; n < 1 {
 		t.Fatalf("admission at RetryAt made %d store calls", n)
+	}
+
+	// An operator raising the limit (quotactl budget set) reaches A within
+	// the bound too, not at A's next override refresh (30 s away).
+	mustTake(t, a, key, quota.Units("units", 8)) // used 10
+	mustRefuse(t, a, key, quota.Units("units", 2))
+	raised := b
+	raised.Limit = 20
+	if err := quota.SetOverride(ctx, st, "api", raised, clock.Now()); err != nil {
+		t.Fatalf("SetOverride: %v", err)
+	}
+	setAt := clock.Now()
+	for {
+		if _, err := a.Take(ctx, key, quota.Units("units", 2)); err == nil {
+			break
+		} else if !errors.Is(err, quota.ErrExhausted) {
+			t.Fatal(err)
+		}
+		if clock.Now().Sub(setAt) > bound {
+			t.Fatalf("still refused %v after the limit was raised elsewhere; bound %v", clock.Now().Sub(setAt), bound)
+		}
+		clock.Add(bound / 4)
 	}
 }
