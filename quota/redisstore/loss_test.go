@@ -403,3 +403,45 @@ func TestMixedFleetShortLifetime(t *testing.T) {
 		t.Fatalf("%d store losses found, want 1", l.StoreLosses())
 	}
 }
+
+// TestStoreLossDailyLogAlone: a daily log lost on its own (evicted, or
+// deleted) while its running sum stays is a store loss. The sum decided
+// alone, so the next admission never looked at the log and, once the sum
+// went too, the units it recorded were free again (found by staging it:
+// 427 admitted on a limit of 300). Now the next decision finds the loss,
+// on the fast path and the general one.
+func TestStoreLossDailyLogAlone(t *testing.T) {
+	for _, general := range []bool{false, true} {
+		t.Run(fmt.Sprintf("general=%v", general), func(t *testing.T) {
+			onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+				ctx := context.Background()
+				clock := t0
+				prefix := redistest.Prefix(t)
+				st := redisstore.New(c, redisstore.WithPrefix(prefix))
+				if general {
+					redisstore.GeneralOnly(st)
+				}
+				l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 300, Window: quota.Daily(time.UTC)}},
+					quota.WithClock(func() time.Time { return clock }), quota.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					take(t, l, 40)
+				}
+				keys, err := c.Keys(ctx, prefix+"*:log:units").Result()
+				if err != nil || len(keys) != 1 {
+					t.Fatalf("log keys %v, %v; want one", keys, err)
+				}
+				if err := c.Del(ctx, keys[0]).Err(); err != nil {
+					t.Fatal(err)
+				}
+				clock = clock.Add(time.Second)
+				refuse(t, l, 1)
+				if l.StoreLosses() != 1 {
+					t.Fatalf("after the daily log was lost: %d losses, want 1", l.StoreLosses())
+				}
+			})
+		})
+	}
+}

@@ -109,7 +109,10 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
       -- reset; nothing to write
       return {0, now, total, r, 0, r, seq, u, 0, 0}
     end
-    if ok and (tonumber(mv[6]) or 0) >= need then
+    -- (a daily admission checks that the log is there: the sum decides,
+    -- but a log gone before its time is a loss take.lua must report; a
+    -- sliding log's ZRANGE above found it empty and fell through)
+    if ok and (tonumber(mv[6]) or 0) >= need and (win > 0 or redis.call('EXISTS', KEYS[1]) == 1) then
       -- (numbers go to redis.call as they are: Redis writes an integral
       -- number below 2^53 as an integer, and string.format costs more)
       if drop then

@@ -142,9 +142,11 @@ for d = 1, n do
   local had = true -- the log held entries before this decision touched it
   local fast = v[1] and win == 0 and v[3] == w and mv[4 * d + 3] == st[b + 3]
   if fast then
-    -- the log holds today's entries only: the sum decides
+    -- the log holds today's entries only: the sum decides; but the log
+    -- must be there (one lost on its own is a loss, found below)
     total = tonumber(v[1])
     u, o, kept, held, empty = total, false, w, total, false
+    had = redis.call('EXISTS', KEYS[k]) == 1
   else
     kept = retain(v[3], w)
     local kstart = alive(v[3], w, start, now)
