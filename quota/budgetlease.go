@@ -74,6 +74,10 @@ type leaseSlot struct {
 	mu    sync.Mutex
 	cur   *lease
 	block int64 // the adaptive block size
+	// failed is set while the last block take failed: its outcome is
+	// unknown (a store that timed out may still record the block, counted
+	// and never used), so takes are of the charge alone until one succeeds
+	failed bool
 }
 
 // lease is one block of units taken from the store.
@@ -198,12 +202,17 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 		}
 	}
 	size := d.Cost
-	if b := l.leases.opts.Block; b > 0 {
+	switch b := l.leases.opts.Block; {
+	case slot.failed:
+		// after a failed take, a stalled store may record each block
+		// a worker retries with: keep what that wastes to one charge
+	case b > 0:
 		size = max(size, min(b, lim))
-	} else {
+	default:
 		size = max(size, slot.block)
 	}
 	ls, res, err := l.takeBlock(ctx, slot, id, leaseMethod, "", d, size, life)
+	slot.failed = err != nil
 	if res != nil && size > d.Cost {
 		// Not enough left for a whole block: take what is left, then
 		// (another process took it first) just this charge, whose refusal
