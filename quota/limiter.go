@@ -383,7 +383,9 @@ func (l *Limiter) lookupLabel(ctx context.Context, label string) (CredentialInfo
 // given, else the old one) and the old credential's account, so its usage
 // continues; the old fingerprint stays recorded under the account without a
 // label, so a process still using the old key during a rollout meters the
-// same budgets. It returns the new record.
+// same budgets. It returns the new record. A next the store already records
+// is refused (ErrInvalid), unless it is an unlabelled credential of the same
+// account (rotating back to the old key).
 func (l *Limiter) Rotate(ctx context.Context, from string, next Credential) (CredentialInfo, error) {
 	if next.Secret == "" {
 		return CredentialInfo{}, invalidf("rotate %q: the new credential needs a secret", from)

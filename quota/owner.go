@@ -28,7 +28,10 @@ const (
 	// (Label if given, else the old one) and the old credential's account,
 	// so usage continues; the old fingerprint stays recorded under the same
 	// account without a label, so a process still using the old key meters
-	// the same account.
+	// the same account. ID must not be recorded already (ErrInvalid: it
+	// meters an account of its own, whose usage would stop counting),
+	// except as an unlabelled credential of the same account (rotating back
+	// to a predecessor).
 	OpRotate
 	// OpRelabel sets the label of the credential named by From to Label
 	// (empty: no label).
@@ -196,6 +199,21 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 		}
 		if u.Owner != "" && u.Owner != old.Account() {
 			return ch, CredentialInfo{}, invalidf("rotate %q: a rotation keeps the owner %s; to move a credential to another owner, register it with that owner", u.From, old.Account())
+		}
+		if cur, ok := byID(u.ID); ok && !(cur.Label == "" && cur.Account() == old.Account()) {
+			// The new secret already meters an account of its own (or holds
+			// a label): making it old's successor would move it off that
+			// account, so the usage recorded there would stop counting
+			// against it, and take its label. Only a predecessor of old
+			// (no label, same account: rotating back) may be rotated onto.
+			name := short(cur.ID)
+			if cur.Label != "" {
+				name = fmt.Sprintf("%q (%s)", cur.Label, short(cur.ID))
+			}
+			return ch, CredentialInfo{}, invalidf("rotate %q: the new secret is already recorded as credential %s of api %q (owner %s): "+
+				"a rotation hands the label and account to a new secret, and moving this one would stop counting the usage recorded for it; "+
+				"rotate to a secret that is not recorded yet",
+				u.From, name, api, short(cur.Account()))
 		}
 		return rotate(ch, old, u, "", holder, taken)
 	case OpRelabel:

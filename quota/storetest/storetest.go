@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -86,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"Catalog", s.catalog},
 		{"OwnersShareUsage", s.ownersShare},
 		{"RotationKeepsUsage", s.rotation},
+		{"RotateOntoRecordedSecret", s.rotateOntoRecorded},
 		{"LabelCollision", s.labelCollision},
 		{"ForgetKeepsUsage", s.forget},
 		{"Relabel", s.relabel},
@@ -868,6 +870,54 @@ func (s suite) rotation(t *testing.T) {
 	}
 	if _, err := l.Rotate(ctx, "nobody", quota.Credential{Secret: "x"}); !errors.Is(err, quota.ErrUnknownCredential) {
 		t.Fatalf("rotate an unknown label: %v, want ErrUnknownCredential", err)
+	}
+}
+
+// rotateOntoRecorded: a rotation onto a secret the catalog already records
+// under an account of its own is refused (ErrInvalid, naming it), and
+// nothing changes: that credential keeps its label and its usage counts.
+// Rotating back onto the old key (the unlabelled predecessor, same account)
+// stays allowed.
+func (s suite) rotateOntoRecorded(t *testing.T) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	st := s.store(t)
+	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
+	l := s.limiter(t, st, clock, b)
+	a := quota.Credential{Secret: "AIzaSy-rotate-onto-a", Label: "ka"}
+	kb := quota.Credential{Secret: "AIzaSy-rotate-onto-b", Label: "kb"}
+	ra := mustTake(t, l, a, quota.Units("units", 10))
+	rb := mustTake(t, l, kb, quota.Units("units", 20))
+	before := credentials(t, st, "api")
+	for _, from := range []string{"ka", ra.Credential} {
+		_, err := l.Rotate(ctx, from, quota.Credential{Secret: kb.Secret})
+		if !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), `"kb"`) || strings.Contains(err.Error(), kb.Secret) {
+			t.Fatalf("rotate %s onto kb's secret: %v; want ErrInvalid naming kb", from, err)
+		}
+	}
+	if after := credentials(t, st, "api"); !reflect.DeepEqual(before, after) {
+		t.Fatalf("a refused rotation changed the catalog:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// kb's usage still counts against it, in this process and a fresh one.
+	for _, lim := range []*quota.Limiter{l, s.limiter(t, st, clock, b)} {
+		if got := used(t, lim, quota.Credential{Secret: kb.Secret}, "units"); got != 20 {
+			t.Fatalf("kb used %d after the refused rotation, want 20", got)
+		}
+		mustRefuse(t, lim, quota.Credential{Secret: kb.Secret}, quota.Units("units", 81))
+	}
+	if r := mustTake(t, s.limiter(t, st, clock, b), quota.Credential{Secret: kb.Secret}, quota.Units("units", 80)); r.Owner != rb.Owner || r.Usage[0].Used != 100 {
+		t.Fatalf("kb after the refused rotation: used %d on %q, want 100 on %s", r.Usage[0].Used, r.Owner, rb.Owner)
+	}
+	// Rotating ka to a new key and back to its old one keeps its account.
+	if _, err := l.Rotate(ctx, "ka", quota.Credential{Secret: "AIzaSy-rotate-onto-c"}); err != nil {
+		t.Fatalf("rotate ka to a new secret: %v", err)
+	}
+	info, err := l.Rotate(ctx, "ka", quota.Credential{Secret: a.Secret})
+	if err != nil || info.ID != ra.Credential || info.Owner != ra.Owner || info.Label != "ka" {
+		t.Fatalf("rotate ka back to its old key = %+v, %v; want %s labelled ka under %s", info, err, ra.Credential, ra.Owner)
+	}
+	if got := used(t, s.limiter(t, st, clock, b), a, "units"); got != 10 {
+		t.Fatalf("ka used %d after rotating back, want 10", got)
 	}
 }
 

@@ -713,3 +713,37 @@ func TestOwnersAndRotation(t *testing.T) {
 		t.Fatalf("list --json = %+v", l)
 	}
 }
+
+// TestRotateOntoRecordedCredential: rotating a label onto a secret the store
+// already records (another label's key) is refused with exit 2 and a line
+// naming that credential; nothing changes: both keys stay listed and their
+// usage keeps counting, so the second key cannot spend past its limit.
+func TestRotateOntoRecordedCredential(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("budget", "set", "c/u", "--limit", "100", "--window", "1h")
+	e.vars["A"], e.vars["B"] = "secA", "secB"
+	e.ok("take", "c", "--credential-env", "A", "--label", "ka", "--cost", "10")
+	e.ok("take", "c", "--credential-env", "B", "--label", "kb", "--cost", "20")
+	list, status := e.ok("--json", "credential", "list", "c"), e.ok("--json", "status", "c")
+
+	r := e.run("credential", "rotate", "c", "ka", "--credential-env", "B")
+	if r.code != ExitUsage || r.out != "" {
+		t.Fatalf("rotate ka onto kb's secret: exit %d, stdout %q, stderr %q; want exit %d", r.code, r.out, r.errOut, ExitUsage)
+	}
+	oneLine(t, r.errOut, `rotate "ka"`, `already recorded as credential "kb"`)
+	if strings.Contains(r.errOut, "secB") {
+		t.Errorf("stderr shows the secret: %q", r.errOut)
+	}
+	if got := e.ok("--json", "credential", "list", "c"); got != list {
+		t.Fatalf("credential list changed:\nbefore %s\nafter  %s", list, got)
+	}
+	if got := e.ok("--json", "status", "c"); got != status {
+		t.Fatalf("status changed:\nbefore %s\nafter  %s", status, got)
+	}
+	// kb's 20 units still count: B can spend 80 more, not 81.
+	if r := e.run("take", "c", "--credential-env", "B", "--cost", "81"); r.code != ExitExhausted {
+		t.Fatalf("B takes 81 after the refused rotation: exit %d, %q; want %d", r.code, r.errOut, ExitExhausted)
+	}
+	e.ok("take", "c", "--credential-env", "B", "--cost", "80")
+}

@@ -312,6 +312,10 @@ the same owner, as after rotating an API key: the new secret takes the label
 spent. The old fingerprint stays listed under the same owner, without a
 label: a process still using the old key during a rollout meters the same
 budgets. 'quotactl credential forget API FINGERPRINT' drops it afterwards.
+The new secret must not be a credential the store already records (it meters
+an account of its own, and moving it would stop counting that usage): that is
+refused with exit 2. Rotating back onto the old key, listed without a label
+under the same owner, is allowed.
 
 JSON fields: api, label, fingerprint, owner, previous (the old fingerprint).`,
 		Example: `  NEW_KEY=AIza... quotactl credential rotate youtube yt-key-1 --credential-env NEW_KEY`,
