@@ -91,7 +91,7 @@ type Transport struct {
 	// owner, or the Pricer has no owner kind.
 	unnamed    string
 	unnamedLog sync.Once
-	recorded   sync.Map // secret -> whether the store records an owner for it
+	recorded   sync.Map // secret -> whether the store records the credential (under any account)
 
 	// holds meters Verdict.Hold marks per credential (see Holder); nil
 	// when the Classifier holds nothing. held are the methods it can hold.
@@ -459,10 +459,20 @@ func (t *Transport) credential(req *http.Request) (Credential, error) {
 			c.Owner = o
 		}
 	}
-	if c.Owner == "" && t.unnamed != "" && c.Secret != "" && t.recordedOwner(req.Context(), c.Secret) {
-		return c, nil // the store names its owner (quotactl --owner, another process)
-	}
 	if c.Owner == "" && t.unnamed != "" {
+		if c.Secret == "" {
+			// Known by label alone: the store records it, and its account.
+			return c, nil
+		}
+		recorded, err := t.recordedOwner(req.Context(), c.Secret)
+		if err != nil {
+			// Without the catalog the unnamed owner could move a key off
+			// the account the store keeps for it: not sent, nothing taken.
+			return Credential{}, fmt.Errorf("quota: transport: %s %s: read the account recorded for the credential: %w", req.Method, req.URL.Path, err)
+		}
+		if recorded {
+			return c, nil // the store names its account (quotactl --owner, another process, its own)
+		}
 		c.Owner = t.unnamed
 		t.unnamedLog.Do(func() {
 			t.log.LogAttrs(req.Context(), slog.LevelWarn, "quota: transport: the cost table keeps budgets per owner and none is named: every credential is metered as one owner, never more than one owner's quota; name owners with quota.WithOwnerFunc, Credential.Owner or quota.WithOwner",
@@ -908,18 +918,27 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// recordedOwner reports whether the store records an owner for the
-// credential with secret (other than itself), so that the unnamed owner
-// never replaces one an operator or another process named. It reads the
-// catalog once per credential and process; an error reads as "none".
-func (t *Transport) recordedOwner(ctx context.Context, secret string) bool {
+// recordedOwner reports whether the store records the credential with
+// secret under an account: an owner an operator or another process named,
+// or the credential itself (its own owner, such as a key charged before
+// with no owner), under its fingerprint or its legacy one. The unnamed
+// owner is only for credentials the store does not know: it must never
+// move a key off its account, which would drop the usage recorded there.
+// (An owner named explicitly still moves a key, as OpRegister documents.)
+// It reads the catalog once per credential and process; an error is
+// returned, not cached.
+func (t *Transport) recordedOwner(ctx context.Context, secret string) (bool, error) {
 	if v, ok := t.recorded.Load(secret); ok {
-		return v.(bool)
+		return v.(bool), nil
 	}
 	fp := t.limiter.Fingerprint(secret)
+	var legacy string
+	if t.limiter.fpKey == nil {
+		legacy = Fingerprint([]byte(DefaultFingerprintKey), secret)
+	}
 	apis, err := t.limiter.List(ctx)
 	if err != nil {
-		return false
+		return false, err
 	}
 	found := false
 	for _, a := range apis {
@@ -927,13 +946,13 @@ func (t *Transport) recordedOwner(ctx context.Context, secret string) bool {
 			continue
 		}
 		for _, c := range a.Credentials {
-			if c.ID == fp && c.Owner != "" && c.Owner != fp {
+			if c.ID == fp || legacy != "" && c.ID == legacy {
 				found = true
 			}
 		}
 	}
 	t.recorded.Store(secret, found)
-	return found
+	return found, nil
 }
 
 // holdAccount returns the account a credential's holds are kept under: its
