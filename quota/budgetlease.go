@@ -320,7 +320,7 @@ func (ls *lease) settle(ctx context.Context, l *Limiter) error {
 func (ls *lease) shrink(ctx context.Context, l *Limiter, units int64) (bool, error) {
 	got, err := l.store.Settle(ctx, &SettleRequest{
 		API: l.api, Owner: ls.owner, At: ls.stamp, Nonce: ls.nonce, Method: ls.method, Job: ls.job,
-		Debits: []Debit{{Budget: ls.budget, Cost: units}}, Now: l.now(),
+		Debits: []Debit{{Budget: ls.budget, Cost: units}}, Now: l.now(), Decided: ls.storeAt,
 	})
 	if err != nil {
 		return false, err

@@ -568,7 +568,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range req.Budgets {
-		if freed, ok := s.shrink(req.API, req.Owner, b, req.Method, req.Job, at, req.Nonce, now, 0); ok {
+		if freed, ok := s.shrink(req.API, req.Owner, b, req.Method, req.Job, at, at, req.Nonce, now, 0); ok {
 			got[b.Name] = freed
 		}
 	}
@@ -579,7 +579,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[strin
 // actual units, at most its cost, keeping the running sum and the usage
 // breakdown in step; 0 removes it, as a refund does. It returns the units
 // freed and whether the entry was found. Called with s.mu held.
-func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at int64, nonce string, now, actual int64) (int64, bool) {
+func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at, row int64, nonce string, now, actual int64) (int64, bool) {
 	lg := s.logs[logKey{api, owner, b.Name}]
 	if lg == nil {
 		return 0, false
@@ -597,7 +597,7 @@ func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at
 	c := settleCost(e.cost, actual)
 	freed := e.cost - c
 	lg.sum -= freed
-	s.spend(api, owner, b, method, job, e.at, -freed)
+	s.spend(api, owner, b, method, job, row, -freed)
 	e.cost = c
 	return freed, true
 }
@@ -615,13 +615,16 @@ func (s *MemoryStore) Settle(ctx context.Context, req *SettleRequest) (map[strin
 			return nil, invalidf("settle: actual %d for budget %q: must be >= 0", d.Cost, d.Name)
 		}
 	}
-	at := req.At.UnixMicro()
+	at, row := req.At.UnixMicro(), req.At.UnixMicro()
+	if !req.Decided.IsZero() {
+		row = req.Decided.UnixMicro() // a held entry: the hour it was decided in
+	}
 	now := nowOr(req.Now).UnixMicro()
 	got := map[string]int64{}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range req.Debits {
-		if freed, ok := s.shrink(req.API, req.Owner, d.Budget, req.Method, req.Job, at, req.Nonce, now, d.Cost); ok {
+		if freed, ok := s.shrink(req.API, req.Owner, d.Budget, req.Method, req.Job, at, row, req.Nonce, now, d.Cost); ok {
 			got[d.Name] = freed
 		}
 	}

@@ -158,6 +158,11 @@ type SettleRequest struct {
 	// spent in each (>= 0; 0 removes the entry).
 	Debits []Debit
 	Now    time.Time
+	// Decided is when the store decided the charge (its TakeResult.At),
+	// when that is not At: a held entry is stamped after its decision. The
+	// freed units leave the usage breakdown row the take spent them in,
+	// the hour of Decided (zero: of At).
+	Decided time.Time
 }
 
 // TakeResult is a Store's decision.

@@ -18,7 +18,11 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 			return nil, invalid("settle: actual %d for budget %q: must be >= 0", d.Cost, d.Name)
 		}
 	}
-	freed, err := s.settle(ctx, "settle", req.API, req.Owner, req.At, req.Nonce, req.Method, req.Job, req.Debits, req.Now)
+	row := req.Decided
+	if row.IsZero() {
+		row = req.At
+	}
+	freed, err := s.settle(ctx, "settle", req.API, req.Owner, req.At, row, req.Nonce, req.Method, req.Job, req.Debits, req.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +43,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 	for i, b := range req.Budgets {
 		debits[i] = quota.Debit{Budget: b} // Cost 0: keep nothing
 	}
-	freed, err := s.settle(ctx, "refund", req.API, req.Owner, req.At, req.Nonce, req.Method, req.Job, debits, req.Now)
+	freed, err := s.settle(ctx, "refund", req.API, req.Owner, req.At, req.At, req.Nonce, req.Method, req.Job, debits, req.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +59,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 // settle runs settle.lua for one reservation: each debit's entry keeps
 // min(its cost, the debit's Cost). It returns, per debit, the units freed,
 // or -1 where the entry was not found.
-func (s *Store) settle(ctx context.Context, op, api, owner string, at time.Time, nonce, method, job string, debits []quota.Debit, now time.Time) ([]int64, error) {
+func (s *Store) settle(ctx context.Context, op, api, owner string, at, row time.Time, nonce, method, job string, debits []quota.Debit, now time.Time) ([]int64, error) {
 	if err := checkCred(api, owner); err != nil {
 		return nil, err
 	}
@@ -79,7 +83,7 @@ func (s *Store) settle(ctx context.Context, op, api, owner string, at time.Time,
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
 	keys = append(keys, all[3*n:]...)
-	keys = append(keys, s.useKey(api, owner, quota.HourOf(at)), s.markKey(api, owner))
+	keys = append(keys, s.useKey(api, owner, quota.HourOf(row)), s.markKey(api, owner))
 	rest, _, err := s.runSpecs(ctx, op, settleScript, keys, now, daily, func(est time.Time) []any {
 		args := []any{nowArg(now), at.UnixMicro(), nonce}
 		for _, d := range debits {

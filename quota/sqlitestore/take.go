@@ -479,7 +479,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 	for i, b := range req.Budgets {
 		debits[i] = quota.Debit{Budget: b}
 	}
-	return s.shrink(ctx, "refund", req.API, req.Owner, req.Method, req.Job, req.At, req.Nonce, nowOr(req.Now), debits)
+	return s.shrink(ctx, "refund", req.API, req.Owner, req.Method, req.Job, req.At, req.At, req.Nonce, nowOr(req.Now), debits)
 }
 
 // Settle implements quota.Store: in one write transaction, each named
@@ -497,16 +497,20 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 			return nil, fmt.Errorf("sqlitestore: settle: %w: actual %d for budget %q: must be >= 0", quota.ErrInvalid, d.Cost, d.Name)
 		}
 	}
-	return s.shrink(ctx, "settle", req.API, req.Owner, req.Method, req.Job, req.At, req.Nonce, nowOr(req.Now), req.Debits)
+	row := req.Decided
+	if row.IsZero() {
+		row = req.At
+	}
+	return s.shrink(ctx, "settle", req.API, req.Owner, req.Method, req.Job, req.At, row, req.Nonce, nowOr(req.Now), req.Debits)
 }
 
 // shrink lowers, in one write transaction, each debit's budget's entry of
 // the reservation recorded at at with nonce to min(its cost, the debit's
 // Cost), 0 removing it, and returns the units freed per budget whose entry
 // it found. The freed units leave the sum and the breakdown row they were
-// spent in. An entry the window no longer counts is not found.
-func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, at time.Time, nonce string, now time.Time, debits []quota.Debit) (map[string]int64, error) {
-	atUS := at.UnixMicro()
+// spent in (the hour of row: at, or a held entry's decision). An entry the window no longer counts is not found.
+func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, at, row time.Time, nonce string, now time.Time, debits []quota.Debit) (map[string]int64, error) {
+	atUS, rowUS := at.UnixMicro(), row.UnixMicro()
 	var got map[string]int64
 	err := s.decide(ctx, op, func(w *wtx) error {
 		got = map[string]int64{}
@@ -549,7 +553,7 @@ func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, 
 				if cost > keep {
 					lg.used -= cost - keep
 					lg.dirty = true
-					if err := w.spend(api, owner, d.Budget, method, job, atUS, keep-cost); err != nil {
+					if err := w.spend(api, owner, d.Budget, method, job, rowUS, keep-cost); err != nil {
 						return err
 					}
 				}

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -110,5 +112,41 @@ func (s suite) budgetLeases(t *testing.T) {
 				t.Fatalf("the run did not exercise the limit: %d admitted, %d refused, %d crashes", len(admitted), refused, crashes)
 			}
 		})
+	}
+}
+
+// leaseBreakdownAcrossHour: a sliding window's lease block is held (its
+// entry stamped at the lease's end), so a lease taken just before an hour
+// ends has its entry in the next hour. Settling it gives its unused units
+// back to the usage row the take spent them in, the hour of the decision:
+// one row of the unit admitted, not +40 in one hour and -39 in the next
+// (nor 40 left where the store counts 1).
+func (s suite) leaseBreakdownAcrossHour(t *testing.T) {
+	ctx := context.Background()
+	st := s.store(t)
+	clock := NewClock(T0.Add(time.Hour - 500*time.Millisecond))
+	b := quota.Budget{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)}
+	l, err := quota.New(st, "api", []quota.Budget{b}, quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 40}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustTake(t, l, key, quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 1}})
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.Breakdown(ctx, &quota.BreakdownRequest{API: "api", Owner: r.Owner, Since: T0.Add(-time.Hour), Now: clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, row := range rows {
+		got = append(got, fmt.Sprintf("%s %s %d", row.Hour.UTC().Format("15:04"), row.Method, row.Units))
+	}
+	if want := []string{"10:00 lease 1"}; !slices.Equal(got, want) {
+		t.Fatalf("breakdown of a lease taken at 10:59:59.5 and settled to 1 unit: %q, want %q", got, want)
+	}
+	us, err := l.Status(ctx, key)
+	if err != nil || us[0].Used != 1 {
+		t.Fatalf("Status = %+v, %v; want 1 used", us, err)
 	}
 }

@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"SettleMultiBudget", s.settleMulti},
 		{"HeldEntries", s.held},
 		{"BudgetLeases", s.budgetLeases},
+		{"LeaseBreakdownAcrossHour", s.leaseBreakdownAcrossHour},
 		{"LocalRefusals", s.localRefusals},
 		{"Exhaust", s.exhaust},
 		{"Adjust", s.adjust},
