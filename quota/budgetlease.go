@@ -45,6 +45,10 @@ type LeaseOptions struct {
 // exhaust or adjust made by another process reaches a lease when it ends:
 // until then (at most MaxTime) the lease may still admit its unused units.
 //
+// A block take that fails (a store stalled past the caller's deadline may
+// still record it) is not retried whole: until a take succeeds, the lease
+// takes only the charge, so a stall wastes what it would without leases.
+//
 // A lease ends when its units are spent, at its MaxTime, or at Close; an
 // ended lease with unused units is settled on the next charge of its budget
 // here, or by Close. Reservations admitted from a lease have no ID (a refund
