@@ -61,11 +61,22 @@ func FuzzParse(f *testing.F) {
 }
 
 // userinfoPassword returns what a reader would take for the password in
-// raw: between the first ":" after "//" and the last "@".
+// raw: between the first ":" after "//" and the last "@"; or, when raw has
+// no "//" (redis:/:PASSWORD@HOST, redis:USER:PASSWORD@HOST), between the
+// first ":" after the scheme's and the last "@".
 func userinfoPassword(raw string) string {
 	i := strings.Index(raw, "//")
 	if i < 0 {
-		return ""
+		scheme, rest, ok := strings.Cut(raw, ":")
+		if !ok || !validScheme(scheme) {
+			return ""
+		}
+		at := strings.LastIndexByte(rest, '@')
+		if at < 0 {
+			return ""
+		}
+		_, pw, _ := strings.Cut(rest[:at], ":")
+		return pw
 	}
 	rest := raw[i+2:]
 	at := strings.LastIndexByte(rest, '@')

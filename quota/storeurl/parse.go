@@ -635,15 +635,12 @@ func (s *Spec) format(redact bool) string {
 // "xxxxx": the userinfo's password (up to the URL's last "@", so an
 // unescaped "/" or "?" in it is still hidden) and the values of password
 // options. It works on malformed URLs too: use it to print a URL a user gave.
+// A URL missing its "//" (redis:/:PASSWORD@HOST, redis:PASSWORD@HOST) still
+// has what comes before its last "@" hidden; see passwordSpan.
 func Redact(rawURL string) string {
 	out := rawURL
-	if i := strings.Index(out, "//"); i >= 0 {
-		rest := out[i+2:]
-		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-			if user, _, ok := strings.Cut(rest[:at], ":"); ok {
-				out = out[:i+2] + user + ":xxxxx" + rest[at:]
-			}
-		}
+	if i, j, ok := passwordSpan(out); ok {
+		out = out[:i] + "xxxxx" + out[j:]
 	}
 	for _, key := range []string{"sentinel_password=", "password="} {
 		var b strings.Builder
@@ -685,13 +682,8 @@ func secretsOf(rawURL string) []string {
 			out = append(out, d)
 		}
 	}
-	if i := strings.Index(rawURL, "//"); i >= 0 {
-		rest := rawURL[i+2:]
-		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-			if _, pass, ok := strings.Cut(rest[:at], ":"); ok {
-				add(pass)
-			}
-		}
+	if i, j, ok := passwordSpan(rawURL); ok {
+		add(rawURL[i:j])
 	}
 	for _, key := range []string{"sentinel_password=", "password="} {
 		s := rawURL
@@ -710,6 +702,45 @@ func secretsOf(rawURL string) []string {
 		}
 	}
 	return out
+}
+
+// passwordSpan returns where rawURL's password is, rawURL[i:j], if it may
+// hold one: the userinfo ends at the last "@" (a password may hold "@", "/"
+// or "?" unescaped), and what rawURL is otherwise does not matter, so that a
+// malformed URL is redacted as well as a good one.
+//
+//   - SCHEME://USER:PASSWORD@...: the password is between the userinfo's
+//     first ":" and the "@". SCHEME://USER@... holds no password.
+//   - SCHEME:[/ or \ ...]USER:PASSWORD@... (the "//" missing or mistyped):
+//     the same. Without a ":" after the scheme's, as in SCHEME:PASSWORD@...,
+//     the scheme's ":" may have been meant as the separator, so all of it up
+//     to the "@" is hidden; except after sqlite:, whose PATH may hold an "@".
+//   - No scheme: USER:PASSWORD@... as above; NAME@... holds no password.
+func passwordSpan(rawURL string) (i, j int, ok bool) {
+	at := strings.LastIndexByte(rawURL, '@')
+	if at < 0 {
+		return 0, 0, false
+	}
+	head := rawURL[:at]
+	start, afterScheme := 0, false
+	if scheme, rest, found := strings.Cut(head, ":"); found && validScheme(scheme) {
+		start = len(scheme) + 1
+		if strings.HasPrefix(rest, "//") {
+			start += 2
+		} else {
+			for start < len(head) && (head[start] == '/' || head[start] == '\\') {
+				start++
+			}
+			afterScheme = !strings.EqualFold(scheme, "sqlite")
+		}
+	}
+	if c := strings.IndexByte(head[start:], ':'); c >= 0 {
+		return start + c + 1, at, true
+	}
+	if afterScheme && start < at {
+		return start, at, true
+	}
+	return 0, 0, false
 }
 
 // scrub replaces every secret in msg by "xxxxx", longest first.

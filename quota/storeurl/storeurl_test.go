@@ -266,6 +266,83 @@ func TestNoPasswordInErrors(t *testing.T) {
 	}
 }
 
+// TestNoPasswordInMalformedURLs: a URL that does not parse far enough to
+// find its userinfo (the "//" missing or mistyped, an unknown scheme) still
+// shows no password in Parse's error, in Open's and OpenReadOnly's, or in
+// Redact; and the error still says what is wrong.
+func TestNoPasswordInMalformedURLs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url, secret string
+		redacted    string // Redact(url)
+		reason      string // a part of the error that names the problem
+	}{
+		{"redis:/:s3cretLEAK11@127.0.0.1:7412/0", "s3cretLEAK11", "redis:/:xxxxx@127.0.0.1:7412/0", "missing // after redis:"},
+		{"redis:pw-LEAK@host", "pw-LEAK", "redis:xxxxx@host", "missing // after redis:"},
+		{"rediss:/user:pw-LEAK@h:1/0", "pw-LEAK", "rediss:/user:xxxxx@h:1/0", "missing // after rediss:"},
+		{"redis:user:pw-LEAK@h", "pw-LEAK", "redis:user:xxxxx@h", "missing // after redis:"},
+		{"REDIS:/:pw-LEAK@h", "pw-LEAK", "REDIS:/:xxxxx@h", "missing // after redis:"},
+		{`redis:\\:pw-LEAK@h`, "pw-LEAK", `redis:\\:xxxxx@h`, "missing // after redis:"},
+		{"redis:/:pw/LEAK?x@h:1", "pw/LEAK?x", "redis:/:xxxxx@h:1", "missing // after redis:"},
+		{"redis:/:pw@LEAK@h:1", "pw@LEAK", "redis:/:xxxxx@h:1", "missing // after redis:"},
+		{"redis:/:pw%2DLEAK@h:1", "pw-LEAK", "redis:/:xxxxx@h:1", "missing // after redis:"},
+		{"redis+sentinel:/:pw-LEAK@s1/m", "pw-LEAK", "redis+sentinel:/:xxxxx@s1/m", "missing // after redis+sentinel:"},
+		{"rediss+cluster:pw-LEAK@n1:7000", "pw-LEAK", "rediss+cluster:xxxxx@n1:7000", "missing // after rediss+cluster:"},
+		{"redis:/u:pw-LEAK@h:1?password=pw2-LEAK", "pw2-LEAK", "redis:/u:xxxxx@h:1?password=xxxxx", "missing // after redis:"},
+		{"foo:pw-LEAK@h", "pw-LEAK", "foo:xxxxx@h", `unknown scheme "foo"`},
+		{"user:pw-LEAK@h:1", "pw-LEAK", "user:xxxxx@h:1", `unknown scheme "user"`},
+		{"memory:pw-LEAK@h", "pw-LEAK", "memory:xxxxx@h", "memory: takes nothing"},
+		{"/u:pw-LEAK@h", "pw-LEAK", "/u:xxxxx@h", "missing scheme"},
+		{" redis://:pw-LEAK@h", "pw-LEAK", " redis:xxxxx@h", "missing scheme"},
+		{"sqlite://u:pw-LEAK@h/q.db", "pw-LEAK", "sqlite://u:xxxxx@h/q.db", "a database file has no host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			t.Parallel()
+			if got := Redact(tt.url); got != tt.redacted {
+				t.Errorf("Redact(%q) = %q, want %q", tt.url, got, tt.redacted)
+			}
+			_, err := Parse(tt.url)
+			if err == nil {
+				t.Fatalf("Parse(%q): no error", tt.url)
+			}
+			if strings.Contains(err.Error(), tt.secret) {
+				t.Errorf("Parse(%q) error shows the password: %v", tt.url, err)
+			}
+			if !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), tt.reason) {
+				t.Errorf("Parse(%q) = %v, want ErrInvalid naming %q", tt.url, err, tt.reason)
+			}
+			for name, open := range map[string]func(context.Context, string) (quota.Store, error){"Open": Open, "OpenReadOnly": OpenReadOnly} {
+				st, err := open(context.Background(), tt.url)
+				if err == nil {
+					st.Close()
+					t.Fatalf("%s(%q): no error", name, tt.redacted)
+				}
+				if strings.Contains(err.Error(), tt.secret) {
+					t.Errorf("%s(%q) error shows the password: %v", name, tt.redacted, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRedactKeepsPaths: what cannot be a password stays as written, so
+// errors still show the file or user meant.
+func TestRedactKeepsPaths(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"sqlite:/var/lib/q@2024.db",
+		"sqlite:backups/q@2024.db",
+		"/var/lib/q@2024.db",
+		"redis://user@h:1",
+		"redis:/h:1/0",
+	} {
+		if got := Redact(u); got != u {
+			t.Errorf("Redact(%q) = %q, want it unchanged", u, got)
+		}
+	}
+}
+
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ in, want string }{

@@ -97,6 +97,8 @@ func TestBadInput(t *testing.T) {
 		{"budget spent", []string{"take", "youtube", "--label", "yt-key-1", "--cost", "3", "--budget", "search"}, ExitExhausted, []string{"youtube/search is spent for yt-key-1", "used 1 of 3", "frees up in 23h", "2026-11-23 08:00:00 UTC"}},
 		{"unreachable store", []string{"--store", "redis://127.0.0.1:1", "status"}, ExitError, []string{"store unavailable", "127.0.0.1:1", "connection refused"}},
 		{"password not shown", []string{"--store", "redis://:Sup3rSecret@127.0.0.1:1/0", "list"}, ExitError, []string{"redis://:xxxxx@127.0.0.1:1"}},
+		{"password not shown in a URL missing //", []string{"--store", "redis:/:Sup3rSecret@127.0.0.1:1/0", "status"}, ExitUsage, []string{`bad store URL "redis:/:xxxxx@127.0.0.1:1/0": missing // after redis:`}},
+		{"bare password not shown in a URL missing //", []string{"--store", "rediss:Sup3rSecret@h", "list"}, ExitUsage, []string{`bad store URL "rediss:xxxxx@h": missing // after rediss:`}},
 		{"not a database", []string{"--store", "sqlite:" + notes, "status"}, ExitError, []string{notes, "not an SQLite database"}},
 		{"directory as database", []string{"--store", "sqlite:" + dir, "status"}, ExitError, []string{dir}},
 		{"malformed store URL", []string{"--store", "sqlite:", "list"}, ExitUsage, []string{`bad store URL "sqlite:": missing path`}},
