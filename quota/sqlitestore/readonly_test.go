@@ -181,3 +181,98 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadOnlySeesLaterWrites is a long-running reader (quotactl serve):
+// a handle opened read-only before any writer, while the file has no WAL,
+// sees what other handles and processes charge afterwards, whether the
+// writer has closed again (its WAL checkpointed and deleted) or still has
+// the file open (the charge only in its WAL); and it still leaves no file
+// of its own beside the database.
+func TestReadOnlySeesLaterWrites(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "quota.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, mpLimiter(t, st, 1000, at), 5)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the writer left a WAL (%v): the test would not start from a file alone", err)
+	}
+
+	ro, err := sqlitestore.Open(path, sqlitestore.WithReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	l := mpLimiter(t, ro, 1000, at)
+	used := func(state string, want int64) {
+		t.Helper()
+		us, err := l.Status(ctx, childKey)
+		if err != nil || us[0].Used != want {
+			t.Fatalf("%s: read-only Status: %v, %v; want used %d", state, us, err, want)
+		}
+	}
+	used("before any write", 5)
+
+	// Another handle charges and closes: the WAL is gone, the charge is in
+	// the file.
+	w, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, mpLimiter(t, w, 1000, at), 7)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	used("after a writer closed", 12)
+
+	// A new credential shows in List.
+	w, err = sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := quota.Credential{Secret: "another-key", Label: "other"}
+	if _, err := mpLimiter(t, w, 1000, at).Take(ctx, other, quota.Units(childBudget, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// The writer stays open: the next charges are in its WAL only.
+	mustTake(t, mpLimiter(t, w, 1000, at), 3)
+	used("while a writer has it open", 15)
+	apis, err := ro.List(ctx)
+	if err != nil || len(apis) != 1 || len(apis[0].Credentials) != 2 {
+		t.Fatalf("read-only List while a writer has it open: %+v, %v; want 2 credentials", apis, err)
+	}
+	mustTake(t, mpLimiter(t, w, 1000, at), 4)
+	used("after another charge by the open writer", 19)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	used("after the writer closed", 19)
+
+	// Another process.
+	granted := chargeInChild(t, path, 1000, at)
+	used("after another process charged", 19+granted)
+
+	// Closed, the reader holds nothing: the next writer to close removes
+	// the WAL (the reader's open connections kept it while they lived).
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err = sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{path + "-wal", path + "-shm", path + "-journal"} {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s exists after the read-only handle and the writers closed: %v", f, err)
+		}
+	}
+}

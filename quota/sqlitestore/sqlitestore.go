@@ -88,6 +88,7 @@ type Store struct {
 	path       string
 	w          *sql.DB // one connection for writes other than decisions; every write is BEGIN IMMEDIATE
 	r          *sql.DB // read-only connections, deferred transactions
+	ri         *sql.DB // WithReadOnly: connections to the file opened immutable, one per read (see beginRead)
 	dc         *conn   // the connection of decisions (see conn), used under the gate
 	st         stmts   // prepared on dc
 	wtx        wtx     // the decision under way, under the gate
@@ -123,7 +124,9 @@ type config struct {
 // another user) can inspect it. The file must exist (an error wrapping
 // quota.ErrNotFound says so otherwise) and hold the store's schema. Usage,
 // Entries, List and the StateStore reads work; every write fails with an
-// error wrapping ErrReadOnly. quotactl's inspecting commands use it.
+// error wrapping ErrReadOnly. Each read sees what other processes have
+// written until then, so a long-running reader (quotactl serve) stays
+// current. quotactl's inspecting commands use it.
 func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
 
 // ErrReadOnly is wrapped (with quota.ErrInvalid) by every write to a Store
@@ -230,13 +233,15 @@ func Open(path string, opts ...Option) (*Store, error) {
 }
 
 // openReadOnly opens an existing database with read-only connections only,
-// creating no file. While a process has the database open (its WAL exists),
-// SQLite reads it through the WAL and its shared memory, read-only if need
-// be. When none has (no WAL), the file is opened immutable, which reads it
-// without locks or shared memory: creating those would leave files behind,
-// owned by the reader, that can lock the database's owner out. A writer
-// starting during such a read may make it fail; it cannot make it count
-// wrong.
+// creating no file. Each read chooses how to read the file as it is then
+// (see beginRead): while a process has the database open (its WAL exists),
+// through the WAL and its shared memory, read-only if need be; when none has
+// (no WAL), on a connection of its own that opens the file immutable, which
+// reads it without locks or shared memory: creating those would leave files
+// behind, owned by the reader, that can lock the database's owner out. An
+// immutable connection is never used again, since it would not see later
+// writes. A writer starting during such a read may make it fail; it cannot
+// make it count wrong.
 func openReadOnly(path, abs string, cfg config) (*Store, error) {
 	s := &Store{path: path, busy: max(cfg.busy, 0), gate: newGate(), readOnly: true}
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
@@ -244,30 +249,38 @@ func openReadOnly(path, abs string, cfg config) (*Store, error) {
 	}
 	base := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?mode=ro&_pragma=query_only(1)&_pragma=busy_timeout(" +
 		strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
-	var firstErr error
-	dsns := []string{base, base + "&immutable=1"}
-	if _, err := os.Stat(abs + "-wal"); errors.Is(err, os.ErrNotExist) {
-		dsns[0], dsns[1] = dsns[1], dsns[0]
+	var err error
+	if s.r, err = sql.Open("sqlite", base); err != nil {
+		return nil, s.openErr(err)
 	}
-	for _, dsn := range dsns {
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			return nil, s.openErr(err)
-		}
-		db.SetMaxOpenConns(cfg.readConns)
-		db.SetMaxIdleConns(cfg.readConns)
+	s.r.SetMaxOpenConns(cfg.readConns)
+	s.r.SetMaxIdleConns(cfg.readConns)
+	if s.ri, err = sql.Open("sqlite", base+"&immutable=1"); err != nil {
+		s.r.Close()
+		return nil, s.openErr(err)
+	}
+	s.ri.SetMaxOpenConns(cfg.readConns)
+	s.ri.SetMaxIdleConns(0) // closed after each read
+	s.ident.walPath = abs + "-wal"
+	// Check the schema as the first read will read it, through the WAL
+	// or not.
+	dbs := []*sql.DB{s.r, s.ri}
+	if !s.walExists() {
+		dbs[0], dbs[1] = dbs[1], dbs[0]
+	}
+	var firstErr error
+	for _, db := range dbs {
 		conn, err := db.Conn(context.Background())
 		if err == nil {
 			var v int
 			v, err = s.check(context.Background(), conn)
 			conn.Close()
 			if err == nil && v != schemaVersion {
-				db.Close()
+				s.Close()
 				return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no store schema yet (an empty database)", path, quota.ErrNotFound)
 			}
 		}
 		if err == nil {
-			s.r = db
 			if err := s.ident.remember(abs); err != nil {
 				s.Close()
 				return nil, s.openErr(err)
@@ -275,18 +288,54 @@ func openReadOnly(path, abs string, cfg config) (*Store, error) {
 			s.ident.wal = nil // another process's WAL may come and go
 			return s, nil
 		}
-		db.Close()
 		if errors.Is(err, quota.ErrInvalid) {
+			s.Close()
 			return nil, err // not ours: say so, whatever the mode
 		}
 		if firstErr == nil {
 			firstErr = err
 		}
 	}
+	s.Close()
 	if _, ok := sqliteCode(firstErr); ok {
 		return nil, s.openErr(firstErr)
 	}
 	return nil, firstErr
+}
+
+// walExists reports whether the database's WAL exists: whether a process
+// has the database open, or had it and could not remove its WAL.
+func (s *Store) walExists() bool {
+	_, err := os.Stat(s.ident.walPath)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+// beginRead begins a read-only transaction. A Store opened WithReadOnly
+// reads the file as it is now, as openReadOnly says: through the WAL while
+// one exists, else on a new immutable connection. The first statement
+// (which reads the schema cookie, and the WAL's index) checks the WAL can
+// be read; if it cannot (the last writer removed the WAL since the Stat,
+// say, in a directory the reader may not write), the file is read alone.
+func (s *Store) beginRead(ctx context.Context) (*sql.Tx, error) {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.ri == nil {
+		return s.r.BeginTx(ctx, opts)
+	}
+	if s.walExists() {
+		tx, err := s.r.BeginTx(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		var v int
+		if err = tx.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&v); err == nil {
+			return tx, nil
+		}
+		_ = tx.Rollback()
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	return s.ri.BeginTx(ctx, opts)
 }
 
 // checkHeader refuses an existing, non-empty file that does not start with
@@ -441,6 +490,9 @@ func (s *Store) Close() error {
 		if s.r != nil {
 			errs = append(errs, s.r.Close())
 		}
+		if s.ri != nil {
+			errs = append(errs, s.ri.Close())
+		}
 		if s.dc != nil {
 			// Wait for the decision under way, if any, and refuse
 			// those after.
@@ -552,7 +604,7 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 	if err := s.ident.check(); err != nil {
 		return fail(op, err)
 	}
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.beginRead(ctx)
 	if err != nil {
 		return fail(op, err)
 	}
