@@ -29,7 +29,8 @@ store: takes are refused (exit 3) until then. Use it when the upstream says the
 quota is spent though the meter has units left. --until is an RFC 3339 time
 (2026-11-23T08:00:00Z), a duration from now (2h), or "reset": a daily
 budget's next reset, or, for a sliding window, one window length from now.
-'quotactl adjust' or 'quotactl reset' clears the mark.
+A time later than the store can keep (2255-06-05) marks it until then, and
+exhaust prints that time. 'quotactl adjust' or 'quotactl reset' clears the mark.
 
 JSON fields: api, budget, owner, credential, fingerprint, until.`,
 		Example: `  quotactl exhaust youtube --label yt-key-1 --budget units --until reset`,
@@ -109,6 +110,10 @@ func exhaustRun(ctx context.Context, opts *exhaustOptions) error {
 	if err != nil {
 		return err
 	}
+	// What the store keeps, and so what status shows: no later than
+	// quota.MaxTimeMicro (Limiter.Exhaust clamps the same way), in whole
+	// microseconds.
+	until = quota.ClampTime(until).Truncate(time.Microsecond)
 	if err := l.Exhaust(ctx, c.Credential, b.Name, until); err != nil {
 		return err
 	}

@@ -477,6 +477,32 @@ func TestExhaust(t *testing.T) {
 	}
 }
 
+// TestExhaustBeyondWhatTheStoreKeeps: an --until later than a store can
+// keep (quota.MaxTimeMicro, in 2255) marks the budget until then, and
+// exhaust says so, as status does, not the time asked for.
+func TestExhaustBeyondWhatTheStoreKeeps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("budget", "set", "big/w", "--limit", "9007199254740991", "--window", "2562047h")
+	e.vars["KEY"] = "AIzaSy-exhaust-clamp"
+	e.ok("take", "big", "--credential-env", "KEY", "--label", "k", "--cost", "1")
+	kept := time.UnixMicro(quota.MaxTimeMicro).UTC()
+	for _, until := range []string{"reset", "9999-01-01T00:00:00Z", "2562047h"} {
+		var got struct{ Until time.Time }
+		decode(t, e.ok("--json", "exhaust", "big", "--label", "k", "--budget", "w", "--until", until), &got)
+		if !got.Until.Equal(kept) {
+			t.Errorf("exhaust --json --until %s: until %v, want %v (what the store keeps)", until, got.Until, kept)
+		}
+		if u := e.usage("big")["k/w"]; u.ExhaustedUntil == nil || !u.ExhaustedUntil.Equal(kept) {
+			t.Errorf("status after exhaust --until %s: %+v, want marked until %v", until, u, kept)
+		}
+		out := e.ok("exhaust", "big", "--label", "k", "--budget", "w", "--until", until)
+		if want := "big/w for k: marked spent until 2255-06-05 23:47:34 UTC (in 83470d14h)\n"; out != want {
+			t.Errorf("exhaust --until %s printed %q, want %q", until, out, want)
+		}
+	}
+}
+
 func TestAdjustAndReset(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
