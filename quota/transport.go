@@ -60,9 +60,13 @@ import (
 //
 // One logical call is charged once: the requests http.Client makes to
 // follow a redirect are sent without another charge, and a redirect to
-// another host (host and port) never carries the credential — the
-// X-Goog-Api-Key and Authorization headers and the "key" query parameter
-// are removed before it is sent.
+// another host (host and port) than the chain's first request named never
+// carries the credential — the X-Goog-Api-Key and Authorization headers and
+// the "key" query parameter are removed before it is sent. The Transport
+// finds the first request through each response's Request, which it fills
+// in when the base leaves it nil; when a RoundTripper wrapping the
+// Transport drops it, the first request is unknown and every redirect is
+// sent without the credential.
 //
 // Wrap an existing client by setting its transport:
 //
@@ -359,9 +363,27 @@ func (r *realTimer) C() <-chan time.Time { return r.t.C }
 
 // RoundTrip meters and sends one request; see Transport.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var (
+		resp *http.Response
+		err  error
+	)
 	if req.Response != nil {
-		return t.redirect(req)
+		resp, err = t.redirect(req)
+	} else {
+		resp, err = t.meter(req)
 	}
+	if resp != nil && resp.Request == nil {
+		// http.Client fills in Response.Request only when the base does
+		// (http.Transport does; many RoundTrippers do not). redirect walks
+		// Response.Request back to the first request of a redirect chain
+		// to know which host the call named: record it here.
+		resp.Request = req
+	}
+	return resp, err
+}
+
+// meter meters and sends a request that is not part of a redirect chain.
+func (t *Transport) meter(req *http.Request) (*http.Response, error) {
 	ch, err := t.pricer.Price(req)
 	if err != nil {
 		closeBody(req)
@@ -386,13 +408,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // redirect sends a request http.Client made to follow a redirect: part of a
 // logical call whose first request was charged, so it is not charged again.
-// When it leaves the first request's host it carries no credential.
+// When it leaves the first request's host, or when that host cannot be
+// found, it carries no credential.
 func (t *Transport) redirect(req *http.Request) (*http.Response, error) {
-	first := req
-	for first.Response != nil && first.Response.Request != nil {
-		first = first.Response.Request
+	if req.URL == nil {
+		return t.base.RoundTrip(req) // nothing to send to: the base says so
 	}
-	if first.URL == nil || req.URL == nil || strings.EqualFold(first.URL.Host, req.URL.Host) && first.URL.Scheme == req.URL.Scheme {
+	if first := origin(req); first != nil && strings.EqualFold(first.Host, req.URL.Host) && first.Scheme == req.URL.Scheme {
 		return t.base.RoundTrip(req)
 	}
 	out := req.Clone(req.Context())
@@ -404,6 +426,26 @@ func (t *Transport) redirect(req *http.Request) (*http.Response, error) {
 		out.URL.RawQuery = q.Encode()
 	}
 	return t.base.RoundTrip(out)
+}
+
+// maxRedirectHops bounds the walk back along a redirect chain (http.Client
+// stops after 10 redirects unless CheckRedirect says otherwise).
+const maxRedirectHops = 1000
+
+// origin returns the URL of the first request of the redirect chain req
+// belongs to: the request whose response led, hop by hop, to req. It is
+// nil when the chain is broken (a Response without its Request, which a
+// RoundTripper wrapping this Transport may return), so that the caller
+// fails safe and strips the credential.
+func origin(req *http.Request) *url.URL {
+	r := req
+	for hops := 0; r.Response != nil; hops++ {
+		if r.Response.Request == nil || hops >= maxRedirectHops {
+			return nil
+		}
+		r = r.Response.Request
+	}
+	return r.URL
 }
 
 // checkHold refuses a request to a method held for cred (Verdict.Hold).

@@ -458,3 +458,172 @@ func TestTransportLimiterOwner(t *testing.T) {
 		t.Fatalf("logged the unnamed owner with a limiter-wide owner:\n%s", e.logs.String())
 	}
 }
+
+// nilRequestBase sends through http.DefaultTransport and returns the
+// response without its Request, as many RoundTrippers do (http.Client
+// fills it in only when the base does).
+type nilRequestBase struct{}
+
+func (nilRequestBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if resp != nil {
+		resp.Request = nil
+	}
+	return resp, err
+}
+
+// dropRequest wraps a RoundTripper (here, the Transport) and drops the
+// Request of its responses: the Transport then cannot tell where a
+// redirect chain started.
+type dropRequest struct{ rt http.RoundTripper }
+
+func (d dropRequest) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := d.rt.RoundTrip(req)
+	if resp != nil {
+		resp.Request = nil
+	}
+	return resp, err
+}
+
+// withCredential sets trKey on req in one of the three forms the
+// Transport reads.
+func withCredential(req *http.Request, form string) {
+	switch form {
+	case "X-Goog-Api-Key":
+		req.Header.Set("X-Goog-Api-Key", trKey)
+	case "Bearer":
+		req.Header.Set("Authorization", "Bearer "+trKey)
+	default:
+		req.URL.RawQuery += "&key=" + trKey
+	}
+}
+
+// carries reports whether a request received by a server holds trKey in
+// any form.
+func carries(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("X-Goog-Api-Key"), trKey) || strings.Contains(r.Header.Get("Authorization"), trKey) ||
+		strings.Contains(r.URL.RawQuery, trKey) || r.URL.Query().Has("key")
+}
+
+var credentialForms = []string{"X-Goog-Api-Key", "Bearer", "key="}
+
+// A redirect to another host never carries the credential, also over a
+// base RoundTripper that returns responses without their Request
+// (http.Client leaves it nil then): the Transport still finds the host the
+// call named.
+func TestTransportRedirectToAnotherHostCustomBase(t *testing.T) {
+	for _, form := range credentialForms {
+		t.Run(form, func(t *testing.T) {
+			other := newRecorder(t, okJSON)
+			first := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, other.srv.URL+r.URL.Path+"?"+r.URL.RawQuery, http.StatusFound)
+			})
+			e := newTrEnv(t, nil, quota.WithBase(nilRequestBase{}))
+			req, _ := http.NewRequest("GET", first.srv.URL+"/youtube/v3/videos?id=v", nil)
+			withCredential(req, form)
+			resp, err := e.client.Do(req)
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || len(first.requests()) != 1 || len(other.requests()) != 1 {
+				t.Fatalf("status %d, %d requests at the first host, %d at the other", resp.StatusCode, len(first.requests()), len(other.requests()))
+			}
+			if !carries(first.requests()[0]) {
+				t.Fatalf("the first host did not receive the credential")
+			}
+			got := other.requests()[0]
+			if carries(got) {
+				t.Fatalf("the other host received the credential: %v %q", got.Header, got.URL.RawQuery)
+			}
+			if got.URL.Query().Get("id") != "v" {
+				t.Fatalf("query %q lost its other parameters", got.URL.RawQuery)
+			}
+			if n := e.used("units"); n != 1 {
+				t.Fatalf("charged %d units for one logical call, want 1", n)
+			}
+		})
+	}
+}
+
+// Over a base that returns responses without their Request, redirects on
+// the same host keep the credential (two hops, then a third to another
+// host, which does not get it), and the call is charged once.
+func TestTransportRedirectSameHostCustomBase(t *testing.T) {
+	for _, form := range credentialForms {
+		t.Run(form, func(t *testing.T) {
+			other := newRecorder(t, okJSON)
+			rc := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Query().Get("hop") {
+				case "":
+					http.Redirect(w, r, "/youtube/v3/videos?hop=1&"+r.URL.RawQuery, http.StatusTemporaryRedirect)
+				case "1":
+					q := r.URL.Query()
+					q.Set("hop", "2")
+					http.Redirect(w, r, "/youtube/v3/videos?"+q.Encode(), http.StatusFound)
+				default:
+					http.Redirect(w, r, other.srv.URL+r.URL.Path+"?"+r.URL.RawQuery, http.StatusFound)
+				}
+			})
+			e := newTrEnv(t, nil, quota.WithBase(nilRequestBase{}))
+			req, _ := http.NewRequest("GET", rc.srv.URL+"/youtube/v3/videos?id=v", nil)
+			withCredential(req, form)
+			resp, err := e.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			reqs := rc.requests()
+			if resp.StatusCode != 200 || len(reqs) != 3 || len(other.requests()) != 1 {
+				t.Fatalf("status %d, %d requests on the host, %d at the other", resp.StatusCode, len(reqs), len(other.requests()))
+			}
+			for i, r := range reqs {
+				if !carries(r) {
+					t.Fatalf("request %d on the same host lost the credential: %v %q", i, r.Header, r.URL.RawQuery)
+				}
+			}
+			if got := other.requests()[0]; carries(got) {
+				t.Fatalf("the other host received the credential: %v %q", got.Header, got.URL.RawQuery)
+			}
+			if n := e.used("units"); n != 1 {
+				t.Fatalf("charged %d units for one logical call, want 1", n)
+			}
+		})
+	}
+}
+
+// When the Transport cannot tell where a redirect chain started (a
+// RoundTripper wrapping it drops the responses' Request), a redirect
+// carries no credential, even to the same host: it fails safe.
+func TestTransportRedirectUnknownOriginStrips(t *testing.T) {
+	for _, form := range credentialForms {
+		t.Run(form, func(t *testing.T) {
+			rc := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Query().Get("hop") == "" {
+					http.Redirect(w, r, "/youtube/v3/videos?hop=1&"+r.URL.RawQuery, http.StatusFound)
+					return
+				}
+				okJSON(w, r)
+			})
+			e := newTrEnv(t, nil)
+			e.client.Transport = dropRequest{e.client.Transport}
+			req, _ := http.NewRequest("GET", rc.srv.URL+"/youtube/v3/videos?id=v", nil)
+			withCredential(req, form)
+			resp, err := e.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			reqs := rc.requests()
+			if resp.StatusCode != 200 || len(reqs) != 2 {
+				t.Fatalf("status %d, %d requests", resp.StatusCode, len(reqs))
+			}
+			if carries(reqs[1]) {
+				t.Fatalf("a redirect whose origin is unknown carried the credential: %v %q", reqs[1].Header, reqs[1].URL.RawQuery)
+			}
+			if reqs[1].URL.Query().Get("id") != "v" {
+				t.Fatalf("query %q lost its other parameters", reqs[1].URL.RawQuery)
+			}
+		})
+	}
+}
