@@ -1,6 +1,10 @@
 package quota
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // ChargeFunc is told of every charge a Limiter grants (refund false) or
 // gives back (refund true) under a context made by ContextWithChargeFunc.
@@ -126,3 +130,22 @@ func checkContext(ctx context.Context, call string) error {
 	}
 	return nil
 }
+
+// stopped is the error for a charge the caller's context ended: it wraps
+// ctx.Err() (and the context's cause, when it has one of its own), never
+// ErrStoreUnavailable, because the caller stopped, not the store. Nothing
+// was admitted, and the failure policy (FailOpen) does not apply: a job
+// stopping on SIGTERM is never told to go ahead.
+func stopped(ctx context.Context, call string) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("quota: %s: not admitted: %w: %w", call, err, cause)
+	}
+	return fmt.Errorf("quota: %s: not admitted: %w", call, err)
+}
+
+// cancelled reports whether the caller cancelled ctx: the cause of a store
+// error met under it, not a store outage. A deadline that passed while the
+// store was being waited on is not: the store did not answer in time
+// (ErrStoreUnavailable, and the failure policy applies).
+func cancelled(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }

@@ -451,10 +451,19 @@ func newNoncePrefix() string {
 // RetryAfter; a cost larger than a limit gives ErrCostExceedsLimit; an
 // unknown budget, a cost <= 0 or an empty credential give ErrInvalid; an
 // unreachable store gives ErrStoreUnavailable unless FailOpen lets the charge
-// through unmetered.
+// through unmetered. A ctx already done, or cancelled while the store is
+// asked, gives an error wrapping ctx.Err() (context.Canceled,
+// context.DeadlineExceeded), not ErrStoreUnavailable: nothing is admitted,
+// FailOpen does not apply, and nothing is counted as unmetered. A deadline
+// that passes while the store is asked is the store not answering in time:
+// ErrStoreUnavailable (wrapping context.DeadlineExceeded too), and FailOpen
+// applies.
 func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
 	if err := checkContext(ctx, "take"); err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, stopped(ctx, "take") // the caller stopped: the store is not asked
 	}
 	// The host clock, read once (again only after a slow registration):
 	// for the override refresh and, on the MemoryStore, the decision's
@@ -577,6 +586,11 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 				r = &Reservation{Usage: res.Usage}
 			}
 		}
+	}
+	if err != nil && cancelled(ctx) {
+		// The caller cancelled while the store was asked: its error, not a
+		// store outage (no failure policy, no store error event).
+		err = stopped(ctx, "take")
 	}
 	if d != nil { // observers: a copy of the debits, so that they stay on the stack otherwise
 		d.note(id.fp, &TakeRequest{Owner: id.account, Job: job}, slices.Clone(debits), nil, err)

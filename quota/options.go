@@ -32,8 +32,12 @@ func WithOwner(owner string) Option { return func(l *Limiter) { l.owner = owner 
 // whose largest per-budget cost is at or under maxCost units go ahead
 // unmetered (cheap calls keep flowing), larger ones are refused with
 // ErrStoreUnavailable. Each unmetered decision is logged at Warn level and
-// counted (Limiter.Unmetered). Default: fail closed, every charge is refused
-// while the store is unreachable.
+// counted (Limiter.Unmetered). A caller that stopped is not a store outage:
+// a Take whose context was done before it began, or is cancelled while the
+// store is asked, returns an error wrapping ctx.Err() and is never admitted
+// unmetered; a deadline that passes while the store is asked is the store
+// not answering in time, and the policy applies. Default: fail closed,
+// every charge is refused while the store is unreachable.
 func FailOpen(maxCost int64) Option { return func(l *Limiter) { l.failOpen = maxCost } }
 
 // WithLogger sets where the limiter logs unmetered decisions. Default:

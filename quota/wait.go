@@ -60,6 +60,9 @@ func (l *Limiter) wait(ctx context.Context, cred Credential, ch Charge, maxWait 
 	}
 	id, err := l.identify(ctx, cred)
 	if err != nil {
+		if cancelled(ctx) {
+			return nil, stopped(ctx, "wait") // the caller's stop, not the store's failure
+		}
 		return nil, err
 	}
 	budgets := allocate(ctx, ch).Units

@@ -10,7 +10,8 @@
 // (fixed instants, never sleeping): boundary bursts, weighted costs,
 // multi-budget atomicity, exact RetryAfter, refund, exhaust, adjust, daily
 // reset across DST, expiry, concurrency, bad input, the catalog, usage by
-// method and job (Breakdown), threshold marks (MarkCrossing), and
+// method and job (Breakdown), threshold marks (MarkCrossing), a caller
+// whose context is done (never a store outage, never admitted), and
 // quota.StateStore, which every store must also implement (jobs keeps its
 // checkpoints and run history there). MatchesMemory drives a store and the
 // MemoryStore, the reference, through one long random run and requires the
@@ -103,6 +104,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"StateStoreLeases", s.leases},
 		{"BreakdownByMethod", s.breakdownByMethod},
 		{"Crossings", s.crossings},
+		{"CancelledTake", s.cancelledTake},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
