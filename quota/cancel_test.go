@@ -14,7 +14,7 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// hungStore is a MemoryStore whose Take, once hung, answers only when the
+// hungStore is a MemoryStore whose Take and Usage, once hung, answers only when the
 // caller's context ends, with ErrStoreUnavailable wrapping ctx.Err(), as
 // redisstore and sqlitestore do for a server or lock that does not answer.
 type hungStore struct {
@@ -28,6 +28,14 @@ func (s *hungStore) Take(ctx context.Context, req *quota.TakeRequest) (*quota.Ta
 		return nil, fmt.Errorf("hung: take: %w: i/o timeout (%w)", quota.ErrStoreUnavailable, ctx.Err())
 	}
 	return s.MemoryStore.Take(ctx, req)
+}
+
+func (s *hungStore) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
+	if s.hung.Load() {
+		<-ctx.Done()
+		return nil, fmt.Errorf("hung: usage: %w: i/o timeout (%w)", quota.ErrStoreUnavailable, ctx.Err())
+	}
+	return s.MemoryStore.Usage(ctx, req)
 }
 
 // failOpenLimiter returns a limiter over st that fails open for charges of

@@ -392,6 +392,11 @@ func (t *Transport) meter(req *http.Request) (*http.Response, error) {
 	if len(ch.Units) == 0 {
 		return t.base.RoundTrip(req) // free: nothing to take
 	}
+	if err := req.Context().Err(); err != nil {
+		// The caller stopped: no store call, no charge, no failure policy.
+		closeBody(req)
+		return nil, fmt.Errorf("quota: transport: %s: not sent: %w", ch.Method, err)
+	}
 	cred, err := t.credential(req)
 	if err != nil {
 		closeBody(req)
@@ -459,8 +464,8 @@ func (t *Transport) checkHold(req *http.Request, cred Credential, ch Charge) err
 	// directly, without registering the credential with the holds API.
 	us, err := t.holds.StatusOf(req.Context(), t.holdAccount(cred.Secret))
 	if err != nil {
-		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnknownCredential) {
-			return nil
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnknownCredential) || cancelled(req.Context()) {
+			return nil // a cancelled caller is no store failure: Take reports it
 		}
 		t.log.LogAttrs(req.Context(), slog.LevelWarn, "quota: transport: could not read holds",
 			slog.String("api", t.limiter.api), slog.String("method", ch.Method), slog.Any("credential", cred),
