@@ -1,12 +1,10 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,23 +14,6 @@ import (
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
-
-type stoppedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *stoppedLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *stoppedLog) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // TestTakeStoppedWhileServerHangs: limiters that fail open over a Redis
 // server of the test's own. While the server hangs, a Take its caller
@@ -56,7 +37,7 @@ func TestTakeStoppedWhileServerHangs(t *testing.T) {
 	ctx := context.Background()
 	b := quota.Budget{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)}
 	cred := quota.Credential{Secret: "AIzaSy-redis-stopped", Label: "k"}
-	logs := &stoppedLog{}
+	logs := &lockedBuffer{}
 	prefix := redistest.Prefix(t)
 	newLimiter := func(c *redis.Client) *quota.Limiter {
 		l, err := quota.New(redisstore.New(c, redisstore.WithPrefix(prefix)), "api", []quota.Budget{b},
