@@ -252,6 +252,47 @@ func TestLeaseLostCancelsRun(t *testing.T) {
 	})
 }
 
+// TestLeaseLostNamedInRecord: a job that returns what its calls return
+// once cancelled (ctx.Err(), "context canceled") after its lease was lost
+// is recorded, and answered, as stopped by the lost lease: the record says
+// so and RunOnce's error wraps ErrLeaseLost, so an operator can tell it
+// from a SIGTERM.
+func TestLeaseLostNamedInRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := quota.NewMemoryStore()
+		var logs logBuf
+		s := jobs.New(store, jobs.WithLogger(logs.logger()), jobs.WithLeaseTTL(30*time.Second))
+		leased := make(chan quota.StateLease, 1)
+		s.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
+			leased <- run.Lease()
+			<-ctx.Done()
+			return fmt.Errorf("fetch page 3: %w", ctx.Err())
+		})
+		type result struct {
+			rec jobs.Record
+			err error
+		}
+		done := make(chan result, 1)
+		go func() { rec, err := s.RunOnce(context.Background(), "ingest"); done <- result{rec, err} }()
+		l := <-leased
+		ctx := context.Background()
+		if err := store.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Token: l.Token}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.AcquireLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Holder: "other-host:1 run x", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		advance(10 * time.Second)
+		r := <-done
+		if r.rec.Outcome != jobs.Cancelled || !strings.Contains(r.rec.Error, "lease lost") || !strings.Contains(r.rec.Error, "fetch page 3") {
+			t.Errorf("record: %s %q; want cancelled, naming the lost lease and the job's error", r.rec.Outcome, r.rec.Error)
+		}
+		if !errors.Is(r.err, jobs.ErrLeaseLost) || !errors.Is(r.err, context.Canceled) {
+			t.Errorf("RunOnce = %v; want it to wrap ErrLeaseLost and context.Canceled", r.err)
+		}
+	})
+}
+
 // TestQuietExhaustion: a job every 15 minutes over a daily budget spent at
 // the first tick records no run until the reset, and logs one line per
 // window; after the reset it runs again.

@@ -334,6 +334,11 @@ func (s *Scheduler) execute(parent context.Context, j *job, trigger Trigger) (Re
 	run.log.Debug("jobs: run started", "trigger", trigger)
 
 	err, panicked, stack := call(ctx, j.fn, run)
+	if cause := context.Cause(leaseCtx); err != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
+		// a job that returns ctx.Err() (or an error wrapping it) was
+		// stopped by its lost lease, not by a SIGTERM: say so
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
 	out := classify(ctx, err, panicked)
 	var text string
 	if err != nil {
