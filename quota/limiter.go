@@ -232,10 +232,7 @@ func (l *Limiter) resolve(ctx context.Context, c Credential) (*ident, bool, erro
 		return v.(*ident), false, nil
 	}
 	l.define(ctx)
-	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner}
-	if l.fpKey == nil {
-		u.Legacy = Fingerprint([]byte(DefaultFingerprintKey), c.Secret)
-	}
+	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner, Legacy: l.legacyFingerprint(c.Secret)}
 	info, err := l.store.UpdateCredential(ctx, l.api, u)
 	if err != nil {
 		return nil, true, err
@@ -286,29 +283,51 @@ func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 	if owner != "" {
 		return ident{fp, c.Label, owner}, nil
 	}
-	apis, err := l.store.List(ctx)
+	r, found, err := l.recorded(ctx, c.Secret)
 	if err != nil {
 		return ident{}, err
 	}
-	var legacy string
-	if l.fpKey == nil {
-		legacy = Fingerprint([]byte(DefaultFingerprintKey), c.Secret)
-	}
 	account := fp
+	if found {
+		account = r.Account()
+	}
+	return ident{fp, c.Label, account}, nil
+}
+
+// legacyFingerprint returns secret's legacy fingerprint (see
+// DefaultFingerprintKey), or "" when the limiter has a fingerprint key of
+// its own (WithFingerprintKey), which never had one.
+func (l *Limiter) legacyFingerprint(secret string) string {
+	if l.fpKey != nil {
+		return ""
+	}
+	return Fingerprint([]byte(DefaultFingerprintKey), secret)
+}
+
+// recorded returns what the store's catalog records for the credential with
+// secret in this API: its record under its fingerprint, else under its
+// legacy one; found is false when neither is recorded. It reads the
+// catalog and writes nothing.
+func (l *Limiter) recorded(ctx context.Context, secret string) (rec CredentialInfo, found bool, err error) {
+	apis, err := l.store.List(ctx)
+	if err != nil {
+		return CredentialInfo{}, false, err
+	}
+	fp, legacy := l.Fingerprint(secret), l.legacyFingerprint(secret)
 	for _, a := range apis {
 		if a.Name != l.api {
 			continue
 		}
 		for _, r := range a.Credentials {
-			switch r.ID {
-			case fp:
-				return ident{fp, c.Label, r.Account()}, nil
-			case legacy:
-				account = r.Account()
+			switch {
+			case r.ID == fp:
+				return r, true, nil
+			case legacy != "" && r.ID == legacy:
+				rec, found = r, true
 			}
 		}
 	}
-	return ident{fp, c.Label, account}, nil
+	return rec, found, nil
 }
 
 // define records the budget definitions in the store, once per limiter. It
@@ -489,39 +508,9 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
 	var dbuf [2]Debit // on the stack unless the charge names more budgets
-	debits := dbuf[:0]
-	var maxCost int64
-	over := l.over.Load() // the definitions in force (def), for every debit
-	for i := range l.budgets {
-		b := &l.budgets[i] // by pointer: a Budget copied costs more than its use here
-		cost, ok := ch.Units[b.Name]
-		if !ok {
-			continue
-		}
-		if over != nil && over.byName != nil {
-			if ob, ok := over.byName[b.Name]; ok {
-				b = &ob
-			}
-		}
-		if cost <= 0 {
-			return nil, invalidf("cost %d for budget %q: must be > 0", cost, b.Name)
-		}
-		if cost > b.Limit {
-			return nil, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, cost, b.Limit)
-		}
-		maxCost = max(maxCost, cost)
-		// Set in place: a Debit literal is built apart and copied in, which
-		// stalls on store forwarding.
-		debits = append(debits, Debit{})
-		db := &debits[len(debits)-1]
-		db.Budget, db.Cost = *b, cost
-	}
-	if len(debits) != len(ch.Units) {
-		for name := range ch.Units {
-			if _, err := l.budget(name); err != nil {
-				return nil, err
-			}
-		}
+	debits, maxCost, err := l.debitsOf(dbuf[:0], ch)
+	if err != nil {
+		return nil, err
 	}
 	id, slow, err := l.resolve(ctx, cred)
 	if err != nil {
@@ -546,13 +535,10 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 			// process reaches a standing refusal within the bound, not at
 			// the next override refresh.
 			l.reloadOverrides(ctx, host)
-			for i := range debits {
-				b, _ := l.budget(debits[i].Name) // known: it was found above
-				if debits[i].Cost > b.Limit {
-					check.busy.Store(false)
-					return nil, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, debits[i].Cost, b.Limit)
-				}
-				debits[i].Budget = b
+			var derr error
+			if debits, maxCost, derr = l.debitsOf(debits[:0], ch); derr != nil {
+				check.busy.Store(false)
+				return nil, derr
 			}
 		}
 	}
@@ -637,6 +623,47 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 		fn(r, false)
 	}
 	return r, nil
+}
+
+// debitsOf appends to debits one Debit per budget ch names, each with the
+// definition in force (an operator's override, or the program's), and
+// returns them with the largest cost; an unknown budget, a cost <= 0 or one
+// over its limit is an error.
+func (l *Limiter) debitsOf(debits []Debit, ch Charge) ([]Debit, int64, error) {
+	var maxCost int64
+	over := l.over.Load() // the definitions in force (def), for every debit
+	for i := range l.budgets {
+		b := &l.budgets[i] // by pointer: a Budget copied costs more than its use here
+		cost, ok := ch.Units[b.Name]
+		if !ok {
+			continue
+		}
+		if over != nil && over.byName != nil {
+			if ob, ok := over.byName[b.Name]; ok {
+				b = &ob
+			}
+		}
+		if cost <= 0 {
+			return nil, 0, invalidf("cost %d for budget %q: must be > 0", cost, b.Name)
+		}
+		if cost > b.Limit {
+			return nil, 0, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, cost, b.Limit)
+		}
+		maxCost = max(maxCost, cost)
+		// Set in place: a Debit literal is built apart and copied in, which
+		// stalls on store forwarding.
+		debits = append(debits, Debit{})
+		db := &debits[len(debits)-1]
+		db.Budget, db.Cost = *b, cost
+	}
+	if len(debits) != len(ch.Units) {
+		for name := range ch.Units {
+			if _, err := l.budget(name); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	return debits, maxCost, nil
 }
 
 // unavailable applies the failure policy to a store error: nil means go

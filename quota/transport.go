@@ -978,25 +978,12 @@ func (t *Transport) recordedOwner(ctx context.Context, secret string) (bool, err
 	if v, ok := t.recorded.Load(secret); ok {
 		return v.(bool), nil
 	}
-	fp := t.limiter.Fingerprint(secret)
-	var legacy string
-	if t.limiter.fpKey == nil {
-		legacy = Fingerprint([]byte(DefaultFingerprintKey), secret)
-	}
-	apis, err := t.limiter.List(ctx)
-	if err != nil {
+	if err := checkContext(ctx, "list"); err != nil {
 		return false, err
 	}
-	found := false
-	for _, a := range apis {
-		if a.Name != t.limiter.api {
-			continue
-		}
-		for _, c := range a.Credentials {
-			if c.ID == fp || legacy != "" && c.ID == legacy {
-				found = true
-			}
-		}
+	_, found, err := t.limiter.recorded(ctx, secret)
+	if err != nil {
+		return false, err
 	}
 	t.recorded.Store(secret, found)
 	return found, nil
