@@ -34,16 +34,24 @@ type LeaseOptions struct {
 // admit more than its limit in total.
 //
 // The store always counts at least every unit a lease admits, each until
-// its own admission plus the window: a sliding window's block is recorded
-// at the lease's end (TakeRequest.Hold), so it counts from the take until a
-// window after the last instant the lease may admit; a daily block counts
-// until the reset, which the lease never crosses. Settling shrinks the
-// block and never moves it. A process that dies holding a lease wastes at
-// most that lease's unused units, until they expire.
+// its own admission plus the window: a block is recorded at the lease's
+// end (TakeRequest.Hold), so a sliding window's counts from the take until
+// a window after the last instant the lease may admit; a daily block
+// counts until the reset, which the lease never crosses. Settling shrinks
+// the block and never moves it. A process that dies holding a lease wastes
+// at most that lease's unused units, until they expire.
 //
-// This limiter's Exhaust and Adjust end its lease of the budget first. An
-// exhaust or adjust made by another process reaches a lease when it ends:
-// until then (at most MaxTime) the lease may still admit its unused units.
+// This limiter's Exhaust and Adjust end its lease of the budget first (and
+// Adjust drops that lease's block: what it admitted is in the usage set).
+// An adjust made by another process keeps every block still held
+// (recorded after its now, so taken within the last MaxTime) on top of the
+// usage it sets: the open leases go on admitting from them, and the store
+// goes on counting them. What those blocks admitted before the adjust then
+// counts twice until it expires: conservative, and at most a lease time's
+// spending of each process (another adjust after MaxTime sets usage
+// exactly). An exhaust made by another process reaches a lease when it
+// ends: until then (at most MaxTime) the lease may still admit its unused
+// units, which the store counts.
 //
 // A block take that fails (a store stalled past the caller's deadline may
 // still record it) is not retried whole: until a take succeeds, the lease
@@ -268,9 +276,6 @@ func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, meth
 	before := l.localNow()
 	nonce := l.nonce()
 	hold := life
-	if d.Window.IsDaily() {
-		hold = 0
-	}
 	owner := id.account
 	req := &TakeRequest{
 		API: l.api, Owner: owner, Nonce: nonce, Method: method, Job: job, Now: l.now(),
@@ -289,7 +294,7 @@ func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, meth
 		return nil, res, nil
 	}
 	ls := &lease{
-		slot: slot, owner: owner, budget: d.Budget, stamp: heldAt(d.Window, res.At, hold), nonce: nonce, method: method, job: job,
+		slot: slot, owner: owner, budget: d.Budget, stamp: HeldAt(d.Window, res.At, hold), nonce: nonce, method: method, job: job,
 		size: size, usage: res.Usage[0], storeAt: res.At, local: l.localNow(),
 	}
 	// The lease admits until its life has passed since before the take (the
@@ -451,23 +456,27 @@ func (l *Limiter) takeLeased(ctx context.Context, id ident, method string, debit
 
 // endLeases ends the owner's lease of budget, settling it: Exhaust and
 // Adjust call it first, so that no unit is admitted locally past a mark, or
-// outside a log that Adjust replaces.
-func (l *Limiter) endLeases(ctx context.Context, owner, budget string) {
+// outside a log that Adjust replaces. It returns the lease it ended, if
+// any: Adjust drops its block (the usage it sets includes what the lease
+// admitted).
+func (l *Limiter) endLeases(ctx context.Context, owner, budget string) *lease {
 	if l.leases == nil {
-		return
+		return nil
 	}
 	v, ok := l.leases.m.Load(leaseKey{owner, budget})
 	if !ok {
-		return
+		return nil
 	}
 	slot := v.(*leaseSlot)
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
-	if ls := slot.cur; ls != nil {
+	ls := slot.cur
+	if ls != nil {
 		slot.cur = nil
 		if err := ls.settle(ctx, l); err != nil {
 			l.log.Warn("quota: settling a lease failed; its unused units stay counted until they expire",
 				"api", l.api, "budget", budget, "unused", ls.size-ls.used, "error", err)
 		}
 	}
+	return ls
 }

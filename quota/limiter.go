@@ -810,7 +810,10 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 
 // Adjust sets budget's usage for cred to used units recorded now, dropping
 // its log and any exhaustion mark: to match the upstream's console. Adjust
-// with used 0 resets the budget.
+// with used 0 resets the budget. The blocks other processes' leases took
+// within their lease time (WithLeases) stay counted on top of used, since
+// open leases go on admitting from them: Status may show more than used
+// (see WithLeases).
 func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, used int64) error {
 	if err := checkContext(ctx, "adjust"); err != nil {
 		return err
@@ -827,8 +830,13 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if err != nil {
 		return err
 	}
-	l.endLeases(ctx, id.account, budget)
-	if err := l.store.Adjust(ctx, &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}); err != nil {
+	req := &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}
+	if ls := l.endLeases(ctx, id.account, budget); ls != nil {
+		// its block is held past now, but the lease admits no more: what
+		// it admitted is in used
+		req.DropAt, req.DropNonce = ls.stamp, ls.nonce
+	}
+	if err := l.store.Adjust(ctx, req); err != nil {
 		return err
 	}
 	l.forgetRefusals(id.account)

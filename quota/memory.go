@@ -504,8 +504,8 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 		for i := range debits {
 			d, lg := &debits[i], lgs[i]
 			at := nowUS
-			if req.Hold > 0 && !d.Window.IsDaily() {
-				at = heldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
+			if req.Hold > 0 {
+				at = HeldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
 			}
 			e := lg.push(at)
 			e.cost = d.Cost
@@ -650,6 +650,18 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Owner, req.Budget, now)
+	// Entries held past now are open leases' blocks (TakeRequest.Hold):
+	// their leases go on admitting from them, so they stay.
+	var held []memEntry
+	drop := int64(-1)
+	if !req.DropAt.IsZero() {
+		drop = req.DropAt.UnixMicro()
+	}
+	for i := lg.n - 1; i >= 0 && lg.at(i).at > now; i-- {
+		if e := lg.at(i); e.cost > 0 && (e.at != drop || !e.nonce.is(req.DropNonce, s.noncePfx)) {
+			held = append(held, *e)
+		}
+	}
 	lg.clear()
 	lg.kept = req.Budget.Window
 	if req.Used > 0 {
@@ -657,6 +669,10 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 		e.cost = req.Used
 		e.nonce.set(req.Nonce)
 		lg.sum = req.Used
+	}
+	for _, h := range held {
+		*lg.push(h.at) = h
+		lg.sum += h.cost
 	}
 	return nil
 }

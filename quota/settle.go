@@ -111,11 +111,18 @@ func (r *Reservation) usage(budget string) *Usage {
 // settleCost is the cost an entry of cost c keeps when settled to actual.
 func settleCost(c, actual int64) int64 { return min(c, max(actual, 0)) }
 
-// heldAt returns when a store records an entry of window w decided at now
-// with hold: now+hold for a sliding window, now for a daily one.
-func heldAt(w Window, now time.Time, hold time.Duration) time.Time {
-	if hold > 0 && !w.IsDaily() {
-		return now.Add(hold)
+// HeldAt returns when a store records an entry of window w decided at now
+// with hold (TakeRequest.Hold): now+hold, or for a daily window the day's
+// last microsecond when now+hold is past it.
+func HeldAt(w Window, now time.Time, hold time.Duration) time.Time {
+	if hold <= 0 {
+		return now
 	}
-	return now
+	at := now.Add(hold).Truncate(time.Microsecond)
+	if w.IsDaily() {
+		if last := w.NextReset(now).Add(-time.Microsecond); at.After(last) {
+			return last
+		}
+	}
+	return at
 }

@@ -51,6 +51,8 @@ type Store interface {
 	// Adjust replaces a budget's log for one credential with a single entry
 	// of req.Used units at now (none if Used is 0) and clears any exhaustion
 	// mark: it resets a budget, or sets it to match the upstream's console.
+	// It keeps the entries recorded after now (TakeRequest.Hold): open
+	// leases' blocks, which their leases still admit from.
 	Adjust(ctx context.Context, req *AdjustRequest) error
 
 	// Usage returns current usage of each budget for one credential, after
@@ -124,11 +126,15 @@ type TakeRequest struct {
 	// TakeResult.StoreLoss) to decide on what it still holds, instead of
 	// counting the affected budgets as spent (WithStoreLoss).
 	TrustStore bool
-	// Hold, when > 0, records the entries of sliding-window budgets at
-	// now+Hold instead of now: a lease's block counts from now until Hold
-	// past its window, so every unit the lease admits up to now+Hold stays
-	// counted at least a window after its admission. Daily windows ignore
-	// it (an entry counts until the reset wherever it sits in the day).
+	// Hold, when > 0, records the entries at now+Hold instead of now (see
+	// HeldAt): a lease's block, stamped where the lease ends. A sliding
+	// window's block then counts from now until Hold past its window, so
+	// every unit the lease admits up to now+Hold stays counted at least a
+	// window after its admission. A daily entry counts until the reset
+	// wherever it sits in the day, so a daily hold only marks the block as
+	// held: it is recorded at now+Hold or the day's last microsecond,
+	// whichever comes first. Adjust keeps held entries (those stamped after
+	// its now): an open lease still admits from them.
 	// Hold is at most a tenth of each sliding window it applies to; stores
 	// refuse more with ErrInvalid (Redis keeps a log's keys that much past
 	// its newest entry's time).
@@ -216,6 +222,12 @@ type AdjustRequest struct {
 	Used   int64 // >= 0
 	Nonce  string
 	Now    time.Time
+	// DropAt and DropNonce name one entry held past Now that Adjust drops
+	// all the same: the block of the caller's own lease, which it ended
+	// first (the usage set includes what that lease admitted). A zero
+	// DropAt names none.
+	DropAt    time.Time
+	DropNonce string
 }
 
 // UsageRequest asks for usage of several budgets.

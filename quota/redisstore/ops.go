@@ -73,8 +73,8 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 }
 
 // Adjust implements quota.Store: it replaces the budget's log with one
-// entry of req.Used units recorded now (none if 0) and clears any
-// exhaustion mark.
+// entry of req.Used units recorded now (none if 0), keeping the entries
+// held past now (open leases' blocks), and clears any exhaustion mark.
 func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return err
@@ -88,11 +88,18 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	if err := checkNonce(req.Nonce); err != nil {
 		return err
 	}
+	drop := int64(-1) // the caller's own ended lease's block, held
+	if !req.DropAt.IsZero() {
+		drop = req.DropAt.UnixMicro()
+		if err := checkNonce(req.DropNonce); err != nil {
+			return err
+		}
+	}
 	name := func(int) string { return req.Budget.Name }
 	keys := s.keys(req.API, req.Owner, 1, name, true)
 	mk := s.markKey(req.API, req.Owner)
 	rest, _, err := s.runSpecs(ctx, "adjust", adjustScript, append(keys, mk), req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
-		return append(s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est), s.box(req.Budget).id)
+		return append(s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est), s.box(req.Budget).id, req.DropNonce, drop)
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,8 @@ type stmts struct {
 	dropEntry    *stmt
 	shrinkEntry  *stmt
 	clearLog     *stmt // delete every entry of a log
+	clearUpTo    *stmt // delete a log's entries recorded up to an instant, and one named
+	held         *stmt // units and newest instant of entries held past an instant, but one named
 	idleLogs     *stmt // logs the sweep may drop
 	spend        *stmt // add to a breakdown row
 	dropHours    *stmt // breakdown rows the sweep drops
@@ -49,6 +51,8 @@ func (st *stmts) prepare(c *conn) error {
 		{&st.dropEntry, `DELETE FROM entries WHERE rowid = ?`},
 		{&st.shrinkEntry, `UPDATE entries SET cost = ? WHERE rowid = ?`},
 		{&st.clearLog, `DELETE FROM entries WHERE log = ?`},
+		{&st.clearUpTo, `DELETE FROM entries WHERE log = ? AND (at <= ? OR at = ? AND nonce = ?)`},
+		{&st.held, `SELECT coalesce(sum(cost), 0), max(at) FROM entries WHERE log = ? AND at > ? AND NOT (at = ? AND nonce = ?)`},
 		{&st.idleLogs, `SELECT id FROM sums WHERE idle_after <= ? ORDER BY idle_after LIMIT ?`},
 		{&st.spend, spendSQL},
 		{&st.dropHours, `DELETE FROM usage_hours WHERE keep <= ?`},

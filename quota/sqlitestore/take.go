@@ -384,8 +384,8 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		for i, d := range req.Debits {
 			lg := lgs[i]
 			at := now // a held entry (a lease's block) sits at its lease's end
-			if req.Hold > 0 && !d.Window.IsDaily() {
-				at = now.Add(req.Hold).Truncate(time.Microsecond)
+			if req.Hold > 0 {
+				at = quota.HeldAt(d.Window, now, req.Hold)
 			}
 			if err := w.st.insert.int(1, lg.id).int(2, at.UnixMicro()).int(3, d.Cost).text(4, req.Nonce).exec(); err != nil {
 				return err
@@ -616,17 +616,35 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 		if err != nil {
 			return err
 		}
-		if err := w.st.clearLog.int(1, lg.id).exec(); err != nil {
+		// Entries held past now are open leases' blocks
+		// (TakeRequest.Hold): their leases go on admitting from them, so
+		// they stay.
+		var held, newest int64
+		drop := int64(-1) // but the caller's own ended lease's
+		if !req.DropAt.IsZero() {
+			drop = req.DropAt.UnixMicro()
+		}
+		q := w.st.held.int(1, lg.id).int(2, n).int(3, drop).text(4, req.DropNonce)
+		if q.next() && !q.null(1) {
+			held, newest = q.col(0), q.col(1)
+		}
+		if err := q.done(); err != nil {
 			return err
 		}
-		lg.used, lg.exh, lg.idle, lg.dirty = 0, 0, 0, true
+		if err := w.st.clearUpTo.int(1, lg.id).int(2, n).int(3, drop).text(4, req.DropNonce).exec(); err != nil {
+			return err
+		}
+		lg.used, lg.exh, lg.idle, lg.dirty = held, 0, 0, true
 		lg.window, lg.kept = w.winText(req.Budget.Window), quota.Window{} // a new log: nothing kept
+		if held > 0 {
+			lg.idle = req.Budget.Window.Expiry(time.UnixMicro(newest)).UnixMicro()
+		}
 		if req.Used > 0 {
 			if err := w.st.insert.int(1, lg.id).int(2, n).int(3, req.Used).text(4, req.Nonce).exec(); err != nil {
 				return err
 			}
-			lg.used = req.Used
-			lg.idle = req.Budget.Window.Expiry(now).UnixMicro()
+			lg.used += req.Used
+			lg.idle = max(lg.idle, req.Budget.Window.Expiry(now).UnixMicro())
 		}
 		return w.save(lg)
 	})

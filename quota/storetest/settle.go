@@ -113,8 +113,9 @@ func (s suite) settleMulti(t *testing.T) {
 	}
 }
 
-// held: a take with Hold records sliding-window entries at now+Hold, so
-// they count from now until Hold past the window; daily entries ignore it.
+// held: a take with Hold records its entries at now+Hold: a sliding
+// window's count from now until Hold past the window; a daily one's are
+// held no later than the day's last µs, and count until the reset.
 func (s suite) held(t *testing.T) {
 	ctx := context.Background()
 	st := s.store(t)
@@ -139,8 +140,8 @@ func (s suite) held(t *testing.T) {
 		t.Fatalf("at the take: used %d and %d, want 40 and 40", u, d)
 	}
 	es, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner, Budget: daily, Now: T0})
-	if err != nil || len(es) != 1 || !es[0].At.Equal(T0) {
-		t.Fatalf("daily entries = %+v, %v; want one at %v (hold ignored)", es, err, T0)
+	if err != nil || len(es) != 1 || !es[0].At.Equal(T0.Add(hold)) {
+		t.Fatalf("daily entries = %+v, %v; want one held at %v", es, err, T0.Add(hold))
 	}
 	// A later plain take sits before the held entry in time order; both are
 	// found by refund and settle.
@@ -178,5 +179,36 @@ func (s suite) held(t *testing.T) {
 	}
 	if u, _ := usage(end); u != 0 {
 		t.Fatalf("at hold+window: used %d, want 0", u)
+	}
+	// A daily entry is held no later than its day's last µs: it counts
+	// that day, and is gone at the reset.
+	owner2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner-2")
+	late := time.Date(2026, 11, 22, 23, 59, 59, 0, time.UTC)
+	if res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner2, Nonce: "late", Now: late,
+		Debits: []quota.Debit{{Budget: daily, Cost: 5}}, Hold: hold}); err != nil || !res.OK {
+		t.Fatalf("held Take a second before midnight = %+v, %v", res, err)
+	}
+	lastUS := late.Add(time.Second - time.Microsecond)
+	es, err = st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner2, Budget: daily, Now: late})
+	if err != nil || len(es) != 1 || !es[0].At.Equal(lastUS) || es[0].Nonce != "late" {
+		t.Fatalf("daily entries = %+v, %v; want the late one held at the day's last µs %v", es, err, lastUS)
+	}
+	if got, err := st.Settle(ctx, &quota.SettleRequest{API: "api", Owner: owner2, At: lastUS, Nonce: "late",
+		Debits: []quota.Debit{{Budget: daily, Cost: 1}}, Now: late}); err != nil || got["day"] != 4 {
+		t.Fatalf("Settle of the late held entry = %v, %v; want 4 freed", got, err)
+	}
+	dayUsed := func(at time.Time) int64 {
+		t.Helper()
+		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner2, Budgets: []quota.Budget{daily}, Now: at})
+		if err != nil {
+			t.Fatalf("Usage: %v", err)
+		}
+		return us[0].Used
+	}
+	if d := dayUsed(lastUS); d != 1 {
+		t.Fatalf("on the day's last µs: daily used %d, want 1", d)
+	}
+	if d := dayUsed(lastUS.Add(time.Microsecond)); d != 0 {
+		t.Fatalf("at the reset: daily used %d, want 0", d)
 	}
 }

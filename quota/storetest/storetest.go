@@ -80,6 +80,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"HeldEntries", s.held},
 		{"BudgetLeases", s.budgetLeases},
 		{"LeaseBreakdownAcrossHour", s.leaseBreakdownAcrossHour},
+		{"AdjustKeepsOpenLeases", s.adjustKeepsOpenLeases},
 		{"LocalRefusals", s.localRefusals},
 		{"Exhaust", s.exhaust},
 		{"Adjust", s.adjust},

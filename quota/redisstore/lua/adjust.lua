@@ -1,5 +1,6 @@
 -- adjust.lua: replace one budget's log with a single entry of USED units
--- recorded now (none when USED is 0) and clear its exhaustion mark,
+-- recorded now (none when USED is 0), keeping the entries held past now
+-- (open leases' blocks), and clear its exhaustion mark,
 -- store-loss marks included. The marker's k:NAME and d:NAME (see take.lua)
 -- go too: the next take renews the keys' lifetimes and checks the log's
 -- day again.
@@ -7,7 +8,9 @@
 -- KEYS: log, sum, exh, keep, the owner's store-loss marker (see lib.lua).
 -- ARGV[1] now or ''; ARGV[2] USED; ARGV[3] nonce; ARGV[4..8] a window
 -- spec; ARGV[9] the window id: the new log keeps its entries for that
--- window (as a log that starts afresh does).
+-- window (as a log that starts afresh does); ARGV[10], ARGV[11] the nonce
+-- and instant (µs; -1 for none) of a held entry to drop all the same (the
+-- caller's own ended lease's block).
 --
 -- Reply: {1, NOW, SEQ, U} (the marker after this call).
 
@@ -16,16 +19,31 @@ local start, r = span(4, now)
 if not start then
   return {-1, now}
 end
+-- entries held past now are open leases' blocks (take.lua's HOLD): their
+-- leases go on admitting from them, so they stay
+local held = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int(now), '+inf', 'WITHSCORES')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) -- a new log keeps nothing older
-local e = 0
-if tonumber(ARGV[2]) > 0 then
+local total, last = tonumber(ARGV[2]), now
+if total > 0 then
   redis.call('ZADD', KEYS[1], int(now), ARGV[3] .. ':' .. ARGV[2])
-  redis.call('SET', KEYS[2], ARGV[2])
-  local ms = ttl(4, now, r)
+end
+local drop, dropat = ARGV[10] .. ':', tonumber(ARGV[11])
+for j = 1, #held, 2 do
+  local m, s = held[j], tonumber(held[j + 1])
+  if s ~= dropat or string.sub(m, 1, #drop) ~= drop then
+    redis.call('ZADD', KEYS[1], s, m)
+    total = total + cost(m)
+    last = math.max(last, s)
+  end
+end
+local e = 0
+if total > 0 then
+  -- the keys live until the newest entry expires
+  e = expiry(4, last)
+  local ms = math.max(1, math.ceil((e - now) / 1000))
+  redis.call('SET', KEYS[2], int(total), 'PX', ms)
   redis.call('PEXPIRE', KEYS[1], ms)
-  redis.call('PEXPIRE', KEYS[2], ms)
   redis.call('SET', KEYS[4], ARGV[9], 'PX', ms)
-  e = expiry(4, now)
 end
 local mk, name = KEYS[5], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e')

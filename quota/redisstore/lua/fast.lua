@@ -108,6 +108,10 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
       -- a spent daily budget: every entry counted today expires at the
       -- reset; nothing to write
       return {0, now, total, r, 0, r, seq, u, 0, 0}
+    elseif ARGV[8] ~= '0' then
+      -- a lease's daily block: held where the lease ends, never past the
+      -- day's last µs (as take.lua)
+      stamp = math.min(now + tonumber(ARGV[8]), r - 1)
     end
     -- (a daily admission checks that the log is there: the sum decides,
     -- but a log gone before its time is a loss take.lua must report; a

@@ -10,9 +10,9 @@
 -- 0 0 when nothing); ARGV[5] TRUST ('1': on a loss, decide on what the
 -- store holds; 'G0' and 'G1' say '0' and '1' and skip fast.lua, for
 -- tests); ARGV[6] H (µs), ARGV[7] KEEP (µs a breakdown row is kept
--- after its hour ends); ARGV[8] HOLD (µs past now at which sliding-window
--- entries are recorded: a lease's block, held until the lease ends; 0 for
--- none); then per debit 10 values from 9+10(d-1): NAME, COST, LIMIT, a
+-- after its hour ends); ARGV[8] HOLD (µs past now at which entries are
+-- recorded: a lease's block, held until the lease ends, a daily one no
+-- later than the day's last µs; 0 for none); then per debit 10 values from 9+10(d-1): NAME, COST, LIMIT, a
 -- window spec (WIN, B1..B4), the window id and the breakdown field
 -- "BUDGET\x1fMETHOD\x1fJOB".
 --
@@ -354,8 +354,14 @@ for d = 1, n do
   local name, c, win = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
   local r, total, kept, held = st[b + 2], st[b + 4], st[b + 5], st[b + 6]
   local stamp, sstamp = now, snow
-  if win > 0 and hold > 0 then
-    stamp = now + hold -- sliding windows only: a daily entry counts all day
+  if hold > 0 then
+    -- a lease's block, held where the lease ends; a daily entry counts
+    -- all day wherever it sits, so it is held no later than the day's
+    -- last µs (adjust keeps held entries: see adjust.lua)
+    stamp = now + hold
+    if win == 0 then
+      stamp = math.min(stamp, r - 1)
+    end
     sstamp = int(stamp)
   end
   redis.call('ZADD', KEYS[k], sstamp, nonce .. ':' .. ARGV[a + 1])
