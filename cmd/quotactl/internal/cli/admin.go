@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -178,7 +179,10 @@ type adjustedJSON struct {
 	Credential  string `json:"credential"`
 	Fingerprint string `json:"fingerprint"`
 	Used        int64  `json:"used"`
-	Limit       int64  `json:"limit"`
+	// Counted is what the store counts after the adjust: used, plus the
+	// blocks open leases of running processes hold (or units taken since)
+	Counted int64 `json:"counted"`
+	Limit   int64 `json:"limit"`
 }
 
 func adjustRun(ctx context.Context, opts *adjustOptions) error {
@@ -192,10 +196,39 @@ func adjustRun(ctx context.Context, opts *adjustOptions) error {
 	if err := l.Adjust(ctx, c.Credential, b.Name, opts.Used); err != nil {
 		return err
 	}
+	counted := countedAfter(ctx, l, c, b.Name, opts.Used)
 	if opts.json {
-		return opts.printJSON(adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, opts.Used, b.Limit})
+		return opts.printJSON(adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, opts.Used, counted, b.Limit})
 	}
-	_, err = fmt.Fprintf(opts.io.Out, "%s/%s for %s: %d of %d used\n", info.Name, b.Name, c.name(), opts.Used, b.Limit)
+	if _, err := fmt.Fprintf(opts.io.Out, "%s/%s for %s: %d of %d used\n", info.Name, b.Name, c.name(), opts.Used, b.Limit); err != nil {
+		return err
+	}
+	return printHeld(opts.io.Out, opts.Used, counted)
+}
+
+// countedAfter returns what the store counts of budget for c after an
+// adjust to used. Adjust keeps the blocks leases of running processes took
+// within their lease time (open leases go on admitting from them), so it
+// may be more than used.
+func countedAfter(ctx context.Context, l *quota.Limiter, c cred, budget string, used int64) int64 {
+	us, err := l.StatusOf(ctx, c.Account)
+	if err != nil {
+		return used
+	}
+	for _, u := range us {
+		if u.Budget == budget {
+			return max(used, u.Used)
+		}
+	}
+	return used
+}
+
+// printHeld says so when the store counts more than an adjust set.
+func printHeld(w io.Writer, used, counted int64) error {
+	if counted <= used {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "  %d counted: leases of running processes hold %d (or they were taken since); adjust again once their leases end (1s by default) to set usage exactly\n", counted, counted-used)
 	return err
 }
 
@@ -254,13 +287,16 @@ func resetRun(ctx context.Context, opts *resetOptions) error {
 		if err := l.Adjust(ctx, c.Credential, b.Name, 0); err != nil {
 			return err
 		}
-		out = append(out, adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, 0, b.Limit})
+		out = append(out, adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, 0, countedAfter(ctx, l, c, b.Name, 0), b.Limit})
 	}
 	if opts.json {
 		return opts.printJSON(out)
 	}
 	for _, a := range out {
 		if _, err := fmt.Fprintf(opts.io.Out, "%s/%s for %s: reset, 0 of %d used\n", a.API, a.Budget, c.name(), a.Limit); err != nil {
+			return err
+		}
+		if err := printHeld(opts.io.Out, 0, a.Counted); err != nil {
 			return err
 		}
 	}

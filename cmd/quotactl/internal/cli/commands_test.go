@@ -773,3 +773,43 @@ func TestRotateOntoRecordedCredential(t *testing.T) {
 	}
 	e.ok("take", "c", "--credential-env", "B", "--cost", "80")
 }
+
+// TestAdjustWithOpenLease: a running service holds a lease (a block of 5
+// units of which it admitted 1); quotactl adjust keeps the block counted
+// (the service goes on admitting from it) and says so, in text and JSON.
+func TestAdjustWithOpenLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	e.setup()
+	g, _, _ := e.g()
+	svc, err := quota.Load(ctx, g.store, "youtube", quota.WithClock(e.clock.Now),
+		quota.WithLeases(quota.LeaseOptions{Block: 5, MaxFraction: 0.5, MaxTime: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := quota.Credential{Secret: "AIzaSy-key-one", Label: "yt-key-1"}
+	if _, err := svc.Take(ctx, key, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	out := e.ok("adjust", "youtube", "--label", "yt-key-1", "--budget", "units", "--used", "3")
+	want := "youtube/units for yt-key-1: 3 of 10 used\n" +
+		"  8 counted: leases of running processes hold 5 (or they were taken since); adjust again once their leases end (1s by default) to set usage exactly\n"
+	if out != want {
+		t.Fatalf("adjust printed %q, want %q", out, want)
+	}
+	var got struct{ Used, Counted, Limit int64 }
+	decode(t, e.ok("--json", "adjust", "youtube", "--label", "yt-key-1", "--budget", "units", "--used", "2"), &got)
+	if got.Used != 2 || got.Counted != 7 || got.Limit != 10 {
+		t.Fatalf("adjust --json = %+v, want used 2, counted 7, limit 10", got)
+	}
+	// The service admits its 4 unused units; nothing else can be spent.
+	for range 4 {
+		if _, err := svc.Take(ctx, key, quota.Units("units", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := e.usage("youtube")["yt-key-1/units"]; u.Used != 7 {
+		t.Fatalf("status after the lease admitted its block: %+v, want 7 used", u)
+	}
+}
