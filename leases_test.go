@@ -36,9 +36,14 @@ type leaseConfig struct {
 	Prefix  string `json:"prefix"`
 	Limit   int64  `json:"limit"`
 	Block   int64  `json:"block"` // 0: adaptive
+	// Pause > 0: after go, take Pause units, print "holding" and wait for
+	// a second go (the parent adjusts the budget meanwhile), with leases
+	// that outlive the pause
+	Pause int64 `json:"pause"`
 }
 
 type leaseReport struct {
+	Before   int64    `json:"before"` // admitted before the pause
 	Admitted int64    `json:"admitted"`
 	Refused  int64    `json:"refused"`
 	Errors   []string `json:"errors"`
@@ -66,7 +71,11 @@ func TestLeaseChild(t *testing.T) {
 	}
 	store := openLeaseStore(t, cfg)
 	defer store.Close()
-	l, err := quota.New(store, "api", leaseBudgets(cfg.Limit), quota.WithLeases(quota.LeaseOptions{Block: cfg.Block, MaxTime: 200 * time.Millisecond}))
+	life := 200 * time.Millisecond
+	if cfg.Pause > 0 {
+		life = time.Minute // the lease stays open across the pause
+	}
+	l, err := quota.New(store, "api", leaseBudgets(cfg.Limit), quota.WithLeases(quota.LeaseOptions{Block: cfg.Block, MaxTime: life}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +86,26 @@ func TestLeaseChild(t *testing.T) {
 		t.Fatalf("child: status before start: %v", err)
 	}
 	fmt.Println("ready")
-	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || strings.TrimSpace(line) != "go" {
-		t.Fatalf("child: waiting for go on stdin: got %q, %v", line, err)
+	stdin := bufio.NewReader(os.Stdin)
+	wait := func() {
+		if line, err := stdin.ReadString('\n'); err != nil || strings.TrimSpace(line) != "go" {
+			t.Fatalf("child: waiting for go on stdin: got %q, %v", line, err)
+		}
+	}
+	wait()
+	var rep leaseReport
+	if cfg.Pause > 0 {
+		for range cfg.Pause {
+			if _, err := l.Take(ctx, quota.Credential{Secret: leaseSecret}, quota.Units("units", 1)); err != nil {
+				t.Fatalf("child: take before the pause: %v", err)
+			}
+		}
+		rep.Before = cfg.Pause
+		fmt.Println("holding")
+		wait()
 	}
 	var admitted, refused atomic.Int64
 	var mu sync.Mutex
-	var rep leaseReport
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
@@ -139,11 +162,30 @@ func openLeaseStore(t *testing.T, cfg leaseConfig) quota.Store {
 // on Redis, each until the store has nothing left. Together they admit no
 // unit over the limit, and once they have settled their leases the store
 // counts exactly what they admitted.
+//
+// With an adjust midway: each process admits a few units and pauses,
+// holding an open lease; an operator adjusts the budget to 1,000 used (what
+// the upstream's console says, those few units included); then the
+// processes spend what is left. They admit no more than the 3,000 the
+// adjust left, and the store counts the 1,000, what they admitted after,
+// and the few units they admitted before (kept with their blocks, counted
+// twice: the conservative side).
 func TestLeasesAcrossProcesses(t *testing.T) {
 	const limit = 4000
-	for _, backend := range []string{"sqlite", "redis"} {
-		t.Run(backend, func(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		adjust  int64 // 0: none
+	}{{"sqlite", 0}, {"redis", 0}, {"sqlite", 1000}, {"redis", 1000}} {
+		backend := tc.backend
+		name := backend
+		if tc.adjust > 0 {
+			name += "/adjust-midway"
+		}
+		t.Run(name, func(t *testing.T) {
 			cfg := leaseConfig{Backend: backend, Limit: limit}
+			if tc.adjust > 0 {
+				cfg.Pause = 3
+			}
 			switch backend {
 			case "sqlite":
 				cfg.Target = filepath.Join(t.TempDir(), "quota.db")
@@ -194,6 +236,27 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.adjust > 0 {
+				for p, out := range outs {
+					if line, err := out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "holding" {
+						t.Fatalf("worker %d: want holding, got %q, %v\n%s", p, line, err, errbs[p].String())
+					}
+				}
+				store := openLeaseStore(t, cfg)
+				op, err := quota.New(store, "api", leaseBudgets(limit))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := op.Adjust(context.Background(), quota.Credential{Secret: leaseSecret}, "units", tc.adjust); err != nil {
+					t.Fatal(err)
+				}
+				store.Close()
+				for _, in := range ins {
+					if _, err := io.WriteString(in, "go\n"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			var wg sync.WaitGroup
 			for p := range cmds {
 				wg.Go(func() {
@@ -215,7 +278,7 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 			if t.Failed() {
 				t.FailNow()
 			}
-			var total int64
+			var total, before int64
 			sharing := 0
 			for p, r := range reports {
 				if len(r.Errors) > 0 {
@@ -225,10 +288,11 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 					sharing++
 				}
 				total += r.Admitted
-				t.Logf("worker %d admitted %d, refused %d", p, r.Admitted, r.Refused)
+				before += r.Before
+				t.Logf("worker %d admitted %d (%d before the adjust), refused %d", p, r.Admitted, r.Before, r.Refused)
 			}
-			if total > limit {
-				t.Fatalf("the processes admitted %d units together, limit %d: %d over", total, limit, total-limit)
+			if left := limit - tc.adjust; total > left {
+				t.Fatalf("the processes admitted %d units together, when %d were left: %d over", total, left, total-left)
 			}
 			store := openLeaseStore(t, cfg)
 			defer store.Close()
@@ -240,14 +304,14 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if us[0].Used != total {
-				t.Fatalf("the store counts %d units after every lease was settled, the processes admitted %d", us[0].Used, total)
+			if want := tc.adjust + before + total; tc.adjust == 0 && us[0].Used != total || tc.adjust > 0 && us[0].Used != want {
+				t.Fatalf("the store counts %d units after every lease was settled; the processes admitted %d (and %d before an adjust to %d)", us[0].Used, total, before, tc.adjust)
 			}
 			if sharing < 2 {
 				t.Fatalf("only %d of 4 processes admitted anything: the budget was not shared", sharing)
 			}
-			if total < limit*9/10 {
-				t.Fatalf("the processes admitted only %d of %d units", total, limit)
+			if left := limit - tc.adjust; total < left*9/10 {
+				t.Fatalf("the processes admitted only %d of %d units", total, left)
 			}
 			t.Logf("%s: 4 processes admitted %s units of %d", backend, strconv.FormatInt(total, 10), limit)
 		})
