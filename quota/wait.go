@@ -30,7 +30,9 @@ import (
 //
 // When ctx ends, Wait returns promptly with ctx's error and has taken
 // nothing. Errors other than exhaustion (ErrCostExceedsLimit, ErrInvalid,
-// ErrStoreUnavailable) return at once.
+// ErrStoreUnavailable) return at once. An unreachable store is met with
+// the limiter's failure policy, as in Take, from the first call for a
+// credential on: FailOpen admits a cheap enough charge unmetered.
 func (l *Limiter) Wait(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
 	return l.wait(ctx, cred, ch, -1)
 }
@@ -59,11 +61,20 @@ func (l *Limiter) wait(ctx context.Context, cred Credential, ch Charge, maxWait 
 		return nil, err
 	}
 	id, err := l.identify(ctx, cred)
-	if err != nil {
+	for err != nil {
 		if cancelled(ctx) {
 			return nil, stopped(ctx, "wait") // the caller's stop, not the store's failure
 		}
-		return nil, err
+		// The credential could not be registered (the store is down, a
+		// label is taken, ...): Take answers as it would for any charge,
+		// applying the failure policy (FailOpen) to an unreachable store.
+		res, terr := l.Take(ctx, cred, ch)
+		if !errors.Is(terr, ErrExhausted) {
+			return res, terr
+		}
+		// The store answered meanwhile and the budget cannot pay now: the
+		// credential is registered, so queue as usual.
+		id, err = l.identify(ctx, cred)
 	}
 	budgets := allocate(ctx, ch).Units
 	w := waiters.join(l, id.account, budgets)

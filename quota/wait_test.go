@@ -1,10 +1,14 @@
 package quota_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -237,5 +241,93 @@ func TestTransportWithWait(t *testing.T) {
 	_, err := short.Get(srv.URL)
 	if !errors.Is(err, quota.ErrExhausted) || time.Since(start) > win/2 {
 		t.Errorf("with a 1ms wait limit: %v after %v; want ErrExhausted at once", err, time.Since(start))
+	}
+}
+
+// downStore is a MemoryStore that cannot be reached at all: every call a
+// charge makes (the catalog, the budget definitions, the decision) fails
+// with ErrStoreUnavailable, as a Redis that refuses connections does.
+type downStore struct{ *quota.MemoryStore }
+
+func downErr(op string) error {
+	return fmt.Errorf("down: %s: %w: dial tcp 127.0.0.1:6379: connection refused", op, quota.ErrStoreUnavailable)
+}
+
+func (downStore) Take(context.Context, *quota.TakeRequest) (*quota.TakeResult, error) {
+	return nil, downErr("take")
+}
+func (downStore) UpdateCredential(context.Context, string, quota.CredentialUpdate) (quota.CredentialInfo, error) {
+	return quota.CredentialInfo{}, downErr("update credential")
+}
+func (downStore) DefineBudgets(context.Context, string, []quota.Budget) error {
+	return downErr("define budgets")
+}
+func (downStore) List(context.Context) ([]quota.APIInfo, error) { return nil, downErr("list") }
+
+// TestWaitFailurePolicyFirstSight: with the store down, Wait for a
+// credential the limiter has never seen answers as Take does under each
+// failure policy: refused with ErrStoreUnavailable when failing closed or
+// over the FailOpen threshold, admitted unmetered (counted and logged) at
+// or under it. Its first registration of the credential failing is the
+// outage, not an error of its own.
+func TestWaitFailurePolicyFirstSight(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      []quota.Option
+		cost      int64
+		unmetered bool
+	}{
+		{"fail closed", nil, 1, false},
+		{"fail open at the threshold", []quota.Option{quota.FailOpen(5)}, 5, true},
+		{"fail open over the threshold", []quota.Option{quota.FailOpen(5)}, 6, false},
+	}
+	calls := []struct {
+		name string
+		call func(*quota.Limiter, quota.Credential, quota.Charge) (*quota.Reservation, error)
+	}{
+		{"Take", func(l *quota.Limiter, c quota.Credential, ch quota.Charge) (*quota.Reservation, error) {
+			return l.Take(context.Background(), c, ch)
+		}},
+		{"Wait", func(l *quota.Limiter, c quota.Credential, ch quota.Charge) (*quota.Reservation, error) {
+			return l.Wait(context.Background(), c, ch)
+		}},
+	}
+	for _, tt := range tests {
+		for _, c := range calls {
+			t.Run(tt.name+"/"+c.name, func(t *testing.T) {
+				var logs bytes.Buffer
+				opts := append([]quota.Option{quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}, tt.opts...)
+				l, err := quota.New(downStore{quota.NewMemoryStore()}, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Minute)}}, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cred := quota.Credential{Secret: "AIza-never-seen", Label: "first-sight"}
+				r, err := c.call(l, cred, quota.Units("units", tt.cost))
+				if tt.unmetered {
+					if err != nil || r == nil || !r.Unmetered {
+						t.Fatalf("%s = %+v, %v; want admitted unmetered", c.name, r, err)
+					}
+					if n := l.Unmetered(); n != 1 {
+						t.Errorf("Unmetered() = %d, want 1", n)
+					}
+					if !strings.Contains(logs.String(), "admitted unmetered") {
+						t.Errorf("the unmetered decision was not logged:\n%s", logs.String())
+					}
+				} else {
+					if !errors.Is(err, quota.ErrStoreUnavailable) || r != nil {
+						t.Fatalf("%s = %+v, %v; want ErrStoreUnavailable", c.name, r, err)
+					}
+					if n := l.Unmetered(); n != 0 {
+						t.Errorf("Unmetered() = %d, want 0", n)
+					}
+				}
+				if err != nil && strings.Contains(err.Error(), cred.Secret) {
+					t.Errorf("the error holds the secret: %v", err)
+				}
+				if strings.Contains(logs.String(), cred.Secret) {
+					t.Errorf("the log holds the secret:\n%s", logs.String())
+				}
+			})
+		}
 	}
 }
