@@ -19,9 +19,9 @@ const (
 	// OpRegister records a fingerprint with its label and owner. A
 	// non-empty Label replaces the recorded one (and must not be held by
 	// another credential); a non-empty Owner replaces the recorded owner;
-	// with neither recorded, the credential is its own owner. A fingerprint
-	// first seen whose Legacy fingerprint is recorded takes over the legacy
-	// record's label and account (see Legacy).
+	// with neither recorded, the credential's owner is OwnerIfNew, else
+	// itself. A fingerprint first seen whose Legacy fingerprint is recorded
+	// takes over the legacy record's label and account (see Legacy).
 	OpRegister CredentialOp = iota
 	// OpRotate gives the credential named by From (a label or a
 	// fingerprint) a successor ID: the new fingerprint takes the label
@@ -54,6 +54,13 @@ type CredentialUpdate struct {
 	// fingerprint takes the legacy record's label and account, as OpRotate
 	// would: existing usage continues under the slow derivation.
 	Legacy string
+	// OwnerIfNew (OpRegister, with Owner empty) is the owner to record for
+	// a credential the catalog does not record yet, under ID or Legacy: a
+	// default that never replaces an owner recorded before, even one
+	// recorded an instant earlier by another process, since the check and
+	// the write are one atomic step. Empty: a new credential is its own
+	// owner.
+	OwnerIfNew string
 }
 
 // CredentialChange is what ApplyCredentialUpdate asks a store to write:
@@ -163,6 +170,11 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 			return ch, CredentialInfo{}, err
 		}
 	}
+	if u.OwnerIfNew != "" {
+		if err := CheckName("owner", u.OwnerIfNew); err != nil {
+			return ch, CredentialInfo{}, err
+		}
+	}
 	switch u.Op {
 	case OpRegister:
 		cur, ok := byID(u.ID)
@@ -181,8 +193,11 @@ func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdat
 			}
 			next.Label = u.Label
 		}
-		if u.Owner != "" {
+		switch {
+		case u.Owner != "":
 			next.Owner = u.Owner
+		case !ok && u.OwnerIfNew != "":
+			next.Owner = u.OwnerIfNew // new: the default owner; a recorded one stays
 		}
 		next = next.StoredForm()
 		if !ok || next != cur.StoredForm() {

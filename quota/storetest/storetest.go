@@ -95,6 +95,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"ForgetKeepsUsage", s.forget},
 		{"Relabel", s.relabel},
 		{"CatalogRace", s.catalogRace},
+		{"RegisterOwnerIfNew", s.registerOwnerIfNew},
 		{"BadInput", s.badInput},
 		{"Concurrency", s.concurrency},
 		{"StateStore", s.stateStore},
@@ -1046,6 +1047,83 @@ func (s suite) catalogRace(t *testing.T) {
 	}
 	if ok != 1 || labelled != 1 {
 		t.Fatalf("%d takes succeeded, %d credentials labelled; want 1 and 1", ok, labelled)
+	}
+}
+
+// registerOwnerIfNew: OpRegister's OwnerIfNew names the owner of a
+// credential the catalog does not record yet, and never replaces a
+// recorded account (an owner, the credential's own, a legacy record's);
+// an Owner given wins over it. Racing registrations, one naming an owner
+// and the others only OwnerIfNew, end with that owner whatever the order:
+// the check and the write are one atomic step.
+func (s suite) registerOwnerIfNew(t *testing.T) {
+	ctx := context.Background()
+	st := s.store(t)
+	fp := func(secret string) string { return quota.Fingerprint([]byte("storetest"), secret) }
+	register := func(u quota.CredentialUpdate) quota.CredentialInfo {
+		t.Helper()
+		u.Op = quota.OpRegister
+		info, err := st.UpdateCredential(ctx, "api", u)
+		if err != nil {
+			t.Fatalf("UpdateCredential(%+v): %v", u, err)
+		}
+		return info
+	}
+	const dflt = "unnamed-project"
+	fresh, named, own, legacy, migrated := fp("fresh"), fp("named"), fp("own"), fp("legacy"), fp("migrated")
+	if info := register(quota.CredentialUpdate{ID: fresh, Label: "k-fresh", OwnerIfNew: dflt}); info.Owner != dflt || info.Label != "k-fresh" {
+		t.Fatalf("a new credential registered with OwnerIfNew: %+v, want owner %s", info, dflt)
+	}
+	register(quota.CredentialUpdate{ID: named, Owner: "proj-x"})
+	if info := register(quota.CredentialUpdate{ID: named, Label: "k-named", OwnerIfNew: dflt}); info.Owner != "proj-x" || info.Label != "k-named" {
+		t.Fatalf("OwnerIfNew over a recorded owner: %+v, want proj-x kept (the label set)", info)
+	}
+	register(quota.CredentialUpdate{ID: own})
+	if info := register(quota.CredentialUpdate{ID: own, OwnerIfNew: dflt}); info.Owner != own {
+		t.Fatalf("OwnerIfNew over a credential that is its own owner: %+v, want it kept", info)
+	}
+	register(quota.CredentialUpdate{ID: legacy, Label: "k-legacy", Owner: "proj-l"})
+	if info := register(quota.CredentialUpdate{ID: migrated, Legacy: legacy, OwnerIfNew: dflt}); info.Owner != "proj-l" || info.Label != "k-legacy" {
+		t.Fatalf("OwnerIfNew for a credential recorded under its legacy fingerprint: %+v, want the legacy record's proj-l and label", info)
+	}
+	if info := register(quota.CredentialUpdate{ID: fresh, Owner: "proj-y", OwnerIfNew: dflt}); info.Owner != "proj-y" {
+		t.Fatalf("Owner and OwnerIfNew both given: %+v, want the Owner proj-y", info)
+	}
+	if _, err := st.UpdateCredential(ctx, "api", quota.CredentialUpdate{Op: quota.OpRegister, ID: fp("bad"), OwnerIfNew: "my project"}); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("OwnerIfNew %q: %v, want ErrInvalid", "my project", err)
+	}
+	want := map[string]string{fresh: "proj-y", named: "proj-x", own: own, legacy: "proj-l", migrated: "proj-l"}
+	cs := credentials(t, st, "api")
+	for id, owner := range want {
+		if cs[id].Owner != owner {
+			t.Errorf("credential %s listed under %q, want %q", id, cs[id].Owner, owner)
+		}
+	}
+	if len(cs) != len(want) {
+		t.Errorf("catalog %+v, want %d credentials", cs, len(want))
+	}
+
+	const n = 8
+	for round := range 4 {
+		id := fp(fmt.Sprintf("race-%d", round))
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			u := quota.CredentialUpdate{Op: quota.OpRegister, ID: id, OwnerIfNew: dflt}
+			if i == round%n {
+				u = quota.CredentialUpdate{Op: quota.OpRegister, ID: id, Owner: "proj-x"}
+			}
+			wg.Go(func() { _, errs[i] = st.UpdateCredential(ctx, "api", u) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("racing registration: %v", err)
+			}
+		}
+		if c := credentials(t, st, "api")[id]; c.Owner != "proj-x" {
+			t.Fatalf("round %d: racing registrations left %+v, want owner proj-x", round, c)
+		}
 	}
 }
 
