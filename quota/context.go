@@ -25,6 +25,26 @@ type callValues struct {
 	charge    ChargeFunc
 	alloc     *allocation
 	observers []Observer
+	unnamed   *unnamedOwner // a Transport's owner for credentials none names
+}
+
+// unnamedOwner is the owner a Transport meters the credentials nothing
+// names under (Transport.unnamed), for the registrations its Limiter makes
+// under the request's context: recorded only for a credential the catalog
+// does not record yet (CredentialUpdate.OwnerIfNew). It names the Limiter
+// so that another one sharing the context (the Transport's holds) ignores it.
+type unnamedOwner struct {
+	lim   *Limiter
+	owner string
+}
+
+// ownerIfNew returns the owner a registration of l under v gives a
+// credential the catalog does not record yet, or "".
+func (v *callValues) ownerIfNew(l *Limiter) string {
+	if v == nil || v.unnamed == nil || v.unnamed.lim != l {
+		return ""
+	}
+	return v.unnamed.owner
 }
 
 type callValuesKey struct{}

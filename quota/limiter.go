@@ -233,6 +233,13 @@ func (l *Limiter) resolve(ctx context.Context, c Credential) (*ident, bool, erro
 	}
 	l.define(ctx)
 	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner, Legacy: l.legacyFingerprint(c.Secret)}
+	if owner == "" {
+		// A Transport's unnamed owner: for a credential the store does not
+		// record, decided in the store's atomic step, so that it never
+		// replaces an owner another process just recorded. The account
+		// cached below is the store's answer either way.
+		u.OwnerIfNew = valuesOf(ctx).ownerIfNew(l)
+	}
 	info, err := l.store.UpdateCredential(ctx, l.api, u)
 	if err != nil {
 		return nil, true, err

@@ -91,11 +91,11 @@ type Transport struct {
 
 	// unnamed is the owner a credential is metered as when the Pricer keeps
 	// budgets per owner (OwnerKind) and nothing names one (not ownerFn, nor
-	// the credential); "" when the limiter or the fixed credential names an
-	// owner, or the Pricer has no owner kind.
+	// the credential, nor the store's catalog); "" when the limiter or the
+	// fixed credential names an owner, or the Pricer has no owner kind.
 	unnamed    string
+	unnamedFor *unnamedOwner // unnamed, for this Transport's limiter; nil with unnamed ""
 	unnamedLog sync.Once
-	recorded   sync.Map // secret -> whether the store records the credential (under any account)
 
 	// holds meters Verdict.Hold marks per credential (see Holder); nil
 	// when the Classifier holds nothing. held are the methods it can hold.
@@ -296,6 +296,7 @@ func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Tra
 		mapped := t.cred != nil && t.cred.Owner != "" || limiter.owner != ""
 		if kind != "" && !mapped {
 			t.unnamed = "unnamed-" + kind
+			t.unnamedFor = &unnamedOwner{lim: limiter, owner: t.unnamed}
 		}
 	}
 	if h, ok := t.classifier.(Holder); ok {
@@ -506,27 +507,36 @@ func (t *Transport) credential(req *http.Request) (Credential, error) {
 			c.Owner = o
 		}
 	}
-	if c.Owner == "" && t.unnamed != "" {
-		if c.Secret == "" {
-			// Known by label alone: the store records it, and its account.
-			return c, nil
-		}
-		recorded, err := t.recordedOwner(req.Context(), c.Secret)
-		if err != nil {
-			// Without the catalog the unnamed owner could move a key off
-			// the account the store keeps for it: not sent, nothing taken.
-			return Credential{}, fmt.Errorf("quota: transport: %s %s: read the account recorded for the credential: %w", req.Method, req.URL.Path, err)
-		}
-		if recorded {
-			return c, nil // the store names its account (quotactl --owner, another process, its own)
-		}
-		c.Owner = t.unnamed
-		t.unnamedLog.Do(func() {
-			t.log.LogAttrs(req.Context(), slog.LevelWarn, "quota: transport: the cost table keeps budgets per owner and none is named: every credential is metered as one owner, never more than one owner's quota; name owners with quota.WithOwnerFunc, Credential.Owner or quota.WithOwner",
-				slog.String("api", t.limiter.api), slog.String("owner", t.unnamed))
-		})
-	}
+	// A credential named by nothing here keeps the owner the store records
+	// for it (quotactl --owner, another process, its own account); one the
+	// store does not record is registered under the unnamed owner, in the
+	// registration's own atomic step (see context), never by naming the
+	// unnamed owner here, which would replace an owner recorded meanwhile.
 	return c, nil
+}
+
+// context returns the context the limiter calls for req are made under:
+// with the Transport's observers, and its unnamed owner for the
+// credentials nothing names (CredentialUpdate.OwnerIfNew).
+func (t *Transport) context(req *http.Request) context.Context {
+	ctx := withObservers(req.Context(), t.obs)
+	if t.unnamedFor == nil {
+		return ctx
+	}
+	return withValues(ctx, func(v *callValues) { v.unnamed = t.unnamedFor })
+}
+
+// metered notes the account a charge was metered under: the unnamed
+// owner is logged once per Transport, when a request is first metered
+// under it.
+func (t *Transport) metered(ctx context.Context, res *Reservation) {
+	if t.unnamed == "" || res.Owner != t.unnamed {
+		return
+	}
+	t.unnamedLog.Do(func() {
+		t.log.LogAttrs(ctx, slog.LevelWarn, "quota: transport: the cost table keeps budgets per owner and none is named: every credential is metered as one owner, never more than one owner's quota; name owners with quota.WithOwnerFunc, Credential.Owner or quota.WithOwner",
+			slog.String("api", t.limiter.api), slog.String("owner", t.unnamed))
+	})
 }
 
 // credentialOf finds the credential req is billed to, before owners.
@@ -585,7 +595,7 @@ type attempt struct {
 }
 
 func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*http.Response, error) {
-	a := &attempt{t: t, req: req, ctx: withObservers(req.Context(), t.obs), cred: cred, charge: ch}
+	a := &attempt{t: t, req: req, ctx: t.context(req), cred: cred, charge: ch}
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	var (
 		bo    backoff.BackOff
@@ -608,6 +618,7 @@ func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*h
 			closeBody(areq)
 			return nil, a.errorf("%w", err)
 		}
+		t.metered(a.ctx, res)
 		if err := a.ctx.Err(); err != nil {
 			a.refund(res)
 			closeBody(areq)
@@ -963,30 +974,6 @@ func closeBody(req *http.Request) {
 	if req.Body != nil {
 		_ = req.Body.Close()
 	}
-}
-
-// recordedOwner reports whether the store records the credential with
-// secret under an account: an owner an operator or another process named,
-// or the credential itself (its own owner, such as a key charged before
-// with no owner), under its fingerprint or its legacy one. The unnamed
-// owner is only for credentials the store does not know: it must never
-// move a key off its account, which would drop the usage recorded there.
-// (An owner named explicitly still moves a key, as OpRegister documents.)
-// It reads the catalog once per credential and process; an error is
-// returned, not cached.
-func (t *Transport) recordedOwner(ctx context.Context, secret string) (bool, error) {
-	if v, ok := t.recorded.Load(secret); ok {
-		return v.(bool), nil
-	}
-	if err := checkContext(ctx, "list"); err != nil {
-		return false, err
-	}
-	_, found, err := t.limiter.recorded(ctx, secret)
-	if err != nil {
-		return false, err
-	}
-	t.recorded.Store(secret, found)
-	return found, nil
 }
 
 // holdAccount returns the account a credential's holds are kept under: its

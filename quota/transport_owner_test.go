@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -170,9 +172,12 @@ func (listFails) List(context.Context) ([]quota.APIInfo, error) {
 	return nil, fmt.Errorf("%w: catalog unreadable", quota.ErrStoreUnavailable)
 }
 
-// When the transport cannot read whether the store records a key, it does
-// not guess "unnamed-project" (which could move a recorded key off its
-// account): the request is not sent and the catalog is left as it was.
+// The transport never guesses "unnamed-project" from a catalog read (which
+// could move a recorded key off its account): it does not read the
+// catalog at all, its registration applies the unnamed owner only to a key
+// the store does not record, in one atomic step. So a catalog that cannot
+// be listed changes nothing: the key stays on its own account, whose spent
+// budget refuses the request unsent, and the catalog is left as it was.
 func TestTransportUnreadableCatalogMovesNothing(t *testing.T) {
 	ctx := context.Background()
 	table, err := costs.Builtin("youtube")
@@ -198,8 +203,8 @@ func TestTransportUnreadableCatalogMovesNothing(t *testing.T) {
 	client := &http.Client{Transport: quota.NewTransport(lim2, table, quota.WithTransportLogger(slog.New(slog.DiscardHandler)))}
 	_, err = client.Get(srv.URL + "/youtube/v3/videos?part=id&id=x&key=AIza-key-1")
 	var ue *url.Error // http.Client puts the URL in it (documented): look at what the transport said
-	if !errors.Is(err, quota.ErrStoreUnavailable) || !errors.As(err, &ue) || strings.Contains(ue.Err.Error(), "AIza-key-1") {
-		t.Fatalf("err = %v; want ErrStoreUnavailable, no secret", err)
+	if !errors.Is(err, quota.ErrExhausted) || !errors.As(err, &ue) || strings.Contains(ue.Err.Error(), "AIza-key-1") {
+		t.Fatalf("err = %v; want ErrExhausted (the key's own spent budget), no secret", err)
 	}
 	if sent.Load() != 0 {
 		t.Fatal("the request was sent")
@@ -210,5 +215,81 @@ func TestTransportUnreadableCatalogMovesNothing(t *testing.T) {
 	}
 	if c := apis[0].Credentials; len(c) != 1 || c[0].Account() != r.Owner {
 		t.Fatalf("credentials %+v, want the key on its own account %s", c, r.Owner)
+	}
+}
+
+// racingStore runs before, once, when the first credential registration
+// reaches the store, ahead of it: another process registering the same
+// credential after the transport saw the key as new, and before the
+// transport's own registration.
+type racingStore struct {
+	quota.Store
+	once   sync.Once
+	before func()
+}
+
+func (s *racingStore) UpdateCredential(ctx context.Context, api string, u quota.CredentialUpdate) (quota.CredentialInfo, error) {
+	s.once.Do(s.before)
+	return s.Store.UpdateCredential(ctx, api, u)
+}
+
+// A brand-new key whose owner another process names (quotactl take
+// --owner, a limiter given the owner) just before the transport registers
+// it keeps that owner: the transport's implicit unnamed owner applies only
+// to a key the store does not record when the registration lands, so it
+// never overrides an owner named concurrently, and the request is metered
+// under that owner.
+func TestTransportUnnamedOwnerYieldsToAConcurrentOwner(t *testing.T) {
+	const secret = "AIza-key-1"
+	ctx := context.Background()
+	table, err := costs.Builtin("youtube")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fpKey := quota.WithFingerprintKey([]byte("k"))
+	mem := quota.NewMemoryStore()
+	other, err := quota.New(mem, table.API, table.Budgets, fpKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &racingStore{Store: mem, before: func() {
+		if _, err := other.Take(ctx, quota.Credential{Secret: secret, Label: "yt-key-1", Owner: "proj-x"}, quota.Units("units", 1)); err != nil {
+			t.Errorf("the other process's take: %v", err)
+		}
+	}}
+	lim, err := quota.New(st, table.API, table.Budgets, fpKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{}`) }))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: quota.NewTransport(lim, table, quota.WithTransportLogger(slog.New(slog.NewTextHandler(&logs, nil))))}
+	resp, err := client.Get(srv.URL + "/youtube/v3/videos?part=id&id=x&key=" + secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	apis, err := mem.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := apis[0].Credentials; len(c) != 1 || c[0].Owner != "proj-x" || c[0].Label != "yt-key-1" {
+		t.Fatalf("credentials %+v, want the key labelled yt-key-1 under proj-x", c)
+	}
+	for owner, want := range map[string]int64{"proj-x": 2, "unnamed-project": 0} {
+		us, err := other.StatusOf(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range us {
+			if u.Budget == "units" && u.Used != want {
+				t.Errorf("%s used %d units, want %d", owner, u.Used, want)
+			}
+		}
+	}
+	if strings.Contains(logs.String(), "none is named") {
+		t.Errorf("logged the unnamed owner for a key whose owner was named:\n%s", logs.String())
 	}
 }
