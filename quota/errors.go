@@ -3,6 +3,9 @@ package quota
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,7 +37,56 @@ var (
 	// does not exist (for a reservation: never made, already refunded, or
 	// already out of its window).
 	ErrNotFound = errors.New("quota: not found")
+
+	// ErrPartialRefund is matched by every *PartialRefundError: a refund
+	// gave back only part of a reservation, or none of it, because a
+	// budget it charged is not defined for the limiter (`quotactl budget
+	// delete` removed it). The units of that budget stay recorded.
+	ErrPartialRefund = errors.New("quota: partial refund")
 )
+
+// PartialRefundError reports a refund that could not give back every
+// budget the reservation charged: the budgets NotRefunded names are not
+// defined for the limiter's API, so their entries stay recorded, and count
+// again if the budget is defined again. Define it again (`quotactl budget
+// set`, or a limiter whose budgets name it) and refund the reservation
+// again: the second refund gives back what the first could not.
+// errors.Is(err, ErrPartialRefund) matches it; errors.As gives the details.
+type PartialRefundError struct {
+	API         string           // the limiter's API, e.g. "youtube"
+	Reservation string           // the reservation's ID
+	Refunded    map[string]int64 // units given back, per budget; empty when none
+	NotRefunded []string         // the budgets charged and not given back, sorted
+}
+
+// Error names the reservation and the budgets not refunded, and what was.
+func (e *PartialRefundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "quota: refund of %s incomplete: ", e.Reservation)
+	for i, name := range e.NotRefunded {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(e.API + "/" + name)
+	}
+	if len(e.NotRefunded) == 1 {
+		b.WriteString(" not refunded: no such budget is defined (deleted?), and its units stay recorded: define it again (quotactl budget set) and refund again")
+	} else {
+		b.WriteString(" not refunded: no such budgets are defined (deleted?), and their units stay recorded: define them again (quotactl budget set) and refund again")
+	}
+	if len(e.Refunded) == 0 {
+		return b.String() + "; nothing else given back"
+	}
+	names := slices.Sorted(maps.Keys(e.Refunded))
+	b.WriteString("; given back:")
+	for _, name := range names {
+		fmt.Fprintf(&b, " %s/%s %d", e.API, name, e.Refunded[name])
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrPartialRefund.
+func (e *PartialRefundError) Is(target error) bool { return target == ErrPartialRefund }
 
 // ExhaustedError reports a refused charge. errors.Is(err, ErrExhausted)
 // matches it; errors.As gives the details.

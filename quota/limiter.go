@@ -722,7 +722,12 @@ func (u *Usage) finish(now time.Time) {
 // Refund gives a reservation's units back to every budget it charged. A
 // reservation that is already refunded or out of its window gives an error
 // wrapping ErrNotFound; an unmetered reservation is a no-op. res may come
-// from ParseReservationID.
+// from ParseReservationID: known by its ID alone, it is refunded in every
+// budget the limiter defines, and when it also charged a budget the
+// limiter does not (one `quotactl budget delete` removed), Refund gives
+// back the rest and returns a *PartialRefundError (ErrPartialRefund)
+// naming that budget, whose units stay recorded: refund again once the
+// budget is defined again.
 func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	if err := checkContext(ctx, "refund"); err != nil {
 		return err
@@ -761,6 +766,11 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 		observe(ctx, res, true)
 		return nil
 	}
+	owner := res.Owner
+	if owner == "" {
+		owner = res.Credential
+	}
+	var undefined []string
 	if len(res.Usage) > 0 {
 		budgets = make([]Budget, 0, len(res.Usage))
 		for _, u := range res.Usage {
@@ -770,22 +780,72 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 			}
 			budgets = append(budgets, b)
 		}
-	}
-	owner := res.Owner
-	if owner == "" {
-		owner = res.Credential
+	} else {
+		// Known by its ID alone, the reservation names no budget: it is
+		// looked for in every budget the API defines. One it charged that
+		// is no longer defined (quotactl budget delete) cannot be refunded
+		// (its window is unknown); find out before giving anything back,
+		// so that the answer says so rather than succeed.
+		var err error
+		if undefined, err = l.undefinedCharged(ctx, owner, res.At, nonce); err != nil {
+			return err
+		}
 	}
 	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Budgets: budgets, Method: res.Method, Job: res.Job, Now: l.now()})
 	l.refunded(ctx, res, budgets, got, err)
 	if err != nil {
 		return err
 	}
+	if len(got) > 0 {
+		l.forgetRefusals(owner)
+		observe(ctx, res, true)
+	}
+	if len(undefined) > 0 {
+		return &PartialRefundError{API: l.api, Reservation: res.ID(), Refunded: got, NotRefunded: undefined}
+	}
 	if len(got) == 0 {
 		return fmt.Errorf("%w: reservation %s (already refunded, or out of its window)", ErrNotFound, res.ID())
 	}
-	l.forgetRefusals(owner)
-	observe(ctx, res, true)
 	return nil
+}
+
+// everKept is the window a refund reads the log of a budget no longer
+// defined through: longer than any a log keeps its entries for, so that
+// the read counts every kept entry and prunes nothing a budget defined
+// again could count.
+const everKept = 100 * 365 * 24 * time.Hour
+
+// undefinedCharged returns, sorted, the budgets the reservation of owner
+// recorded at at with nonce charged that the limiter does not define (a
+// budget deleted from the store keeps its logs): the budgets whose
+// breakdown rows since at name them and whose log holds the entry. It
+// reads and writes nothing else.
+func (l *Limiter) undefinedCharged(ctx context.Context, owner string, at time.Time, nonce string) ([]string, error) {
+	now := l.now()
+	rows, err := l.store.Breakdown(ctx, &BreakdownRequest{API: l.api, Owner: owner, Since: at, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if _, ok := l.index[r.Budget]; ok || seen[r.Budget] || checkName("budget", r.Budget) != nil {
+			continue
+		}
+		seen[r.Budget] = true
+		es, err := l.store.Entries(ctx, &EntriesRequest{API: l.api, Owner: owner, Budget: Budget{Name: r.Budget, Limit: MaxLimit, Window: Sliding(everKept)}, Now: now})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if e.Nonce == nonce && e.At.Equal(at) && e.Cost > 0 {
+				out = append(out, r.Budget)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Exhaust marks budget spent for cred until until, in the store, so every
