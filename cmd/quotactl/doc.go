@@ -51,7 +51,8 @@
 //
 //	0  success
 //	1  error: the store is unreachable or unreadable (not a database), a
-//	   reservation was not found, any other failure
+//	   reservation was not found or only partly refunded (a budget it
+//	   charged is no longer defined), any other failure
 //	2  usage: unknown command or flag, bad or missing value (duration, zone,
 //	   cost <= 0, missing credential), unknown API, budget or label,
 //	   malformed store URL, reset without --yes
@@ -82,6 +83,8 @@
 //	take (exit 3)   {exhausted: {api, budget, credential, used, limit, cost,
 //	                 retry_at, retry_after_seconds, exhausted_until (omitted)}}
 //	refund          {id, api, refunded}
+//	refund (exit 1) {id, api, refunded, partial, refunded_units, not_refunded}: a budget
+//	                 the reservation charged is no longer defined
 //	status          [{api, credential, fingerprint, budget, window, used, limit,
 //	                 remaining, reset (omitted), exhausted_until (omitted)}]
 //	history         [{api, budget, credential, fingerprint, window, used, limit,

@@ -205,7 +205,8 @@ func newCmdBudgetDelete(g *globals, runF func(context.Context, *budgetDeleteOpti
 of it: a program that defines the budget applies its own definition again
 (running limiters within 30 seconds). Its recorded usage is not deleted: it
 expires with its window, and comes back into view if the budget is defined
-again.
+again. Until then 'quotactl refund' cannot give back a reservation's units in
+it: it refunds the other budgets and exits 1 naming this one.
 
 JSON fields: api, budget, deleted (true).`,
 		Args: exactArgs(1, "one API/BUDGET argument"),

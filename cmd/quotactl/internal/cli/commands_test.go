@@ -277,6 +277,64 @@ func TestRefund(t *testing.T) {
 	oneLine(t, r.errOut, `bad reservation ID "youtube/not-an-id"`)
 }
 
+// TestRefundAfterBudgetDelete: 'quotactl refund ID' for a reservation
+// that charged a budget deleted since ('budget delete') gives back the
+// budgets still defined, exits 1 and names the budget it could not refund,
+// never "refunded". The deleted budget's units stay recorded: after
+// 'budget set' defines it again, they are back, and refunding the same ID
+// again gives them back.
+func TestRefundAfterBudgetDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup() // units 1 of 10, search 1 of 3
+	// Without --budget, take charges both.
+	id := strings.TrimSpace(e.ok("take", "youtube", "--label", "yt-key-1", "--cost", "2"))
+	e.clock.Add(time.Minute)
+	e.ok("budget", "delete", "youtube/search")
+
+	r := e.run("refund", id)
+	if r.code != ExitError || r.out != "" {
+		t.Fatalf("refund after budget delete: exit %d, stdout %q; want exit 1, nothing on stdout", r.code, r.out)
+	}
+	oneLine(t, r.errOut, id, "incomplete", "youtube/search not refunded", "budget set", "given back: youtube/units 2")
+	if got := e.usage("youtube")["yt-key-1/units"].Used; got != 1 {
+		t.Errorf("units after the partial refund: used %d, want 1", got)
+	}
+
+	// Again, with --json: units were given back already, search still cannot be.
+	r = e.run("--json", "refund", id)
+	var partial struct {
+		ID            string           `json:"id"`
+		API           string           `json:"api"`
+		Refunded      bool             `json:"refunded"`
+		Partial       bool             `json:"partial"`
+		RefundedUnits map[string]int64 `json:"refunded_units"`
+		NotRefunded   []string         `json:"not_refunded"`
+	}
+	decode(t, r.out, &partial)
+	if r.code != ExitError || partial.ID != id || partial.API != "youtube" || partial.Refunded || !partial.Partial ||
+		partial.RefundedUnits == nil || len(partial.RefundedUnits) != 0 || len(partial.NotRefunded) != 1 || partial.NotRefunded[0] != "search" {
+		t.Errorf("refund --json after budget delete: exit %d, %+v", r.code, partial)
+	}
+	oneLine(t, r.errOut, "youtube/search not refunded", "nothing else given back")
+
+	// budget set brings search back with the 3 units recorded; the refund
+	// by the same ID now gives its 2 back.
+	e.ok("budget", "set", "youtube/search", "--limit", "3", "--daily", "America/Los_Angeles")
+	if got := e.usage("youtube")["yt-key-1/search"].Used; got != 3 {
+		t.Fatalf("search after budget set: used %d, want 3", got)
+	}
+	if out := e.ok("refund", id); out != "refunded "+id+"\n" {
+		t.Errorf("refund once search is defined: %q", out)
+	}
+	if u := e.usage("youtube"); u["yt-key-1/search"].Used != 1 || u["yt-key-1/units"].Used != 1 {
+		t.Errorf("after the second refund: search %d, units %d; want 1 and 1", u["yt-key-1/search"].Used, u["yt-key-1/units"].Used)
+	}
+	if r := e.run("refund", id); r.code != ExitError || !strings.Contains(r.errOut, "not found") {
+		t.Errorf("a third refund: exit %d, %q; want not found", r.code, r.errOut)
+	}
+}
+
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

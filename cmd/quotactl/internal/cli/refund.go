@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -24,7 +25,15 @@ reservation ID it printed: for a call that never reached the upstream. A
 reservation already refunded, or whose entries have left their window, is not
 found (exit 1).
 
-JSON fields: id, api, refunded (true).`,
+A reservation that charged a budget the store no longer defines ('quotactl
+budget delete') is refunded in the budgets still defined; the command then
+exits 1 naming the budgets it could not refund, whose units stay recorded.
+Define them again ('quotactl budget set') and refund the same ID again to give
+those back.
+
+JSON fields: id, api, refunded (true). When the refund is partial (exit 1):
+id, api, refunded (false), partial (true), refunded_units ({budget: units}),
+not_refunded (budget names).`,
 		Example: `  id=$(quotactl take youtube --label yt-key-1 --cost 1) && call-upstream || quotactl refund "$id"`,
 		Args:    exactArgs(1, "one RESERVATION-ID argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -47,7 +56,22 @@ func refundRun(ctx context.Context, opts *refundOptions) error {
 		return err
 	}
 	if err := l.Refund(ctx, res); err != nil {
-		return err
+		var pe *quota.PartialRefundError
+		if opts.json && errors.As(err, &pe) {
+			units := pe.Refunded
+			if units == nil {
+				units = map[string]int64{}
+			}
+			_ = opts.printJSON(struct {
+				ID            string           `json:"id"`
+				API           string           `json:"api"`
+				Refunded      bool             `json:"refunded"`
+				Partial       bool             `json:"partial"`
+				RefundedUnits map[string]int64 `json:"refunded_units"`
+				NotRefunded   []string         `json:"not_refunded"`
+			}{res.ID(), res.API, false, true, units, pe.NotRefunded})
+		}
+		return err // a partial refund is exit 1: stderr names what was not refunded
 	}
 	if opts.json {
 		return opts.printJSON(struct {

@@ -34,7 +34,8 @@ $QUOTA_FINGERPRINT_KEY.
 Exit codes:
   0  success
   1  error: the store is unreachable or unreadable (not a database), a
-     reservation was not found, any other failure
+     reservation was not found or only partly refunded (a budget it charged
+     is no longer defined), any other failure
   2  usage: unknown command or flag, bad or missing value (duration, zone,
      cost <= 0, missing credential), unknown API, budget or label, malformed
      store URL, reset without --yes
