@@ -491,6 +491,15 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if ctx.Err() != nil {
 		return nil, stopped(ctx, "take") // the caller stopped: the store is not asked
 	}
+	return l.takeWith(ctx, cred, ch, nil)
+}
+
+// takeWith is Take past its context checks. idErr, when not nil, is the
+// error a registration of cred just met (Wait registers a credential
+// before it queues): the charge is decided as Take decides one whose own
+// registration failed so, failure policy included, without asking the
+// store again.
+func (l *Limiter) takeWith(ctx context.Context, cred Credential, ch Charge, idErr error) (*Reservation, error) {
 	// The host clock, read once (again only after a slow registration):
 	// for the override refresh and, on the MemoryStore, the decision's
 	// instant.
@@ -499,17 +508,18 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	cv := valuesOf(ctx) // one lookup for the job, allocations, observers and ChargeFunc
 	obs := l.observersWith(cv)
 	if len(obs) == 0 {
-		return l.take(ctx, cv, cred, ch, nil, host)
+		return l.take(ctx, cv, cred, ch, nil, host, idErr)
 	}
 	d := &decision{start: time.Now()}
-	r, err := l.take(ctx, cv, cred, ch, d, host)
+	r, err := l.take(ctx, cv, cred, ch, d, host, idErr)
 	l.decided(ctx, obs, cred, ch, d, r, err)
 	return r, err
 }
 
 // take is Take; d, when not nil, collects what an event reports. host is
-// the host clock's time Take read (µs); cv what ctx carries.
-func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch Charge, d *decision, host int64) (*Reservation, error) {
+// the host clock's time Take read (µs); cv what ctx carries; idErr as in
+// takeWith.
+func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch Charge, d *decision, host int64, idErr error) (*Reservation, error) {
 	ch = cv.allocate(ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
@@ -519,7 +529,13 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 	if err != nil {
 		return nil, err
 	}
-	id, slow, err := l.resolve(ctx, cred)
+	var (
+		id   *ident
+		slow bool
+	)
+	if err = idErr; err == nil {
+		id, slow, err = l.resolve(ctx, cred)
+	}
 	if err != nil {
 		id = &noIdent // what follows reports the error, naming no credential
 	}

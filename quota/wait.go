@@ -61,20 +61,15 @@ func (l *Limiter) wait(ctx context.Context, cred Credential, ch Charge, maxWait 
 		return nil, err
 	}
 	id, err := l.identify(ctx, cred)
-	for err != nil {
+	if err != nil {
 		if cancelled(ctx) {
 			return nil, stopped(ctx, "wait") // the caller's stop, not the store's failure
 		}
-		// The credential could not be registered (the store is down, a
-		// label is taken, ...): Take answers as it would for any charge,
-		// applying the failure policy (FailOpen) to an unreachable store.
-		res, terr := l.Take(ctx, cred, ch)
-		if !errors.Is(terr, ErrExhausted) {
-			return res, terr
-		}
-		// The store answered meanwhile and the budget cannot pay now: the
-		// credential is registered, so queue as usual.
-		id, err = l.identify(ctx, cred)
+		// The credential could not be registered (the store is down or did
+		// not answer in time, a label is taken, ...): the answer is Take's
+		// to a registration failing so, failure policy (FailOpen) and
+		// events included.
+		return l.takeWith(ctx, cred, ch, err)
 	}
 	budgets := allocate(ctx, ch).Units
 	w := waiters.join(l, id.account, budgets)

@@ -244,34 +244,47 @@ func TestTransportWithWait(t *testing.T) {
 	}
 }
 
-// downStore is a MemoryStore that cannot be reached at all: every call a
-// charge makes (the catalog, the budget definitions, the decision) fails
-// with ErrStoreUnavailable, as a Redis that refuses connections does.
-type downStore struct{ *quota.MemoryStore }
-
-func downErr(op string) error {
-	return fmt.Errorf("down: %s: %w: dial tcp 127.0.0.1:6379: connection refused", op, quota.ErrStoreUnavailable)
+// outageStore is a MemoryStore that cannot be reached: every call a
+// charge makes (the budget definitions, the catalog, the decision) fails
+// with ErrStoreUnavailable, at once (down: a Redis refusing connections),
+// or, when hung, only once the caller's context ends (a server that does
+// not answer), wrapping ctx.Err() as redisstore and sqlitestore do.
+type outageStore struct {
+	*quota.MemoryStore
+	hung bool
 }
 
-func (downStore) Take(context.Context, *quota.TakeRequest) (*quota.TakeResult, error) {
-	return nil, downErr("take")
+func (s outageStore) fail(ctx context.Context, op string) error {
+	if !s.hung {
+		return fmt.Errorf("down: %s: %w: dial tcp 127.0.0.1:6379: connection refused", op, quota.ErrStoreUnavailable)
+	}
+	<-ctx.Done()
+	return fmt.Errorf("hung: %s: %w: i/o timeout (%w)", op, quota.ErrStoreUnavailable, ctx.Err())
 }
-func (downStore) UpdateCredential(context.Context, string, quota.CredentialUpdate) (quota.CredentialInfo, error) {
-	return quota.CredentialInfo{}, downErr("update credential")
-}
-func (downStore) DefineBudgets(context.Context, string, []quota.Budget) error {
-	return downErr("define budgets")
-}
-func (downStore) List(context.Context) ([]quota.APIInfo, error) { return nil, downErr("list") }
 
-// TestWaitFailurePolicyFirstSight: with the store down, Wait for a
+func (s outageStore) Take(ctx context.Context, _ *quota.TakeRequest) (*quota.TakeResult, error) {
+	return nil, s.fail(ctx, "take")
+}
+func (s outageStore) UpdateCredential(ctx context.Context, _ string, _ quota.CredentialUpdate) (quota.CredentialInfo, error) {
+	return quota.CredentialInfo{}, s.fail(ctx, "update credential")
+}
+func (s outageStore) DefineBudgets(ctx context.Context, _ string, _ []quota.Budget) error {
+	return s.fail(ctx, "define budgets")
+}
+func (s outageStore) List(ctx context.Context) ([]quota.APIInfo, error) {
+	return nil, s.fail(ctx, "list")
+}
+
+// TestWaitFailurePolicyFirstSight: with the store unreachable, Wait for a
 // credential the limiter has never seen answers as Take does under each
 // failure policy: refused with ErrStoreUnavailable when failing closed or
 // over the FailOpen threshold, admitted unmetered (counted and logged) at
-// or under it. Its first registration of the credential failing is the
-// outage, not an error of its own.
+// or under it. Its own first registration of the credential failing is
+// the outage, whether the store refuses at once or lets the caller's
+// deadline pass (in a synctest bubble: no wall time), not an error of its
+// own.
 func TestWaitFailurePolicyFirstSight(t *testing.T) {
-	tests := []struct {
+	policies := []struct {
 		name      string
 		opts      []quota.Option
 		cost      int64
@@ -283,51 +296,63 @@ func TestWaitFailurePolicyFirstSight(t *testing.T) {
 	}
 	calls := []struct {
 		name string
-		call func(*quota.Limiter, quota.Credential, quota.Charge) (*quota.Reservation, error)
+		call func(*quota.Limiter, context.Context, quota.Credential, quota.Charge) (*quota.Reservation, error)
 	}{
-		{"Take", func(l *quota.Limiter, c quota.Credential, ch quota.Charge) (*quota.Reservation, error) {
-			return l.Take(context.Background(), c, ch)
-		}},
-		{"Wait", func(l *quota.Limiter, c quota.Credential, ch quota.Charge) (*quota.Reservation, error) {
-			return l.Wait(context.Background(), c, ch)
-		}},
+		{"Take", (*quota.Limiter).Take},
+		{"Wait", (*quota.Limiter).Wait},
 	}
-	for _, tt := range tests {
-		for _, c := range calls {
-			t.Run(tt.name+"/"+c.name, func(t *testing.T) {
-				var logs bytes.Buffer
-				opts := append([]quota.Option{quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}, tt.opts...)
-				l, err := quota.New(downStore{quota.NewMemoryStore()}, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Minute)}}, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cred := quota.Credential{Secret: "AIza-never-seen", Label: "first-sight"}
-				r, err := c.call(l, cred, quota.Units("units", tt.cost))
-				if tt.unmetered {
-					if err != nil || r == nil || !r.Unmetered {
-						t.Fatalf("%s = %+v, %v; want admitted unmetered", c.name, r, err)
+	for _, hung := range []bool{false, true} {
+		for _, p := range policies {
+			for _, c := range calls {
+				name := map[bool]string{false: "down", true: "hung"}[hung] + "/" + p.name + "/" + c.name
+				t.Run(name, func(t *testing.T) {
+					run := func(t *testing.T) {
+						var logs bytes.Buffer
+						opts := append([]quota.Option{quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}, p.opts...)
+						l, err := quota.New(outageStore{MemoryStore: quota.NewMemoryStore(), hung: hung}, "api",
+							[]quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Minute)}}, opts...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+						defer cancel()
+						cred := quota.Credential{Secret: "AIza-never-seen", Label: "first-sight"}
+						r, err := c.call(l, ctx, cred, quota.Units("units", p.cost))
+						if p.unmetered {
+							if err != nil || r == nil || !r.Unmetered {
+								t.Fatalf("%s = %+v, %v; want admitted unmetered", c.name, r, err)
+							}
+							if n := l.Unmetered(); n != 1 {
+								t.Errorf("Unmetered() = %d, want 1", n)
+							}
+							if !strings.Contains(logs.String(), "admitted unmetered") {
+								t.Errorf("the unmetered decision was not logged:\n%s", logs.String())
+							}
+						} else {
+							if !errors.Is(err, quota.ErrStoreUnavailable) || r != nil {
+								t.Fatalf("%s = %+v, %v; want ErrStoreUnavailable", c.name, r, err)
+							}
+							if hung && !errors.Is(err, context.DeadlineExceeded) {
+								t.Errorf("%s = %v; want it to wrap context.DeadlineExceeded too", c.name, err)
+							}
+							if n := l.Unmetered(); n != 0 {
+								t.Errorf("Unmetered() = %d, want 0", n)
+							}
+						}
+						if err != nil && strings.Contains(err.Error(), cred.Secret) {
+							t.Errorf("the error holds the secret: %v", err)
+						}
+						if strings.Contains(logs.String(), cred.Secret) {
+							t.Errorf("the log holds the secret:\n%s", logs.String())
+						}
 					}
-					if n := l.Unmetered(); n != 1 {
-						t.Errorf("Unmetered() = %d, want 1", n)
+					if hung {
+						synctest.Test(t, run)
+					} else {
+						run(t)
 					}
-					if !strings.Contains(logs.String(), "admitted unmetered") {
-						t.Errorf("the unmetered decision was not logged:\n%s", logs.String())
-					}
-				} else {
-					if !errors.Is(err, quota.ErrStoreUnavailable) || r != nil {
-						t.Fatalf("%s = %+v, %v; want ErrStoreUnavailable", c.name, r, err)
-					}
-					if n := l.Unmetered(); n != 0 {
-						t.Errorf("Unmetered() = %d, want 0", n)
-					}
-				}
-				if err != nil && strings.Contains(err.Error(), cred.Secret) {
-					t.Errorf("the error holds the secret: %v", err)
-				}
-				if strings.Contains(logs.String(), cred.Secret) {
-					t.Errorf("the log holds the secret:\n%s", logs.String())
-				}
-			})
+				})
+			}
 		}
 	}
 }
