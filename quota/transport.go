@@ -96,6 +96,9 @@ type Transport struct {
 	unnamed    string
 	unnamedFor *unnamedOwner // unnamed, for this Transport's limiter; nil with unnamed ""
 	unnamedLog sync.Once
+	// values are what the limiter calls of a request that carries none
+	// are made under (see context): obs and unnamedFor; nil with neither.
+	values *callValues
 
 	// holds meters Verdict.Hold marks per credential (see Holder); nil
 	// when the Classifier holds nothing. held are the methods it can hold.
@@ -298,6 +301,9 @@ func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Tra
 			t.unnamed = "unnamed-" + kind
 			t.unnamedFor = &unnamedOwner{lim: limiter, owner: t.unnamed}
 		}
+	}
+	if len(t.obs) > 0 || t.unnamedFor != nil {
+		t.values = &callValues{observers: t.obs, unnamed: t.unnamedFor}
 	}
 	if h, ok := t.classifier.(Holder); ok {
 		t.held = map[string]bool{}
@@ -519,11 +525,20 @@ func (t *Transport) credential(req *http.Request) (Credential, error) {
 // with the Transport's observers, and its unnamed owner for the
 // credentials nothing names (CredentialUpdate.OwnerIfNew).
 func (t *Transport) context(req *http.Request) context.Context {
-	ctx := withObservers(req.Context(), t.obs)
-	if t.unnamedFor == nil {
+	ctx := req.Context()
+	if t.values == nil {
 		return ctx
 	}
-	return withValues(ctx, func(v *callValues) { v.unnamed = t.unnamedFor })
+	if valuesOf(ctx) == nil {
+		// The usual case: the request carries no values of its own, so
+		// the Transport's, made once, serve as they are (never written).
+		return context.WithValue(ctx, callValuesKey{}, t.values)
+	}
+	ctx = withObservers(ctx, t.obs)
+	if t.unnamedFor != nil {
+		ctx = withValues(ctx, func(v *callValues) { v.unnamed = t.unnamedFor })
+	}
+	return ctx
 }
 
 // metered notes the account a charge was metered under: the unnamed

@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -114,6 +115,34 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	tr := quota.NewTransport(lim, table, quota.WithBase(trStubTransport{}))
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/youtube/v3/videos?part=snippet&chart=mostPopular&key=bench-key", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}
+
+// BenchmarkTransportOverheadUnnamedOwner is BenchmarkTransportOverhead
+// over a table that keeps budgets per owner, with no owner named: every
+// request carries the unnamed owner for the limiter's registrations.
+func BenchmarkTransportOverheadUnnamedOwner(b *testing.B) {
+	table, err := costs.New(costs.Spec{
+		API: "youtube", Owner: "project",
+		Budgets: []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Minute)}},
+		Methods: []costs.Method{{Name: "videos.list", Routes: []string{"GET /youtube/v3/videos"}, Cost: map[string]int64{"units": 1}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := quota.NewTransport(lim, table, quota.WithBase(trStubTransport{}), quota.WithTransportLogger(slog.New(slog.DiscardHandler)))
 	req, _ := http.NewRequest("GET", "http://127.0.0.1/youtube/v3/videos?part=snippet&chart=mostPopular&key=bench-key", nil)
 	b.ReportAllocs()
 	for b.Loop() {
