@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/quota"
@@ -291,5 +292,35 @@ func TestTransportUnnamedOwnerYieldsToAConcurrentOwner(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "none is named") {
 		t.Errorf("logged the unnamed owner for a key whose owner was named:\n%s", logs.String())
+	}
+}
+
+// A request whose context carries values of its own (a job's name, a
+// ChargeFunc) still registers a new key under the unnamed owner, with the
+// job recorded: the Transport's values join the request's.
+func TestTransportUnnamedOwnerUnderAJobContext(t *testing.T) {
+	e := newTrEnv(t, nil)
+	var charged int
+	ctx := quota.ContextWithChargeFunc(quota.ContextWithJob(context.Background(), "ingest"), func(_ *quota.Reservation, refund bool) {
+		if !refund {
+			charged++
+		}
+	})
+	if _, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil {
+		t.Fatal(err)
+	}
+	apis, err := e.store.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := apis[0].Credentials; len(c) != 1 || c[0].Owner != trOwner {
+		t.Fatalf("credentials %+v, want the key under %s", c, trOwner)
+	}
+	rows, err := e.store.Breakdown(context.Background(), &quota.BreakdownRequest{API: e.table.API, Owner: trOwner, Since: e.clk.Now().Add(-time.Hour), Now: e.clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Job != "ingest" || rows[0].Units != 1 || charged != 1 {
+		t.Fatalf("breakdown %+v, %d charges seen; want 1 unit under job ingest, seen once", rows, charged)
 	}
 }
