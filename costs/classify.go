@@ -96,9 +96,10 @@ func normLimit(s string) string {
 //   - 400 uploadLimitExceeded: the credential (channel) may not upload for
 //     24 hours; the project's budgets are left alone.
 //
-// Responses no rule matches give the zero Verdict.
+// Responses no rule matches, and responses to a host the table does not
+// price (Spec.Hosts), give the zero Verdict.
 func (t *Table) Classify(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
-	if resp == nil || resp.StatusCode < 400 || len(t.spec.Responses) == 0 {
+	if resp == nil || resp.StatusCode < 400 || len(t.spec.Responses) == 0 || !t.pricesHost(req) {
 		return quota.Verdict{}
 	}
 	var info errorInfo

@@ -21,6 +21,7 @@
 //
 //	api: youtube                   # the API's name (required)
 //	source: https://...            # where the numbers come from (optional)
+//	hosts: [www.googleapis.com, youtube.googleapis.com]   # the hosts priced (optional; see Hosts)
 //	owner: project                 # budgets are kept per project (optional; see Owners)
 //	budgets:                       # the upstream's pools (at least one)
 //	  - name: units                # letters, digits, '.', '_', '-'
@@ -87,6 +88,33 @@
 // which the Transport records in the store for that credential alone. The
 // first matching rule wins. source says where the rule comes from. An
 // explicit empty list (reasons: []) is an error: leave the field out.
+//
+// # Hosts
+//
+// hosts names the hosts whose requests the table prices: a host name or IP
+// address ("[::1]" for IPv6), with ":port" only for a port that is not the
+// default one. They compare ignoring case, a trailing dot and the default
+// port of the request's scheme (443 for https, 80 for http): a table naming
+// www.googleapis.com prices https://WWW.googleapis.com:443/..., not
+// https://www.googleapis.com:8443/... nor http://evil.example/youtube/v3/....
+// A request to a host the table does not name is no call of the API: Price
+// returns an error wrapping quota.ErrForeignHost and charges nothing, and
+// Classify reads nothing in its response. A quota.Transport sends such a
+// request unmetered when it carries no credential it meters (a thumbnail on
+// i.ytimg.com, an OAuth token refresh at oauth2.googleapis.com), and
+// refuses it otherwise. The built-in YouTube tables name
+// www.googleapis.com, youtube.googleapis.com and
+// youtube.mtls.googleapis.com.
+//
+// A table without hosts prices requests to any host, as tables did before
+// the field existed, so that existing files keep working; such a table
+// charges a request to any host that has one of the API's paths, so declare
+// the hosts. To price an API at another host (an emulator, a proxy), set
+// the hosts of its Spec and build it again:
+//
+//	spec := table.Spec()
+//	spec.Hosts = []string{"localhost:8080"}
+//	table, err = costs.New(spec)
 //
 // # Owners
 //

@@ -45,10 +45,12 @@ func ExampleBuiltin() {
 	// legacy estimate: map[units:832]
 }
 
-// A table for another API, from YAML; Price maps requests to charges.
+// A table for another API, from YAML; Price maps requests to charges, and
+// prices only requests to the hosts the table names.
 func ExampleParse() {
 	const file = `
 api: maps
+hosts: [maps.example.com]
 budgets:
   - {name: requests, limit: 100000, window: "daily:UTC"}
 methods:
@@ -59,8 +61,13 @@ methods:
 	if err != nil {
 		panic(err)
 	}
-	for _, target := range []string{"/v1/geocode?address=Paris", "/v1/directions/walking", "/v1/elevation"} {
-		req, _ := http.NewRequest("GET", "https://maps.example.com"+target, nil)
+	for _, target := range []string{
+		"https://maps.example.com/v1/geocode?address=Paris",
+		"https://maps.example.com/v1/directions/walking",
+		"https://maps.example.com/v1/elevation",
+		"https://tiles.example.com/v1/geocode", // another host: not a call of the API
+	} {
+		req, _ := http.NewRequest("GET", target, nil)
 		ch, err := table.Price(req)
 		if err != nil {
 			fmt.Println("error:", strings.SplitN(err.Error(), ";", 2)[0])
@@ -76,5 +83,6 @@ methods:
 	// geocode map[requests:1]
 	// directions map[requests:5]
 	// error: costs: unknown method: table maps has no route for GET /v1/elevation and no default cost
-	// costs: maps.yaml:7: methods[directions].cost.request: unknown budget "request" (budgets: requests)
+	// error: quota: host not priced: table maps prices requests to maps.example.com, not to tiles.example.com
+	// costs: maps.yaml:8: methods[directions].cost.request: unknown budget "request" (budgets: requests)
 }

@@ -400,13 +400,15 @@ func (d *specDecoder) fields(n *node, field string, known []string, fn func(key 
 
 func (d *specDecoder) spec(root *node) (Spec, error) {
 	var s Spec
-	err := d.fields(root, "", []string{"api", "source", "owner", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
+	err := d.fields(root, "", []string{"api", "source", "hosts", "owner", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
 		var err error
 		switch key {
 		case "api":
 			s.API, err = d.str(v, f)
 		case "source":
 			s.Source, err = d.str(v, f)
+		case "hosts":
+			s.Hosts, err = d.list(v, f, "leave hosts out to price requests to any host")
 		case "owner":
 			s.Owner, err = d.str(v, f)
 		case "budgets":

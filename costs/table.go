@@ -21,6 +21,19 @@ type Spec struct {
 	API string `json:"api"`
 	// Source says where the costs come from: a URL and the date it was read.
 	Source string `json:"source,omitempty"`
+	// Hosts are the hosts whose requests the table prices, e.g.
+	// "www.googleapis.com": a host name or IP address, with a port only
+	// when it is not the default one. A request to another host is no call
+	// of the API: Price returns an error wrapping quota.ErrForeignHost and
+	// charges none of the API's budgets (a quota.Transport sends it
+	// unmetered if it carries no credential, and refuses it otherwise).
+	// Hosts compare ignoring case, a trailing dot and the default port of
+	// the request's scheme (443 for https, 80 for http). Empty: the table
+	// prices requests to any host, as tables did before hosts existed;
+	// declare them so that a request to another host is never charged to
+	// the API. To price the API at another host (an emulator, a proxy),
+	// set Hosts on the table's Spec and build it again with New.
+	Hosts []string `json:"hosts,omitempty"`
 	// Owner, when set, names the kind of account the upstream keeps the
 	// budgets per, e.g. "project": Google bills YouTube quota per Cloud
 	// project, so every key and token of one project shares its budgets. A
@@ -139,6 +152,7 @@ type Table struct {
 	router  *router
 	def     quota.Charge
 	budgets map[string]quota.Budget
+	hosts   []host // nil: any host
 }
 
 var (
@@ -169,7 +183,7 @@ func (t *Table) HoldMethods() []string {
 }
 
 // New checks spec and builds its Table. A problem is a *SpecError naming the
-// field: an invalid API or budget, a method without routes or cost, a cost
+// field: an invalid API, host or budget, a method without routes or cost, a cost
 // naming an unknown budget or larger than the budget's limit (it could never
 // be paid), a bad or duplicate route, a bad response rule.
 func New(spec Spec) (*Table, error) {
@@ -203,6 +217,18 @@ func New(spec Spec) (*Table, error) {
 		t.budgets[b.Name] = b
 	}
 	t.Budgets = slices.Clone(spec.Budgets)
+	var hosts []string
+	for i, s := range spec.Hosts {
+		h, msg := parseHost(s)
+		if msg != "" {
+			return nil, specErrorf(fmt.Sprintf("hosts[%d]", i), "%s", msg)
+		}
+		if j := slices.Index(t.hosts, h); j >= 0 {
+			return nil, specErrorf(fmt.Sprintf("hosts[%d]", i), "duplicate host %q (hosts[%d] is %q)", s, j, spec.Hosts[j])
+		}
+		t.hosts = append(t.hosts, h)
+		hosts = append(hosts, h.String())
+	}
 	if len(spec.Default) > 0 {
 		if err := t.checkCost("default", spec.Default); err != nil {
 			return nil, err
@@ -262,7 +288,7 @@ func New(spec Spec) (*Table, error) {
 	}
 	t.router = newRouter(routes)
 	t.spec = Spec{
-		API: spec.API, Source: spec.Source, Owner: spec.Owner, Budgets: slices.Clone(spec.Budgets),
+		API: spec.API, Source: spec.Source, Hosts: hosts, Owner: spec.Owner, Budgets: slices.Clone(spec.Budgets),
 		Default: maps.Clone(spec.Default), Methods: ms, Responses: cloneRules(spec.Responses),
 	}
 	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })
@@ -384,6 +410,7 @@ func trimInvalid(err error) string {
 // hold.
 func (t *Table) Spec() Spec {
 	s := t.spec
+	s.Hosts = cloneStrs(s.Hosts)
 	s.Budgets = slices.Clone(s.Budgets)
 	s.Default = maps.Clone(s.Default)
 	s.Methods = t.Methods()
@@ -454,7 +481,8 @@ func (t *Table) Estimate(counts map[string]int64) (map[string]int64, error) {
 
 // Resolve returns the name of the method that httpMethod and target (a
 // request path with an optional "?query") call, and whether one matches.
-// The default charge plays no part here.
+// The default charge plays no part here, nor the table's hosts: Resolve
+// reads a path, for planning and for servers that play the API.
 func (t *Table) Resolve(httpMethod, target string) (string, bool) {
 	path, query, _ := strings.Cut(target, "?")
 	r := t.router.match(httpMethod, path, query)
@@ -465,13 +493,19 @@ func (t *Table) Resolve(httpMethod, target string) (string, bool) {
 }
 
 // Price implements quota.Pricer: the charge of the method req calls, found
-// from req.Method, req.URL.Path and req.URL.RawQuery. A request that matches
-// no method gets the default charge (its Method is "VERB /path") if the
-// table declares one, else an error wrapping ErrUnknownMethod. A free
-// method's charge has no units. A deprecated method (Method.Deprecated) is
-// an error wrapping ErrDeprecated. The returned Units map is shared: do not
-// modify it.
+// from req.Method, req.URL.Path and req.URL.RawQuery. A request to a host
+// the table does not name (Spec.Hosts; req.URL.Host, or req.Host when the
+// URL has none) is an error wrapping quota.ErrForeignHost: it is not a call
+// of the API. A request that matches no method gets the default charge (its
+// Method is "VERB /path") if the table declares one, else an error wrapping
+// ErrUnknownMethod. A free method's charge has no units. A deprecated method
+// (Method.Deprecated) is an error wrapping ErrDeprecated. The returned Units
+// map is shared: do not modify it.
 func (t *Table) Price(req *http.Request) (quota.Charge, error) {
+	if !t.pricesHost(req) {
+		return quota.Charge{}, fmt.Errorf("%w: table %s prices requests to %s, not to %s",
+			quota.ErrForeignHost, t.API, strings.Join(t.spec.Hosts, ", "), requestHost(req))
+	}
 	if r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery); r != nil {
 		if r.m.Deprecated != "" {
 			return quota.Charge{}, fmt.Errorf("%w: %s (%s): not sent, it would spend units on a call the upstream no longer serves",

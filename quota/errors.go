@@ -33,6 +33,14 @@ var (
 	// when the store knows no credential with that label.
 	ErrUnknownCredential = errors.New("quota: unknown credential")
 
+	// ErrForeignHost is wrapped by a Pricer's error for a request to a host
+	// it does not price (a costs.Table declaring hosts, for a request to
+	// another one): the request is no call of the Pricer's API and spends
+	// none of its budgets. A Transport sends such a request unmetered when
+	// it carries no credential it meters, and refuses it otherwise (see
+	// Transport).
+	ErrForeignHost = errors.New("quota: host not priced")
+
 	// ErrNotFound is returned when a reservation, state value or other record
 	// does not exist (for a reservation: never made, already refunded, or
 	// already out of its window).
