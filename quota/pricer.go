@@ -11,7 +11,10 @@ import (
 //
 // A Charge with no units is free: the Transport sends the request without
 // taking anything. A request the Pricer cannot price is an error, and the
-// Transport does not send it. Price must be safe for concurrent use and must
+// Transport does not send it, except an error wrapping ErrForeignHost: the
+// request goes to a host the Pricer does not price, so it is not a call of
+// the API at all, and the Transport sends it unmetered unless it carries a
+// credential (see Transport). Price must be safe for concurrent use and must
 // not read the request body.
 type Pricer interface {
 	Price(req *http.Request) (Charge, error)

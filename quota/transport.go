@@ -24,7 +24,22 @@ import (
 // Transport is an http.RoundTripper that meters every outbound request
 // against a Limiter before sending it. For each request it
 //
-//  1. prices it with the Pricer (a request that cannot be priced is not sent);
+//  1. prices it with the Pricer (a request that cannot be priced is not sent).
+//     A request to a host the Pricer does not price (an error wrapping
+//     ErrForeignHost: a costs.Table declaring hosts, such as the YouTube
+//     table, for a thumbnail on i.ytimg.com or an OAuth token refresh at
+//     oauth2.googleapis.com) is no call of the API: it is charged to none
+//     of its budgets, and sent through the base RoundTripper unmetered (not
+//     retried, not classified) when it carries no credential the Transport
+//     meters — no "key" query parameter, X-Goog-Api-Key header or
+//     "Authorization: Bearer" token, and not the WithCredential secret in
+//     its URL or headers. One that carries such a credential is not sent:
+//     the error wraps ErrForeignHost. Whether the host serves the API under
+//     another name, which would spend the budgets unmetered, or is another
+//     service, which has no business with the credential, refusing is the
+//     safe answer; add the host to the table if it serves the API, or send
+//     the request through a client without this Transport. The Transport
+//     never adds a credential to a request, nor moves one to another host;
 //  2. identifies the credential it is billed to: a fixed one (WithCredential),
 //     else the "key" query parameter, else the X-Goog-Api-Key header, else an
 //     "Authorization: Bearer" token; and the owner whose budgets it spends
@@ -393,6 +408,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) meter(req *http.Request) (*http.Response, error) {
 	ch, err := t.pricer.Price(req)
 	if err != nil {
+		if errors.Is(err, ErrForeignHost) {
+			return t.foreign(req, err)
+		}
 		closeBody(req)
 		return nil, fmt.Errorf("quota: transport: price %s %s: %w", req.Method, req.URL.Path, err)
 	}
@@ -416,6 +434,60 @@ func (t *Transport) meter(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return t.roundTrip(req, cred, ch)
+}
+
+// foreign sends a request to a host the Pricer does not price (cause wraps
+// ErrForeignHost): no call of the API, so nothing is taken; but only when
+// it carries no credential this Transport meters, which must not reach a
+// host the cost table does not name.
+func (t *Transport) foreign(req *http.Request, cause error) (*http.Response, error) {
+	if what := t.carried(req); what != "" {
+		closeBody(req)
+		err := fmt.Errorf("quota: transport: %s %s%s: not sent: it carries %s, a credential this transport meters for API %s, to a host the pricer does not price: %w",
+			req.Method, req.URL.Host, req.URL.EscapedPath(), what, t.limiter.api, cause)
+		if t.cred != nil && t.cred.Secret != "" && strings.Contains(err.Error(), t.cred.Secret) {
+			return nil, &scrubbedError{msg: strings.ReplaceAll(err.Error(), t.cred.Secret, "<redacted>"), err: err}
+		}
+		return nil, err
+	}
+	return t.base.RoundTrip(req)
+}
+
+// carried names the credential req carries that this Transport meters, as
+// credentialOf reads it (every value of the headers, not only the first),
+// or the WithCredential secret anywhere in its URL or headers; "" when it
+// carries none.
+func (t *Transport) carried(req *http.Request) string {
+	if v, ok := queryParam(req.URL.RawQuery, "key"); ok && v != "" {
+		return "a key parameter"
+	}
+	for _, v := range req.Header.Values("X-Goog-Api-Key") {
+		if v != "" {
+			return "an X-Goog-Api-Key header"
+		}
+	}
+	for _, v := range req.Header.Values("Authorization") {
+		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") && strings.TrimSpace(v[7:]) != "" {
+			return "a Bearer token"
+		}
+	}
+	if t.cred != nil && t.cred.Secret != "" {
+		secret := t.cred.Secret
+		in := func(s string) bool {
+			return strings.Contains(s, secret) || strings.Contains(s, url.QueryEscape(secret)) || strings.Contains(s, url.PathEscape(secret))
+		}
+		if in(req.URL.String()) {
+			return "the WithCredential secret in its URL"
+		}
+		for _, vs := range req.Header {
+			for _, v := range vs {
+				if in(v) {
+					return "the WithCredential secret in a header"
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // redirect sends a request http.Client made to follow a redirect: part of a
