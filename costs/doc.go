@@ -109,12 +109,10 @@
 // A table without hosts prices requests to any host, as tables did before
 // the field existed, so that existing files keep working; such a table
 // charges a request to any host that has one of the API's paths, so declare
-// the hosts. To price an API at another host (an emulator, a proxy), set
-// the hosts of its Spec and build it again:
+// the hosts. To price an API at another host (an emulator, a test server,
+// a proxy), take a copy of its table for that host:
 //
-//	spec := table.Spec()
-//	spec.Hosts = []string{"localhost:8080"}
-//	table, err = costs.New(spec)
+//	local, err := table.WithHosts("localhost:8080")
 //
 // # Owners
 //

@@ -165,3 +165,14 @@ func (t *Table) pricesHost(req *http.Request) bool {
 // Hosts returns the hosts the table prices requests to (Spec.Hosts,
 // normalised), or nil when it prices requests to any host.
 func (t *Table) Hosts() []string { return cloneStrs(t.spec.Hosts) }
+
+// WithHosts returns a copy of t that prices requests to hosts instead of
+// the table's own (Spec.Hosts): the API served elsewhere, by an emulator,
+// a test server or a proxy, e.g. table.WithHosts("localhost:8080"). With no
+// hosts, the copy prices requests to any host. A bad host is a *SpecError
+// naming it. t is unchanged.
+func (t *Table) WithHosts(hosts ...string) (*Table, error) {
+	spec := t.Spec()
+	spec.Hosts = hosts
+	return New(spec)
+}

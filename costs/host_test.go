@@ -182,3 +182,41 @@ func TestParseHosts(t *testing.T) {
 		}
 	}
 }
+
+// WithHosts prices the same API at other hosts, leaving the table alone.
+func TestWithHosts(t *testing.T) {
+	s := spec()
+	s.Hosts = []string{"api.example.com"}
+	tb := mustNew(t, s)
+	local, err := tb.WithHosts("127.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	price := func(tb *costs.Table, u string) error {
+		req, _ := http.NewRequest("GET", u, nil)
+		_, err := tb.Price(req)
+		return err
+	}
+	if err := price(local, "http://127.0.0.1:8080/v1/items"); err != nil {
+		t.Fatalf("the new host: %v", err)
+	}
+	if err := price(local, "https://api.example.com/v1/items"); !errors.Is(err, quota.ErrForeignHost) {
+		t.Fatalf("the old host: %v, want ErrForeignHost", err)
+	}
+	if err := price(tb, "https://api.example.com/v1/items"); err != nil || !reflect.DeepEqual(tb.Hosts(), []string{"api.example.com"}) {
+		t.Fatalf("the table changed: %v, %q", err, tb.Hosts())
+	}
+	sp, lsp := tb.Spec(), local.Spec()
+	lsp.Hosts = sp.Hosts
+	if !reflect.DeepEqual(sp, lsp) {
+		t.Fatalf("WithHosts changed more than the hosts:\n%+v\n%+v", sp, lsp)
+	}
+	anyHost, err := tb.WithHosts()
+	if err != nil || anyHost.Hosts() != nil || price(anyHost, "http://anywhere.example/v1/items") != nil {
+		t.Fatalf("WithHosts(): %v, %q", err, anyHost.Hosts())
+	}
+	var se *costs.SpecError
+	if _, err := tb.WithHosts("http://127.0.0.1:8080"); !errors.As(err, &se) || se.Field != "hosts[0]" {
+		t.Fatalf("bad host: %v", err)
+	}
+}

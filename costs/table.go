@@ -31,8 +31,8 @@ type Spec struct {
 	// the request's scheme (443 for https, 80 for http). Empty: the table
 	// prices requests to any host, as tables did before hosts existed;
 	// declare them so that a request to another host is never charged to
-	// the API. To price the API at another host (an emulator, a proxy),
-	// set Hosts on the table's Spec and build it again with New.
+	// the API. Table.WithHosts prices the API at other hosts (an
+	// emulator, a proxy).
 	Hosts []string `json:"hosts,omitempty"`
 	// Owner, when set, names the kind of account the upstream keeps the
 	// budgets per, e.g. "project": Google bills YouTube quota per Cloud

@@ -169,6 +169,16 @@ func (s *Server) URL() string {
 	return s.ts.URL
 }
 
+// Host returns the host and port the server listens on, e.g.
+// "127.0.0.1:39817": what a cost table must name to price requests to it
+// (costs.Table.WithHosts). "" for a server made by NewHandler.
+func (s *Server) Host() string {
+	if s.ts == nil {
+		return ""
+	}
+	return s.ts.Listener.Addr().String()
+}
+
 // Close shuts the server down.
 func (s *Server) Close() {
 	if s.ts != nil {
