@@ -358,7 +358,13 @@ func secrecyRun(t *testing.T, store quota.Store, e *exposure) []secret {
 	defer sim.Close()
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	tr := quota.NewTransport(l, table,
+	// The simulator (and the dead port below) play the API at loopback
+	// hosts: a copy of the table prices any host.
+	anyHost, err := table.WithHosts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := quota.NewTransport(l, anyHost,
 		quota.WithBase(base), quota.WithTransportLogger(logger),
 		// Labels are unique per API: one per way of carrying a credential.
 		quota.WithLabelFunc(func(r *http.Request) string {
@@ -413,6 +419,24 @@ func secrecyRun(t *testing.T, store quota.Store, e *exposure) []secret {
 	}
 	if sent == 0 {
 		t.Fatal("no request went through the transport")
+	}
+	// The table as shipped prices Google's hosts alone: a credential bound
+	// for another host (here the simulator's) is refused, not sent.
+	shipped := quota.NewTransport(l, table, quota.WithBase(base), quota.WithTransportLogger(logger))
+	for _, how := range []struct{ url, header, value string }{
+		{videos + "&key=" + labelled.raw, "", ""},
+		{videos, "X-Goog-Api-Key", bare.raw},
+		{videos, "Authorization", "Bearer " + bearer.raw},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, how.url, nil)
+		if how.header != "" {
+			req.Header.Set(how.header, how.value)
+		}
+		_, err := shipped.RoundTrip(req)
+		if !errors.Is(err, quota.ErrForeignHost) {
+			t.Fatalf("a credential to a host the table does not price: %v, want ErrForeignHost", err)
+		}
+		e.addErr("foreign host refusal", err)
 	}
 	// The same through an http.Client with the key in a header (a key in
 	// the URL is in http.Client's own *url.Error by design: see

@@ -411,3 +411,35 @@ func TestYouTubeClassify(t *testing.T) {
 		t.Errorf("OwnerKind = %q", got)
 	}
 }
+
+// The built-in YouTube tables name the hosts that serve the Data API and
+// price nothing else: not a YouTube path on another host, not the other
+// Google hosts a YouTube client talks to.
+func TestBuiltinHosts(t *testing.T) {
+	for _, name := range costs.Builtins() {
+		tb := builtin(t, name)
+		if got, want := tb.Hosts(), []string{"www.googleapis.com", "youtube.googleapis.com", "youtube.mtls.googleapis.com"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: hosts %q, want %q", name, got, want)
+		}
+		for _, c := range []struct {
+			verb, url string
+			priced    bool
+		}{
+			{"GET", "https://www.googleapis.com/youtube/v3/videos?part=id", true},
+			{"GET", "https://youtube.googleapis.com/youtube/v3/videos?part=id", true},
+			{"GET", "https://Youtube.GoogleApis.com:443/youtube/v3/videos?part=id", true},
+			{"POST", "https://www.googleapis.com/upload/youtube/v3/videos?uploadType=resumable", true},
+			{"GET", "https://evil.example/youtube/v3/videos?part=id", false},
+			{"GET", "https://www.googleapis.com.evil.example/youtube/v3/videos?part=id", false},
+			{"GET", "https://i.ytimg.com/vi/abc/hqdefault.jpg", false},
+			{"POST", "https://oauth2.googleapis.com/token", false},
+			{"GET", "https://www.googleapis.com:8443/youtube/v3/videos?part=id", false},
+		} {
+			req, _ := http.NewRequest(c.verb, c.url, nil)
+			ch, err := tb.Price(req)
+			if c.priced != (err == nil && ch.Method != "") || !c.priced && !errors.Is(err, quota.ErrForeignHost) {
+				t.Errorf("%s: Price(%s %s) = %+v, %v; priced: want %v", name, c.verb, c.url, ch, err, c.priced)
+			}
+		}
+	}
+}

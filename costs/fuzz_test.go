@@ -62,7 +62,7 @@ func FuzzResolve(f *testing.F) {
 			}
 		}
 		// Price agrees when the target is a valid request URL.
-		u := &url.URL{Scheme: "https", Host: "example.com", Path: path, RawQuery: query}
+		u := &url.URL{Scheme: "https", Host: "www.googleapis.com", Path: path, RawQuery: query}
 		if !hasQ {
 			u.RawQuery = ""
 		}

@@ -23,6 +23,13 @@ func ExampleNewTransport() {
 	if err != nil {
 		panic(err)
 	}
+	// The table prices requests to Google's hosts (www.googleapis.com,
+	// youtube.googleapis.com); a request to any other host is not the
+	// API's. Here the API is the simulator's host.
+	table, err = table.WithHosts(upstream.Host())
+	if err != nil {
+		panic(err)
+	}
 	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets)
 	if err != nil {
 		panic(err)
@@ -99,6 +106,10 @@ func ExampleWithOwnerFunc() {
 	defer upstream.Close()
 
 	table, err := costs.Builtin("youtube") // owner: project
+	if err != nil {
+		panic(err)
+	}
+	table, err = table.WithHosts(upstream.Host()) // the simulator plays www.googleapis.com
 	if err != nil {
 		panic(err)
 	}

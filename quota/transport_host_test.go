@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -49,6 +51,7 @@ func newHostServer(t *testing.T, tls bool, handler http.HandlerFunc) *hostServer
 		h.mu.Lock()
 		h.reqs = append(h.reqs, c)
 		h.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		if handler != nil {
 			handler(w, r)
 			return
@@ -65,19 +68,13 @@ func newHostServer(t *testing.T, tls bool, handler http.HandlerFunc) *hostServer
 	return h
 }
 
-// hostsBase returns an *http.Transport that connects to the loopback server
-// standing for each "host:port" it dials, as /etc/hosts would: requests
-// keep the URL and Host they name, nothing is rewritten. A host with no
-// server is a dial error: no test reaches the network. TLS trusts the
-// servers' test certificate, which names example.com and *.example.com.
-func hostsBase(t *testing.T, servers map[string]*hostServer) *http.Transport {
+// hostsBase returns an *http.Transport that connects each "host:port" it
+// dials (lower case, without a trailing dot) to the loopback address
+// lookup gives, as /etc/hosts would: requests keep the URL and Host they
+// name, nothing is rewritten. A host lookup does not know is a dial error:
+// no test reaches the network. TLS trusts roots.
+func hostsBase(t *testing.T, lookup func(hostport string) (addr string, ok bool), roots *x509.CertPool) *http.Transport {
 	t.Helper()
-	roots := x509.NewCertPool()
-	for _, s := range servers {
-		if s.srv.TLS != nil {
-			roots.AddCert(s.srv.Certificate())
-		}
-	}
 	var d net.Dialer
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -85,11 +82,11 @@ func hostsBase(t *testing.T, servers map[string]*hostServer) *http.Transport {
 			if err != nil {
 				return nil, err
 			}
-			s, ok := servers[strings.TrimSuffix(strings.ToLower(host), ".")+":"+port]
+			to, ok := lookup(strings.TrimSuffix(strings.ToLower(host), ".") + ":" + port)
 			if !ok {
 				return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("test: no server for " + addr)}
 			}
-			return d.DialContext(ctx, network, s.srv.Listener.Addr().String())
+			return d.DialContext(ctx, network, to)
 		},
 		TLSClientConfig: &tls.Config{RootCAs: roots},
 	}
@@ -144,7 +141,18 @@ func newHostsEnv(t *testing.T, opts ...quota.TransportOption) *hostsEnv {
 		e.servers[h] = newHostServer(t, false, nil)
 	}
 	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	opts = append([]quota.TransportOption{quota.WithBase(hostsBase(t, e.servers)), quota.WithTransportLogger(logger),
+	// The test certificate of the TLS server names example.com and
+	// *.example.com.
+	roots := x509.NewCertPool()
+	roots.AddCert(e.tls.srv.Certificate())
+	lookup := func(hostport string) (string, bool) {
+		s, ok := e.servers[hostport] // read at each dial: a test may add hosts
+		if !ok {
+			return "", false
+		}
+		return s.srv.Listener.Addr().String(), true
+	}
+	opts = append([]quota.TransportOption{quota.WithBase(hostsBase(t, lookup, roots)), quota.WithTransportLogger(logger),
 		quota.WithRetryClock(clk, func() backoff.Timer {
 			return &trTimer{clk: clk, waits: new([]time.Duration), mu: new(sync.Mutex), c: make(chan time.Time, 1)}
 		}),
@@ -395,4 +403,157 @@ func carriesSecret(r *http.Request, secret string) bool {
 		}
 	}
 	return false
+}
+
+// The built-in YouTube table, as shipped, prices the Data API at Google's
+// hosts and nothing else, through a client that also fetches thumbnails and
+// refreshes its OAuth token: a YouTube path on a foreign host is not
+// charged to YouTube's budgets (and with the API key on it, not sent); a
+// thumbnail on i.ytimg.com and a token refresh at oauth2.googleapis.com
+// pass through unmetered; the Data API at www.googleapis.com and
+// youtube.googleapis.com is metered as always. Every host is a loopback
+// server, reached through a DialContext that plays DNS.
+func TestTransportYouTubeHosts(t *testing.T) {
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}
+	sim := ytsim.New(ytsim.WithClock(clk.Now))
+	t.Cleanup(sim.Close)
+	jpeg := []byte("\xff\xd8\xff\xe0 a thumbnail")
+	thumbs := newHostServer(t, false, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/jpeg")
+		_, _ = w.Write(jpeg)
+	})
+	oauth := newHostServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.URL.Path != "/token" || r.PostForm.Get("grant_type") != "refresh_token" {
+			http.Error(w, `{"error":"invalid_request"}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"ya29.fresh-token-0123456789","expires_in":3599,"token_type":"Bearer"}`))
+	})
+	evil := newHostServer(t, false, nil)
+	hosts := map[string]string{
+		"www.googleapis.com:80":     sim.Host(),
+		"youtube.googleapis.com:80": sim.Host(),
+		"i.ytimg.com:80":            thumbs.srv.Listener.Addr().String(),
+		"oauth2.googleapis.com:80":  oauth.srv.Listener.Addr().String(),
+		"evil.example:80":           evil.srv.Listener.Addr().String(),
+	}
+	base := hostsBase(t, func(hp string) (string, bool) { a, ok := hosts[hp]; return a, ok }, nil)
+
+	table, err := costs.Builtin("youtube") // as shipped
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets, quota.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	client := &http.Client{Transport: quota.NewTransport(lim, table, quota.WithBase(base),
+		quota.WithTransportLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))))}
+	get := func(req *http.Request) (*http.Response, []byte, error) {
+		t.Helper()
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp, body, err
+	}
+	units := func() int64 {
+		t.Helper()
+		return trStatus(t, lim, quota.Credential{Secret: trKey, Owner: trOwner}, "units").Used
+	}
+
+	// The Data API, at both its hosts, whatever the case and the default
+	// port: metered.
+	for _, u := range []string{
+		"http://www.googleapis.com/youtube/v3/videos?part=id&id=v1&key=" + trKey,
+		"http://YouTube.GoogleAPIs.com:80/youtube/v3/videos?part=id&id=v2&key=" + trKey,
+	} {
+		if resp, _, err := get(mustRequest(t, "GET", u, nil)); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v", u, err)
+		}
+	}
+	if got, upstream := units(), sim.Used(trKey, "units"); got != 2 || upstream != 2 {
+		t.Fatalf("units: meter %d, upstream %d; want 2 and 2", got, upstream)
+	}
+
+	// A YouTube path on a foreign host, with the key: not sent, not charged.
+	_, _, err = get(mustRequest(t, "GET", "http://evil.example/youtube/v3/videos?part=id&key="+trKey, nil))
+	if !errors.Is(err, quota.ErrForeignHost) || errors.Is(err, quota.ErrExhausted) {
+		t.Fatalf("evil.example with the key: %v, want ErrForeignHost", err)
+	}
+	// The same without a credential: none of YouTube's business, sent as is.
+	if resp, _, err := get(mustRequest(t, "GET", "http://evil.example/youtube/v3/videos?part=id", nil)); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("evil.example without a credential: %v", err)
+	}
+	if n := len(evil.requests()); n != 1 {
+		t.Fatalf("evil.example received %d requests, want the one without a credential", n)
+	}
+
+	// A thumbnail, and an OAuth token refresh (client credentials in the
+	// form, or in Basic auth as golang.org/x/oauth2 sends them): unmetered.
+	resp, body, err := get(mustRequest(t, "GET", "http://i.ytimg.com/vi/v1/hqdefault.jpg", nil))
+	if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, jpeg) {
+		t.Fatalf("thumbnail: %v, %q", err, body)
+	}
+	var token string
+	for _, basic := range []bool{false, true} {
+		form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"1//refresh-token"}}
+		if !basic {
+			form.Set("client_id", "client.apps.googleusercontent.com")
+			form.Set("client_secret", "client-secret")
+		}
+		req := mustRequest(t, "POST", "http://oauth2.googleapis.com/token", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if basic {
+			req.SetBasicAuth("client.apps.googleusercontent.com", "client-secret")
+		}
+		resp, body, err := get(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("token refresh (basic %v): %v, %s", basic, err, body)
+		}
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
+			t.Fatalf("token: %v, %s", err, body)
+		}
+		token = tok.AccessToken
+	}
+	if got := units(); got != 2 {
+		t.Fatalf("units = %d after requests to other hosts, want still 2", got)
+	}
+
+	// The refreshed token at the Data API: metered as the credential it is.
+	req := mustRequest(t, "GET", "http://www.googleapis.com/youtube/v3/channels?part=id&mine=true", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if resp, _, err := get(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("channels.list with the token: %v", err)
+	}
+	if got := trStatus(t, lim, quota.Credential{Secret: token, Owner: trOwner}, "units").Used; got != 3 || sim.Used(token, "units") != 1 {
+		t.Fatalf("units = %d, upstream charged the token %d; want 3 and 1", got, sim.Used(token, "units"))
+	}
+
+	// No credential ever reached a host the request did not name, nor a
+	// host that is not the API's.
+	for _, s := range []*hostServer{evil, thumbs, oauth} {
+		for _, r := range s.requests() {
+			if carriesSecret(r, trKey) || carriesSecret(r, token) {
+				t.Fatalf("%s %s received a credential", r.Method, r.URL)
+			}
+		}
+	}
+	if sim.Requests() != 3 {
+		t.Fatalf("the API received %d requests, want 3", sim.Requests())
+	}
+	if strings.Contains(logs.String(), trKey) || strings.Contains(logs.String(), token) {
+		t.Fatalf("a credential is in the logs:\n%s", logs.String())
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -27,10 +26,7 @@ import (
 // recorded key under "unnamed-project" with nothing used.
 func TestTransportKeepsAKeyOnItsOwnAccount(t *testing.T) {
 	const secret = "AIza-key-1"
-	table, err := costs.Builtin("youtube")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := anyHost(t, "youtube")
 	tests := []struct {
 		name   string
 		fpKey  []byte // the fingerprint key the spending process used
@@ -128,10 +124,7 @@ func TestTransportKeepsAKeyOnItsOwnAccount(t *testing.T) {
 // unnamed owner leaves recorded keys where they are.
 func TestTransportOwnerFuncMovesARecordedKey(t *testing.T) {
 	ctx := context.Background()
-	table, err := costs.Builtin("youtube")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := anyHost(t, "youtube")
 	store := quota.NewMemoryStore()
 	lim, err := quota.New(store, table.API, table.Budgets, quota.WithFingerprintKey([]byte("k")))
 	if err != nil {
@@ -181,10 +174,7 @@ func (listFails) List(context.Context) ([]quota.APIInfo, error) {
 // budget refuses the request unsent, and the catalog is left as it was.
 func TestTransportUnreadableCatalogMovesNothing(t *testing.T) {
 	ctx := context.Background()
-	table, err := costs.Builtin("youtube")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := anyHost(t, "youtube")
 	mem := quota.NewMemoryStore()
 	lim, err := quota.New(mem, table.API, table.Budgets, quota.WithFingerprintKey([]byte("k")))
 	if err != nil {

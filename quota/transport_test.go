@@ -95,10 +95,7 @@ func newTrEnv(t *testing.T, simOpts []ytsim.Option, opts ...quota.TransportOptio
 		t.Fatal(err)
 	}
 	e := &trEnv{t: t, clk: &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}, store: quota.NewMemoryStore(), logs: &bytes.Buffer{}}
-	e.table, err = costs.Builtin("youtube")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.table = anyHost(t, "youtube")
 	e.srv = ytsim.New(append([]ytsim.Option{ytsim.WithClock(e.clk.Now)}, simOpts...)...)
 	t.Cleanup(e.srv.Close)
 	e.lim = e.newLimiter()
@@ -114,6 +111,23 @@ func newTrEnv(t *testing.T, simOpts []ytsim.Option, opts ...quota.TransportOptio
 	e.client = &http.Client{Transport: tr}
 	t.Cleanup(e.client.CloseIdleConnections)
 	return e
+}
+
+// anyHost returns the named built-in table pricing requests to any host:
+// the tests that use it send to loopback servers of their own (the
+// simulator, recorders, redirect targets) and test what the transport does
+// with a priced request. How it honours the built-in table's own hosts is
+// tested in transport_host_test.go.
+func anyHost(tb testing.TB, name string) *costs.Table {
+	tb.Helper()
+	table, err := costs.Builtin(name)
+	if err == nil {
+		table, err = table.WithHosts()
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return table
 }
 
 // newLimiter returns another limiter on the same store: another process.

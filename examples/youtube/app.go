@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"time"
@@ -90,6 +91,16 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 		// the project shares one budget (and a rotated key keeps its usage).
 		a.cred = quota.Credential{Secret: key, Label: cfg.keyEnv, Owner: cmp.Or(cfg.project, "youtube-project")}
 		fmt.Fprintf(w, "upstream: %s\n", base)
+	}
+	// The table prices Google's hosts alone; the job calls one upstream,
+	// the simulator or --upstream (Google, or a proxy in front of it): price
+	// requests to that host.
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("--upstream %q: want a base URL such as https://www.googleapis.com", base)
+	}
+	if table, err = table.WithHosts(u.Host); err != nil {
+		return nil, fmt.Errorf("--upstream %q: %w", base, err)
 	}
 
 	// Meter the shared pool at the upstream's limit less the headroom; the

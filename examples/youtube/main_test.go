@@ -296,6 +296,7 @@ func TestRealUpstreamMode(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	t.Setenv("EMPTY_KEY", "")
+	t.Setenv("A_KEY", "k")
 	for _, tc := range []struct {
 		name string
 		edit func(*config)
@@ -304,6 +305,8 @@ func TestConfigErrors(t *testing.T) {
 		{"key without upstream", func(c *config) { c.keyEnv = "YT_KEY" }, "--api-key-env needs --upstream"},
 		{"upstream without key", func(c *config) { c.upstream = "http://127.0.0.1:1" }, "--api-key-env VAR"},
 		{"empty key", func(c *config) { c.upstream, c.keyEnv = "http://127.0.0.1:1", "EMPTY_KEY" }, "--api-key-env VAR"},
+		{"upstream without scheme", func(c *config) { c.upstream, c.keyEnv = "www.googleapis.com", "A_KEY" }, `--upstream "www.googleapis.com": want a base URL such as https://www.googleapis.com`},
+		{"upstream bad host", func(c *config) { c.upstream, c.keyEnv = "https://*.googleapis.com", "A_KEY" }, "wildcards are not supported"},
 		{"headroom too big", func(c *config) { c.headroom = 40 }, "--headroom 40: must be from 0 to less than youtube-sim/units' limit of 40"},
 		{"negative headroom", func(c *config) { c.headroom = -1 }, "--headroom -1"},
 		{"bad schedule", func(c *config) { c.schedule = "every tuesday" }, "schedule"},

@@ -42,6 +42,7 @@ import (
 type Server struct {
 	ts      *httptest.Server
 	table   *costs.Table
+	rules   *costs.Table // table for any host: the server plays the API whatever host a request names
 	clock   func() time.Time
 	keys    map[string]bool   // nil: every non-empty key is valid
 	project map[string]string // key -> project; a key not here is its own project
@@ -157,6 +158,11 @@ func newServer(opts ...Option) *Server {
 		}
 		s.table = t
 	}
+	rules, err := s.table.WithHosts()
+	if err != nil {
+		panic("ytsim: " + err.Error())
+	}
+	s.rules = rules
 	return s
 }
 
@@ -430,7 +436,7 @@ func (s *Server) billed(r *http.Request, f Fault) bool {
 		return true
 	}
 	status, header, body := faultResponse(f)
-	v := s.table.Classify(r, &http.Response{StatusCode: status, Header: header}, body)
+	v := s.rules.Classify(r, &http.Response{StatusCode: status, Header: header}, body)
 	return len(v.Exhausted) == 0
 }
 
