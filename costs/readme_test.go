@@ -1,17 +1,30 @@
 package costs_test
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/quota"
 )
 
 // TestReadmeTable loads the YAML table the README shows (kept verbatim in
 // testdata/readme-github.yaml) and prices requests with it.
 func TestReadmeTable(t *testing.T) {
+	file, err := os.ReadFile("testdata/readme-github.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```yaml\n"+string(file)+"```") {
+		t.Fatal("testdata/readme-github.yaml is not the README's table any more")
+	}
 	tb, err := costs.Load("testdata/readme-github.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +47,11 @@ func TestReadmeTable(t *testing.T) {
 				t.Fatalf("Price(%s) = %v; want %v", tc.path, ch.Units, tc.want)
 			}
 		}
+	}
+	// Another host is not the API's, not even at the default charge.
+	req, _ := http.NewRequest("GET", "https://uploads.github.com/repos/quotactl/quotactl", nil)
+	if ch, err := tb.Price(req); !errors.Is(err, quota.ErrForeignHost) {
+		t.Fatalf("Price(uploads.github.com) = %v, %v; want ErrForeignHost", ch, err)
 	}
 }
 
@@ -60,7 +78,7 @@ func TestPackageDocTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, yaml.String())
 	}
-	if tb.Owner != "project" || len(tb.HoldMethods()) != 1 {
-		t.Fatalf("owner %q, holds %v", tb.Owner, tb.HoldMethods())
+	if tb.Owner != "project" || len(tb.HoldMethods()) != 1 || len(tb.Hosts()) != 2 {
+		t.Fatalf("owner %q, holds %v, hosts %q", tb.Owner, tb.HoldMethods(), tb.Hosts())
 	}
 }

@@ -23,7 +23,7 @@
 //	--schedule SPEC     run on a cron schedule until SIGINT/SIGTERM, e.g. "*/15 * * * *"
 //	--headroom N        units held back from the upstream's daily units (default 10)
 //	--out FILE          JSON lines output (default trending.jsonl)
-//	--upstream URL      the real API, e.g. https://www.googleapis.com (never the default)
+//	--upstream URL      the real API, e.g. https://www.googleapis.com (never the default); its host is metered
 //	--api-key-env VAR   the environment variable holding the real API key
 package main
 
