@@ -93,7 +93,7 @@
 //	adjust          {api, budget, credential, fingerprint, used, limit}
 //	reset           [{api, budget, credential, fingerprint, used, limit}]
 //	list            [{api, budgets: [{name, limit, window}], credentials: [{label, fingerprint}]}]
-//	costs show      {table, api, source, budgets: [{name, limit, window}],
+//	costs show      {table, api, source, hosts, budgets: [{name, limit, window}],
 //	                 methods: [{name, routes, cost, free, note}]}
 //	                 (without a table: [{table, api, source, budgets, methods}])
 //	costs estimate  {api, table, credential, fingerprint, counts, fits, runs_out_first,

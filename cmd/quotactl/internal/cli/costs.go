@@ -73,14 +73,16 @@ func newCmdCostsShow(g *globals, runF func(context.Context, *costsShowOptions) e
 	c := &cobra.Command{
 		Use:   "show [API] [--table NAME|FILE]",
 		Short: "Show a cost table: budgets and what each method costs",
-		Long: `Show a cost table: the API's budgets and, per method, what one call costs in
-each budget and the routes that call it. API names a built-in table
+		Long: `Show a cost table: the hosts it prices, the API's budgets and, per method,
+what one call costs in each budget and the routes that call it. A request to
+another host is not the API's; a table that names no hosts prices every host.
+API names a built-in table
 ("youtube": Google's current YouTube Data API v3 rules; "youtube-legacy": the
 older single-pool rules); --table names a built-in table or a JSON or YAML
 file. Without either, list the built-in tables.
 
-JSON: {table, api, source, budgets: [{name, limit, window}], methods: [{name,
-routes, cost, free, note}]}; the list is an array of {table, api, source,
+JSON: {table, api, source, hosts (absent: any host), budgets: [{name, limit,
+window}], methods: [{name, routes, cost, free, note}]}; the list is an array of {table, api, source,
 budgets, methods (a count)}.`,
 		Example: `  quotactl costs show youtube
   quotactl costs show --table youtube-legacy
@@ -140,15 +142,21 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 			Table   string         `json:"table"`
 			API     string         `json:"api"`
 			Source  string         `json:"source,omitempty"`
+			Hosts   []string       `json:"hosts,omitempty"`
 			Budgets []quota.Budget `json:"budgets"`
 			Methods []costs.Method `json:"methods"`
-		}{name, tb.API, tb.Source, tb.Budgets, tb.Methods()})
+		}{name, tb.API, tb.Source, tb.Hosts(), tb.Budgets, tb.Methods()})
 	}
 	w := opts.io.Out
 	if opts.io.TTY {
 		fmt.Fprintf(w, "Cost table %s for API %s\n", name, tb.API)
 		if tb.Source != "" {
 			fmt.Fprintf(w, "Source: %s\n", tb.Source)
+		}
+		if hosts := tb.Hosts(); len(hosts) > 0 {
+			fmt.Fprintf(w, "Hosts: %s\n", strings.Join(hosts, ", "))
+		} else {
+			fmt.Fprintln(w, "Hosts: any (the table names none)")
 		}
 		fmt.Fprintln(w)
 	}

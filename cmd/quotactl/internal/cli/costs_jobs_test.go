@@ -29,7 +29,8 @@ func TestCostsShow(t *testing.T) {
 		}
 	}
 	out = e.ok("costs", "show", "youtube")
-	for _, want := range []string{"Cost table youtube for API youtube", "search   100    daily:America/Los_Angeles", "GET /youtube/v3/search"} {
+	for _, want := range []string{"Cost table youtube for API youtube", "Hosts: www.googleapis.com, youtube.googleapis.com, youtube.mtls.googleapis.com\n",
+		"search   100    daily:America/Los_Angeles", "GET /youtube/v3/search"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("costs show youtube does not say %q:\n%s", want, out)
 		}
@@ -44,13 +45,14 @@ func TestCostsShow(t *testing.T) {
 
 	var shown struct {
 		Table, API string
+		Hosts      []string
 		Budgets    []quota.Budget
 		Methods    []costs.Method
 	}
 	decode(t, e.ok("--json", "costs", "show", "youtube"), &shown)
 	tb, _ := costs.Builtin("youtube")
-	if shown.Table != "youtube" || shown.API != "youtube" || len(shown.Budgets) != 4 || len(shown.Methods) != len(tb.Methods()) {
-		t.Errorf("costs show --json: %s/%s, %d budgets, %d methods", shown.Table, shown.API, len(shown.Budgets), len(shown.Methods))
+	if shown.Table != "youtube" || shown.API != "youtube" || len(shown.Hosts) != 3 || len(shown.Budgets) != 4 || len(shown.Methods) != len(tb.Methods()) {
+		t.Errorf("costs show --json: %s/%s, hosts %q, %d budgets, %d methods", shown.Table, shown.API, shown.Hosts, len(shown.Budgets), len(shown.Methods))
 	}
 
 	// A table file; a bad one names its line and field.
@@ -58,7 +60,7 @@ func TestCostsShow(t *testing.T) {
 	good := filepath.Join(dir, "vimeo.yaml")
 	os.WriteFile(good, []byte("api: vimeo\nbudgets:\n  - {name: calls, limit: 1000, window: sliding:1h}\nmethods:\n  videos.get: {routes: [\"GET /videos/{id}\"], cost: {calls: 1}}\n"), 0o600)
 	out = e.ok("costs", "show", "vimeo", "--table", good)
-	if !regexpLine(out, `^videos\.get\s+calls=1\s+GET /videos/\{id\}$`) {
+	if !regexpLine(out, `^videos\.get\s+calls=1\s+GET /videos/\{id\}$`) || !strings.Contains(out, "Hosts: any (the table names none)\n") {
 		t.Errorf("costs show --table FILE:\n%s", out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
