@@ -68,8 +68,12 @@ func TestPriceHosts(t *testing.T) {
 		t.Fatalf("server-side request: %+v, %v", ch, err)
 	}
 	in.Host = "other.example"
-	if _, err := tb.Price(in); !errors.Is(err, quota.ErrForeignHost) {
+	if _, err := tb.Price(in); !errors.Is(err, quota.ErrForeignHost) || !strings.HasSuffix(err.Error(), ", not to other.example") {
 		t.Fatalf("server-side request to another host: %v", err)
+	}
+	in.Host = ""
+	if _, err := tb.Price(in); !errors.Is(err, quota.ErrForeignHost) || !strings.HasSuffix(err.Error(), ", not a request naming no host") {
+		t.Fatalf("a request naming no host: %v", err)
 	}
 }
 

@@ -503,8 +503,12 @@ func (t *Table) Resolve(httpMethod, target string) (string, bool) {
 // map is shared: do not modify it.
 func (t *Table) Price(req *http.Request) (quota.Charge, error) {
 	if !t.pricesHost(req) {
-		return quota.Charge{}, fmt.Errorf("%w: table %s prices requests to %s, not to %s",
-			quota.ErrForeignHost, t.API, strings.Join(t.spec.Hosts, ", "), requestHost(req))
+		to := "to " + requestHost(req)
+		if to == "to " {
+			to = "a request naming no host"
+		}
+		return quota.Charge{}, fmt.Errorf("%w: table %s prices requests to %s, not %s",
+			quota.ErrForeignHost, t.API, strings.Join(t.spec.Hosts, ", "), to)
 	}
 	if r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery); r != nil {
 		if r.m.Deprecated != "" {
