@@ -233,10 +233,7 @@ func (s *racingStore) UpdateCredential(ctx context.Context, api string, u quota.
 func TestTransportUnnamedOwnerYieldsToAConcurrentOwner(t *testing.T) {
 	const secret = "AIza-key-1"
 	ctx := context.Background()
-	table, err := costs.Builtin("youtube")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := anyHost(t, "youtube")
 	fpKey := quota.WithFingerprintKey([]byte("k"))
 	mem := quota.NewMemoryStore()
 	other, err := quota.New(mem, table.API, table.Budgets, fpKey)
