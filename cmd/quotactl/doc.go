@@ -17,7 +17,7 @@
 //	take API (--label L | --credential-env VAR | --credential-file F) [--label L] --cost N [--budget B] [--method M]
 //	refund RESERVATION-ID
 //	status [API] [--label L]
-//	history API --label L [--budget B] [--every 1h]
+//	history API (--label L | --owner NAME) [--budget B] [--every 1h]
 //	exhaust API --label L --budget B --until TIME
 //	adjust API --label L --budget B --used N
 //	reset API --label L [--budget B] --yes

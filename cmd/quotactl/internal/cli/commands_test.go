@@ -871,3 +871,66 @@ func TestAdjustWithOpenLease(t *testing.T) {
 		t.Fatalf("status after the lease admitted its block: %+v, want 7 used", u)
 	}
 }
+
+// TestHistoryByOwner: history charts an owner's budgets with --owner alone
+// (they are kept per owner); an --owner that is not the one the store
+// records for the credential named is a usage error saying so, on a store
+// opened read-only (where the command used to fail on a write it should not
+// try) and on a writable one (where it used to move the credential to that
+// owner).
+func TestHistoryByOwner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("budget", "set", "youtube/units", "--limit", "10", "--window", "1h")
+	e.vars["P1"], e.vars["P2"] = "AIzaSy-owner-one", "AIzaSy-owner-two"
+	e.ok("take", "youtube", "--credential-env", "P1", "--label", "k1", "--owner", "proj", "--cost", "4")
+	e.ok("take", "youtube", "--credential-env", "P2", "--label", "k2", "--owner", "proj", "--cost", "3")
+
+	out := e.ok("history", "youtube", "--owner", "proj")
+	if !strings.HasPrefix(out, "youtube/units for owner proj: 7 of 10 used in the window") {
+		t.Errorf("history --owner proj:\n%s", out)
+	}
+	var charts []historyJSON
+	decode(t, e.ok("--json", "history", "youtube", "--owner", "proj"), &charts)
+	if len(charts) != 1 || charts[0].Owner != "proj" || charts[0].Used != 7 || charts[0].Credential != "" || charts[0].Fingerprint != "" {
+		t.Errorf("history --owner proj --json: %+v", charts)
+	}
+	// The owner's credential with its own owner named: the same chart.
+	if out := e.ok("history", "youtube", "--label", "k1", "--owner", "proj"); !strings.HasPrefix(out, "youtube/units for k1 (owner proj): 7 of 10") {
+		t.Errorf("history --label k1 --owner proj:\n%s", out)
+	}
+
+	// Read-only (the SQLite file through --store).
+	r := e.run("history", "youtube", "--label", "k1", "--owner", "other")
+	if r.code != ExitUsage {
+		t.Errorf("history --label k1 --owner other: exit %d, want 2 (%s)", r.code, r.errOut)
+	}
+	oneLine(t, r.errOut, `--owner "other"`, "k1", "kept under owner proj", "--owner alone")
+	if strings.Contains(r.errOut, "read-only") {
+		t.Errorf("stderr %q blames the read-only store", r.errOut)
+	}
+	e.vars["P3"] = "AIzaSy-owner-one"
+	r = e.run("history", "youtube", "--credential-env", "P3", "--owner", "other")
+	if r.code != ExitUsage {
+		t.Errorf("history --credential-env P3 --owner other: exit %d, want 2 (%s)", r.code, r.errOut)
+	}
+	oneLine(t, r.errOut, `--owner "other"`, "kept under owner proj")
+	r = e.run("history", "youtube", "--owner", "nobody")
+	if r.code != ExitUsage {
+		t.Errorf("history --owner nobody: exit %d, want 2", r.code)
+	}
+	oneLine(t, r.errOut, `unknown owner "nobody"`, "proj")
+
+	// A writable store (Redis has no read-only mode): history moves nothing.
+	g, _, errOut := e.g()
+	if code := g.main(context.Background(), []string{"history", "youtube", "--label", "k1", "--owner", "other"}); code != ExitUsage {
+		t.Errorf("history on a writable store: exit %d, want 2 (%s)", code, errOut)
+	}
+	var creds []credentialRowJSON
+	decode(t, e.ok("--json", "credential", "list"), &creds)
+	for _, c := range creds {
+		if c.Owner != "proj" {
+			t.Errorf("history moved credential %s to owner %q", c.Label, c.Owner)
+		}
+	}
+}

@@ -27,8 +27,8 @@ func newCmdHistory(g *globals, runF func(context.Context, *historyOptions) error
 	opts := &historyOptions{globals: g}
 	var every string
 	c := &cobra.Command{
-		Use:   "history API --label L [--budget B] [--every 1h]",
-		Short: "Chart a credential's usage over the window",
+		Use:   "history API (--label L | --owner NAME) [--budget B] [--every 1h]",
+		Short: "Chart a credential's or an owner's usage over the window",
 		Long: `Chart the units a credential spent in each budget's current window (the
 entries that still count), bucketed by --every, as a horizontal bar chart:
 one line per bucket with its start time, a bar and the units. Without
@@ -40,13 +40,18 @@ midnight), else in the display zone. Bars are to the scale of the limit: a
 full bar is a bucket that spent the whole limit. Below the chart, the units
 each method and each job spent in the window (the store keeps them per hour).
 Budgets are kept per owner: the chart is the owner's, every credential of
-it together.
+it together; --owner NAME alone charts that owner's. history only reads: an
+--owner given with a credential must be the owner the store records for it
+(a command that writes, such as take, moves a credential to the --owner it
+is given).
 
 JSON: an array, one element per budget: {api, owner, budget, credential,
 fingerprint, window, used, limit, from, to, every_seconds, zone, buckets:
 [{start, end, units, calls, methods}], methods, jobs}; methods and jobs map a
-name to units, methods per bucket only when buckets are whole hours.`,
+name to units, methods per bucket only when buckets are whole hours;
+credential and fingerprint are empty with --owner alone.`,
 		Example: `  quotactl history youtube --label yt-key-1
+  quotactl history youtube --owner my-project --budget units
   quotactl history youtube --label yt-key-1 --budget search --every 30m --json`,
 		Args: exactArgs(1, "one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -241,17 +246,21 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 		}
 		budgets = []quota.Budget{b}
 	}
-	if !opts.Cred.given() {
-		return usageErrorf("missing credential: give --label L (or --credential-env VAR or --credential-file FILE)")
-	}
-	c, err := opts.credential(ctx, opts.Cred, info)
+	c, err := opts.historyOf(ctx, info)
 	if err != nil {
 		return err
 	}
 	now := opts.now()
 	var charts []historyJSON
 	for _, b := range budgets {
-		entries, err := l.Entries(ctx, c.Credential, b.Name)
+		var entries []quota.Entry
+		if c.Fingerprint == "" {
+			// --owner alone: the owner's log, whichever of its credentials
+			// spent it.
+			entries, err = l.Store().Entries(ctx, &quota.EntriesRequest{API: info.Name, Owner: c.Account, Budget: b, Now: opts.storeNow()})
+		} else {
+			entries, err = l.Entries(ctx, c.Credential, b.Name)
+		}
 		if err != nil {
 			return err
 		}
@@ -293,6 +302,53 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 	return nil
 }
 
+// historyOf resolves whose usage history charts: the credential named
+// (--label, --credential-env or --credential-file), or with --owner alone
+// that owner (budgets are kept per owner). history only reads: an --owner
+// that is not the one the store records for the credential named is an
+// error, never a move of the credential to that owner (which a write
+// command with --owner does).
+func (opts *historyOptions) historyOf(ctx context.Context, info quota.APIInfo) (cred, error) {
+	owner := opts.Cred.Owner
+	if owner != "" {
+		if err := quota.CheckName("owner", owner); err != nil {
+			return cred{}, usageErrorf("bad --owner %q: letters, digits, '.', '_' and '-' only", owner)
+		}
+	}
+	if !opts.Cred.given() {
+		if owner == "" {
+			return cred{}, usageErrorf("missing credential: give --label L (or --credential-env VAR or --credential-file FILE), or --owner NAME for an owner's usage")
+		}
+		var owners []string
+		for _, k := range info.Credentials {
+			if k.Owner == owner {
+				return cred{Account: owner}, nil
+			}
+			owners = append(owners, k.Owner)
+		}
+		slices.Sort(owners)
+		known := "it knows none"
+		if len(owners) > 0 {
+			known = "owners: " + strings.Join(slices.Compact(owners), ", ")
+		}
+		return cred{}, usageErrorf("unknown owner %q: no credential of %s belongs to it (%s)", owner, info.Name, known)
+	}
+	c, err := opts.credential(ctx, opts.Cred, info)
+	if err != nil {
+		return cred{}, err
+	}
+	if owner == "" {
+		return c, nil
+	}
+	for _, k := range info.Credentials {
+		if k.ID == c.Fingerprint && k.Owner != owner {
+			return cred{}, usageErrorf("--owner %q: credential %s of %s is kept under owner %s, and history only reads: it moves no credential to another owner; leave --owner out for %s's chart, or give --owner alone for another owner's",
+				owner, c.name(), info.Name, ownerName(k.Owner), ownerName(k.Owner))
+		}
+	}
+	return c, nil
+}
+
 // chartWidth is the bar of a bucket that spent the whole limit, in
 // characters: bars are to the scale of the limit, not of the busiest bucket.
 const chartWidth = 40
@@ -304,7 +360,10 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 		loc = g.location()
 	}
 	who := c.name()
-	if h.Owner != "" && h.Owner != c.Fingerprint {
+	switch {
+	case c.Fingerprint == "":
+		who = "owner " + ownerName(h.Owner) // --owner alone
+	case h.Owner != "" && h.Owner != c.Fingerprint:
 		who += " (owner " + ownerName(h.Owner) + ")"
 	}
 	fmt.Fprintf(w, "%s/%s for %s: %d of %d used in the window (%s), per %s in %s; a full bar is the limit\n",
