@@ -31,8 +31,10 @@
 // # The store
 //
 // --store URL, else $QUOTA_STORE, else sqlite:$XDG_STATE_HOME/quotactl/quota.db
-// (or ~/.local/state/quotactl/quota.db; the directory is created on first
-// use). The URL forms are quota/storeurl's: sqlite:PATH, sqlite:///ABS/PATH,
+// (or ~/.local/state/quotactl/quota.db). Only budget set creates a store
+// (and the default one's directory): commands that only read say that there
+// is none yet, and the other commands that write fail with exit 2, creating
+// nothing. The URL forms are quota/storeurl's: sqlite:PATH, sqlite:///ABS/PATH,
 // memory:, redis://[USER:PASS@]HOST:PORT/DB, rediss://...,
 // redis+sentinel://[:PASS@]HOST:PORT[,HOST:PORT]/MASTER[/DB] and
 // redis+cluster://HOST:PORT[,HOST:PORT...], with ?prefix= for the Redis key
@@ -55,7 +57,8 @@
 //	   charged is no longer defined), any other failure
 //	2  usage: unknown command or flag, bad or missing value (duration, zone,
 //	   cost <= 0, missing credential), unknown API, budget or label,
-//	   malformed store URL, reset without --yes
+//	   malformed store URL, no store at the URL (a command that writes),
+//	   reset without --yes
 //	3  a budget is spent: stderr names the budget and when it frees up
 //	   (take; costs estimate when the run does not fit what is left)
 //	4  the cost is larger than a budget's whole limit: it can never succeed

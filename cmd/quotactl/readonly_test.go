@@ -114,6 +114,41 @@ func TestReadOnlyCommandOnMissingDefaultStore(t *testing.T) {
 	}
 }
 
+// TestWriteCommandOnMissingDefaultStore: a command that writes but needs
+// what a store records fails on a default store that does not exist, says
+// so, and creates nothing, not even the state directory; budget set creates
+// the store.
+func TestWriteCommandOnMissingDefaultStore(t *testing.T) {
+	bin := buildBinary(t)
+	home := t.TempDir()
+	state := filepath.Join(home, "state")
+	env := []string{"HOME=" + home, "XDG_STATE_HOME=" + state, "KEY=AIzaSy-missing-default"}
+	for _, args := range [][]string{
+		{"adjust", "youtube", "--label", "k", "--budget", "units", "--used", "3"},
+		{"take", "youtube", "--credential-env", "KEY", "--cost", "1"},
+		{"budget", "set", "youtube/units", "--limit", "0", "--window", "1h"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("quotactl %v: %v, want exit 2: %s", args, err, errOut.String())
+		}
+		if args[0] != "budget" {
+			want := "no store at sqlite:" + filepath.Join(state, "quotactl", "quota.db") + " (the default store)"
+			if !strings.Contains(errOut.String(), want) {
+				t.Errorf("quotactl %v: stderr %q; want it to say %q", args, errOut.String(), want)
+			}
+		}
+		if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("quotactl %v created %s", args, state)
+		}
+	}
+}
+
 func copyBinary(t *testing.T, from, to string) {
 	t.Helper()
 	in, err := os.Open(from)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -77,6 +78,12 @@ type globals struct {
 	// error, instead of the empty store it would be: for serve, which would
 	// otherwise watch an empty store forever.
 	mustExist bool
+	// noCreate is set while a command that writes, but can only succeed
+	// on a store that already records something (every one but budget
+	// set), runs: an SQLite file that does not exist is an error, and
+	// nothing is created (not the file, nor the default store's
+	// directory).
+	noCreate bool
 
 	store    quota.Store
 	ownStore bool
@@ -222,7 +229,7 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 	if u == "" {
 		if v, ok := g.env(storeEnv); ok && v != "" {
 			u = v
-		} else if g.readOnly {
+		} else if g.readOnly || g.noCreate {
 			// The default file, not created (nor its directory) to read
 			// nothing from it.
 			p, err := storeurl.DefaultPath()
@@ -236,6 +243,11 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 				return nil, err
 			}
 			u = d
+		}
+	}
+	if g.noCreate && !g.readOnly {
+		if err := g.checkExists(u); err != nil {
+			return nil, err
 		}
 	}
 	open := g.open
@@ -271,6 +283,35 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 	}
 	g.store, g.ownStore = st, true
 	return st, nil
+}
+
+// checkExists returns a usage error when u names an SQLite file that does
+// not exist: for a command that needs what a store records, which opening
+// the file would create empty, and then fail on anyway.
+func (g *globals) checkExists(u string) error {
+	spec, err := storeurl.Parse(u)
+	if err != nil || spec.Kind != storeurl.SQLite {
+		return nil // Open says what is wrong with the URL
+	}
+	if _, err := os.Stat(spec.Path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	from, fix := "--store", "check the URL"
+	switch {
+	case g.storeURL != "":
+	case g.envStore() != "":
+		from = "$" + storeEnv
+	default:
+		from, fix = "the default store", "name the store with --store URL or $"+storeEnv
+	}
+	return usageErrorf("no store at %s (%s): nothing is recorded there yet; %s, or create the store with 'quotactl budget set API/BUDGET --limit N --daily ZONE'",
+		storeurl.Redact(u), from, fix)
+}
+
+// envStore is $QUOTA_STORE, or "" when it is unset or empty.
+func (g *globals) envStore() string {
+	v, _ := g.env(storeEnv)
+	return v
 }
 
 // limiterOptions are the options every limiter the CLI makes gets.

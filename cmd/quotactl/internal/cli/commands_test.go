@@ -649,6 +649,58 @@ func TestEmptyStore(t *testing.T) {
 	}
 }
 
+// TestWriteOnMissingStore: a command that writes but needs what a store
+// records (every one but budget set) fails on an SQLite file that does not
+// exist, saying so, and creates nothing; budget set with a bad value
+// creates nothing either, and a good one creates the store.
+func TestWriteOnMissingStore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := filepath.Dir(e.path)
+	e.vars["KEY"] = "AIzaSy-missing-store"
+	empty := func(what string) {
+		t.Helper()
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			t.Errorf("%s left %s behind", what, ents[0].Name())
+			os.RemoveAll(dir)
+			os.Mkdir(dir, 0o755)
+		}
+	}
+	for _, args := range [][]string{
+		{"adjust", "youtube", "--label", "k", "--budget", "units", "--used", "3"},
+		{"exhaust", "youtube", "--label", "k", "--budget", "units", "--until", "reset"},
+		{"take", "youtube", "--credential-env", "KEY", "--cost", "1"},
+		{"refund", "youtube/0123456789abcdef01234567/1a2b3c4d5e.XYZ"},
+		{"reset", "youtube", "--label", "k", "--yes"},
+		{"budget", "delete", "youtube/units"},
+		{"credential", "rotate", "youtube", "k", "--credential-env", "KEY"},
+		{"credential", "relabel", "youtube", "k", "k2"},
+		{"credential", "forget", "youtube", "k"},
+	} {
+		r := e.run(args...)
+		if r.code != ExitUsage {
+			t.Errorf("quotactl %v on a missing store: exit %d, want 2 (%s)", args, r.code, r.errOut)
+		}
+		oneLine(t, r.errOut, "no store at "+e.url, "--store", "budget set")
+		empty(strings.Join(args, " "))
+	}
+	for _, args := range [][]string{
+		{"budget", "set", "youtube/units", "--limit", "0", "--window", "1h"},
+		{"budget", "set", "youtube/units", "--limit", "10", "--daily", "Nowhere/Zone"},
+		{"budget", "set", "youtube", "--limit", "10", "--window", "1h"},
+	} {
+		if r := e.run(args...); r.code != ExitUsage {
+			t.Errorf("quotactl %v: exit %d, want 2 (%s)", args, r.code, r.errOut)
+		}
+		empty(strings.Join(args, " "))
+	}
+	e.ok("budget", "set", "youtube/units", "--limit", "10", "--window", "1h")
+	if _, err := os.Stat(e.path); err != nil {
+		t.Errorf("budget set did not create the store: %v", err)
+	}
+	e.ok("take", "youtube", "--credential-env", "KEY", "--label", "k", "--cost", "1")
+}
+
 func TestVersionAndCompletion(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

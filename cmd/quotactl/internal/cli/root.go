@@ -20,6 +20,9 @@ delete' removes the override. 'budget list' says which applies.
 
 Commands that only look (status, list, history, jobs, costs, budget list,
 credential list) open the store read-only: they never write or create it.
+Of the commands that write, only 'budget set' creates a store: the others
+need what one records, so on an SQLite file that does not exist they fail
+(exit 2) and create nothing.
 
 Credentials are never flag values: --credential-env VAR reads the secret from an
 environment variable, --credential-file F from the first line of a file, and
@@ -38,7 +41,8 @@ Exit codes:
      is no longer defined), any other failure
   2  usage: unknown command or flag, bad or missing value (duration, zone,
      cost <= 0, missing credential), unknown API, budget or label, malformed
-     store URL, reset without --yes
+     store URL, no store at the URL (a command that writes), reset without
+     --yes
   3  a budget is spent: stderr names the budget and when it frees up
   4  the cost is larger than a budget's limit: it can never succeed
 
@@ -111,13 +115,23 @@ var readOnlyCommands = map[string]bool{
 	"quotactl serve":           true,
 }
 
+// createsStore are the commands that write and can succeed on a store that
+// does not exist yet: they create it. Every other command that writes needs
+// what a store records (a budget, a credential, a reservation), so on an
+// SQLite file that does not exist it fails without creating it (see
+// globals.noCreate).
+var createsStore = map[string]bool{
+	"quotactl budget set": true,
+}
+
 // markRun wraps every command's RunE so that its errors are told apart from
-// cobra's own (see describe), and so that read-only commands open the store
-// read-only.
+// cobra's own (see describe), so that read-only commands open the store
+// read-only, and so that only the commands that can create a store do.
 func markRun(g *globals, c *cobra.Command) {
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			g.readOnly = readOnlyCommands[cmd.CommandPath()]
+			g.noCreate = !g.readOnly && !createsStore[cmd.CommandPath()]
 			if err := run(cmd, args); err != nil {
 				return &runError{err: err}
 			}
