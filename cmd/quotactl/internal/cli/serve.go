@@ -118,10 +118,27 @@ func isLoopback(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
+// checkPort returns a usage error unless addr's port is one net.Listen
+// takes: a number from 0 to 65535 or a service name (such as http); empty
+// means 0, any free port.
+func checkPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return nil // isLoopback says what is wrong
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usageErrorf("--listen %q: bad port %q: want a port number from 0 to 65535 (or a service name), such as 127.0.0.1:8080", addr, port)
+	}
+	return nil
+}
+
 func serveRun(ctx context.Context, opts *serveOptions) error {
 	loop, err := isLoopback(opts.Listen)
 	if err != nil {
 		return usageErrorf("--listen %q: want HOST:PORT, such as 127.0.0.1:8080: %v", opts.Listen, err)
+	}
+	if err := checkPort(opts.Listen); err != nil {
+		return err
 	}
 	token, err := opts.token()
 	if err != nil {

@@ -140,3 +140,27 @@ func TestServeNeedsTokenBeyondLoopback(t *testing.T) {
 		t.Errorf("serve does not say a token is required: %q", out)
 	}
 }
+
+// TestServeBadListen: a --listen address that cannot be listened on for
+// what it says (a port out of range or not a port) is a usage error naming
+// the flag and the value, whether or not a token is given, and before any
+// complaint about the token.
+func TestServeBadListen(t *testing.T) {
+	e := newEnv(t)
+	e.setup()
+	for _, token := range []string{"", "tok-0123456789-abcdef"} {
+		if token != "" {
+			e.vars[tokenEnv] = token
+		}
+		for _, addr := range []string{":99999", "127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:no-such-port", "[::1]:65536"} {
+			r := e.run("serve", "--listen", addr)
+			if r.code != ExitUsage {
+				t.Errorf("serve --listen %s (token %t): exit %d, want 2 (%s)", addr, token != "", r.code, r.errOut)
+			}
+			oneLine(t, r.errOut, `--listen "`+addr+`"`, "port", "0 to 65535")
+			if token != "" && strings.Contains(r.errOut, token) {
+				t.Errorf("stderr shows the token: %q", r.errOut)
+			}
+		}
+	}
+}
