@@ -31,7 +31,8 @@
 // # The store
 //
 // --store URL, else $QUOTA_STORE, else sqlite:$XDG_STATE_HOME/quotactl/quota.db
-// (or ~/.local/state/quotactl/quota.db). Only budget set creates a store
+// (or ~/.local/state/quotactl/quota.db); an empty --store, or a $QUOTA_STORE
+// set but empty, is a usage error, not the default. Only budget set creates a store
 // (and the default one's directory): commands that only read say that there
 // is none yet, and the other commands that write fail with exit 2, creating
 // nothing. The URL forms are quota/storeurl's: sqlite:PATH, sqlite:///ABS/PATH,
@@ -57,7 +58,7 @@
 //	   charged is no longer defined), any other failure
 //	2  usage: unknown command or flag, bad or missing value (duration, zone,
 //	   cost <= 0, missing credential), unknown API, budget or label,
-//	   malformed store URL, no store at the URL (a command that writes),
+//	   malformed or empty store URL, no store at the URL (a command that writes),
 //	   reset without --yes
 //	3  a budget is spent: stderr names the budget and when it frees up
 //	   (take; costs estimate when the run does not fit what is left)

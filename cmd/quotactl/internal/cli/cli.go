@@ -69,7 +69,9 @@ func Main(ctx context.Context, args []string, io *IO) int {
 type globals struct {
 	io       *IO
 	storeURL string // --store; empty when not given
-	json     bool
+	// storeGiven is set when --store was given, even empty (an error).
+	storeGiven bool
+	json       bool
 
 	// readOnly is set while a command that only reads runs: the store is
 	// opened with storeurl.OpenReadOnly.
@@ -220,16 +222,17 @@ const storeEnv = "QUOTA_STORE"
 const fingerprintKeyEnv = "QUOTA_FINGERPRINT_KEY"
 
 // Store returns the store, opening it on first use: --store, else
-// $QUOTA_STORE, else storeurl.Default().
+// $QUOTA_STORE, else storeurl.Default() (see storeSource).
 func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 	if g.store != nil {
 		return g.store, nil
 	}
-	u := g.storeURL
+	u, from, err := g.storeSource()
+	if err != nil {
+		return nil, err
+	}
 	if u == "" {
-		if v, ok := g.env(storeEnv); ok && v != "" {
-			u = v
-		} else if g.readOnly || g.noCreate {
+		if g.readOnly || g.noCreate {
 			// The default file, not created (nor its directory) to read
 			// nothing from it.
 			p, err := storeurl.DefaultPath()
@@ -246,7 +249,7 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 		}
 	}
 	if g.noCreate && !g.readOnly {
-		if err := g.checkExists(u); err != nil {
+		if err := checkExists(u, from); err != nil {
 			return nil, err
 		}
 	}
@@ -263,10 +266,8 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 		// exist (or holds no store yet): say so, create nothing, and
 		// show the empty store it would be.
 		what := storeurl.Redact(u)
-		if g.storeURL == "" {
-			if v, ok := g.env(storeEnv); !ok || v == "" {
-				what += " (the default store)"
-			}
+		if from == defaultStore {
+			what += " (the default store)"
 		}
 		fmt.Fprintf(g.io.ErrOut, "quotactl: no store at %s yet: nothing is recorded (the first command that writes, such as 'quotactl budget set', creates it)\n", what)
 		g.store, g.ownStore = quota.NewMemoryStore(), true
@@ -285,10 +286,36 @@ func (g *globals) Store(ctx context.Context) (quota.Store, error) {
 	return st, nil
 }
 
-// checkExists returns a usage error when u names an SQLite file that does
-// not exist: for a command that needs what a store records, which opening
-// the file would create empty, and then fail on anyway.
-func (g *globals) checkExists(u string) error {
+// defaultStore is what storeSource says of a store named by neither
+// --store nor $QUOTA_STORE.
+const defaultStore = "the default store"
+
+// storeSource returns the store URL given and where it comes from: --store
+// when the flag is given, else $QUOTA_STORE when it is set, else "" from
+// the default store (which Store picks). A --store or $QUOTA_STORE given
+// empty is a usage error, not the default store: a script whose variable is
+// unset must not meter against another store than the one it meant.
+func (g *globals) storeSource() (u, from string, err error) {
+	if g.storeGiven || g.storeURL != "" {
+		if strings.TrimSpace(g.storeURL) == "" {
+			return "", "", usageErrorf("--store %q: empty store URL; give a URL (such as sqlite:quota.db or redis://HOST:6379/0), or leave --store out for $%s or the default store", g.storeURL, storeEnv)
+		}
+		return g.storeURL, "--store", nil
+	}
+	if v, ok := g.env(storeEnv); ok {
+		if strings.TrimSpace(v) == "" {
+			return "", "", usageErrorf("$%s is set but empty: give it a store URL (such as sqlite:quota.db), or unset it for the default store", storeEnv)
+		}
+		return v, "$" + storeEnv, nil
+	}
+	return "", defaultStore, nil
+}
+
+// checkExists returns a usage error when u, from where storeSource says,
+// names an SQLite file that does not exist: for a command that needs what a
+// store records, which opening the file would create empty, and then fail
+// on anyway.
+func checkExists(u, from string) error {
 	spec, err := storeurl.Parse(u)
 	if err != nil || spec.Kind != storeurl.SQLite {
 		return nil // Open says what is wrong with the URL
@@ -296,22 +323,12 @@ func (g *globals) checkExists(u string) error {
 	if _, err := os.Stat(spec.Path); !errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	from, fix := "--store", "check the URL"
-	switch {
-	case g.storeURL != "":
-	case g.envStore() != "":
-		from = "$" + storeEnv
-	default:
-		from, fix = "the default store", "name the store with --store URL or $"+storeEnv
+	fix := "check the URL"
+	if from == defaultStore {
+		fix = "name the store with --store URL or $" + storeEnv
 	}
 	return usageErrorf("no store at %s (%s): nothing is recorded there yet; %s, or create the store with 'quotactl budget set API/BUDGET --limit N --daily ZONE'",
 		storeurl.Redact(u), from, fix)
-}
-
-// envStore is $QUOTA_STORE, or "" when it is unset or empty.
-func (g *globals) envStore() string {
-	v, _ := g.env(storeEnv)
-	return v
 }
 
 // limiterOptions are the options every limiter the CLI makes gets.

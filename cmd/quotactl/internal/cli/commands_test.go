@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -984,5 +985,52 @@ func TestHistoryByOwner(t *testing.T) {
 		if c.Owner != "proj" {
 			t.Errorf("history moved credential %s to owner %q", c.Label, c.Owner)
 		}
+	}
+}
+
+// TestEmptyStoreURL: an explicitly empty --store, or a $QUOTA_STORE set but
+// empty, is a usage error naming it, never a fallback to the default store;
+// with neither given the default store is used.
+func TestEmptyStoreURL(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state) // the default store, if anything opens it
+	e := newEnv(t)
+	run := func(args ...string) result {
+		t.Helper()
+		out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+		code := Main(context.Background(), args, e.io(out, errOut))
+		return result{code, out.String(), errOut.String()}
+	}
+	for _, args := range [][]string{
+		{"--store", "", "status"},
+		{"--store=", "list"},
+		{"--store", " ", "budget", "set", "youtube/units", "--limit", "10", "--window", "1h"},
+	} {
+		r := run(args...)
+		if r.code != ExitUsage {
+			t.Errorf("quotactl %q: exit %d, want 2 (stdout %q, stderr %q)", args, r.code, r.out, r.errOut)
+		}
+		oneLine(t, r.errOut, "--store", "empty store URL")
+	}
+	// --store wins over $QUOTA_STORE, empty or not.
+	e.vars["QUOTA_STORE"] = ""
+	r := run("status")
+	if r.code != ExitUsage {
+		t.Errorf("status with $QUOTA_STORE empty: exit %d, want 2 (stdout %q, stderr %q)", r.code, r.out, r.errOut)
+	}
+	oneLine(t, r.errOut, "$QUOTA_STORE", "empty")
+	if r := run("--store", e.url, "budget", "set", "youtube/units", "--limit", "10", "--window", "1h"); r.code != 0 {
+		t.Errorf("--store URL with $QUOTA_STORE empty: exit %d (%s)", r.code, r.errOut)
+	}
+	if ents, _ := os.ReadDir(state); len(ents) > 0 {
+		t.Errorf("the default store's directory was created: %s", ents[0].Name())
+	}
+	// Neither: the default store.
+	delete(e.vars, "QUOTA_STORE")
+	if r := run("budget", "set", "youtube/units", "--limit", "10", "--window", "1h"); r.code != 0 {
+		t.Errorf("budget set on the default store: exit %d (%s)", r.code, r.errOut)
+	}
+	if _, err := os.Stat(filepath.Join(state, "quotactl", "quota.db")); err != nil {
+		t.Errorf("the default store: %v", err)
 	}
 }

@@ -9,8 +9,9 @@ the store next to the usage.
 
 The store is --store URL, else $QUOTA_STORE, else an SQLite file in the user's
 state directory ($XDG_STATE_HOME/quotactl/quota.db, or
-~/.local/state/quotactl/quota.db). URLs: sqlite:PATH, sqlite:///ABS/PATH,
-memory:, redis://[USER:PASS@]HOST:PORT/DB, rediss://..., 
+~/.local/state/quotactl/quota.db). An empty --store, or a $QUOTA_STORE set
+but empty, is an error, not the default store. URLs: sqlite:PATH,
+sqlite:///ABS/PATH, memory:, redis://[USER:PASS@]HOST:PORT/DB, rediss://..., 
 redis+sentinel://[:PASS@]HOST:PORT[,HOST:PORT]/MASTER[/DB],
 redis+cluster://HOST:PORT[,HOST:PORT...]; ?prefix= sets the Redis key prefix.
 
@@ -41,8 +42,8 @@ Exit codes:
      is no longer defined), any other failure
   2  usage: unknown command or flag, bad or missing value (duration, zone,
      cost <= 0, missing credential), unknown API, budget or label, malformed
-     store URL, no store at the URL (a command that writes), reset without
-     --yes
+     or empty store URL, no store at the URL (a command that writes), reset
+     without --yes
   3  a budget is spent: stderr names the budget and when it frees up
   4  the cost is larger than a budget's limit: it can never succeed
 
@@ -132,6 +133,7 @@ func markRun(g *globals, c *cobra.Command) {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			g.readOnly = readOnlyCommands[cmd.CommandPath()]
 			g.noCreate = !g.readOnly && !createsStore[cmd.CommandPath()]
+			g.storeGiven = cmd.Flags().Changed("store")
 			if err := run(cmd, args); err != nil {
 				return &runError{err: err}
 			}

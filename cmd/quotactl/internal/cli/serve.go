@@ -209,14 +209,11 @@ func serveRun(ctx context.Context, opts *serveOptions) error {
 // storeName is the store URL in use, for messages (redact it before
 // printing).
 func (g *globals) storeName() string {
-	if g.storeURL != "" {
-		return g.storeURL
+	if u, _, err := g.storeSource(); err == nil && u != "" {
+		return u
 	}
-	if v, ok := g.env(storeEnv); ok && v != "" {
-		return v
-	}
-	if d, err := storeurl.Default(); err == nil {
-		return d
+	if d, err := storeurl.DefaultPath(); err == nil {
+		return storeurl.SQLiteURL(d) // the path alone: serve creates nothing
 	}
 	return "(default)"
 }
