@@ -74,3 +74,50 @@ func TestCompletionFromStore(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletionOfCredentialsAndReservations: the credential subcommands
+// complete the API, then the credentials it knows (labels, and the
+// fingerprints of credentials without one, which only a fingerprint names);
+// refund completes a reservation ID a step at a time: API/, API/ACCOUNT/,
+// then the IDs still in their window, and the ID completed refunds.
+func TestCompletionOfCredentialsAndReservations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setup()
+	e.ok("budget", "set", "github/core", "--limit", "5000", "--window", "1h")
+	e.vars["GH"], e.vars["NEW"] = "ghp-completion", "AIzaSy-key-rotated"
+	id := strings.TrimSpace(e.ok("take", "github", "--credential-env", "GH", "--label", "gh-bot", "--owner", "acme", "--cost", "7"))
+	e.ok("credential", "rotate", "youtube", "yt-key-1", "--credential-env", "NEW")
+	old := quota.DefaultFingerprint("AIzaSy-key-one")
+
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"credential", "list", ""}, []string{"github", "youtube"}},
+		{[]string{"credential", "rotate", ""}, []string{"github", "youtube"}},
+		{[]string{"credential", "rotate", "github", ""}, []string{"gh-bot"}},
+		{[]string{"credential", "relabel", "youtube", ""}, []string{old, "yt-key-1"}},
+		{[]string{"credential", "relabel", "youtube", "yt-key-1", ""}, nil},
+		{[]string{"credential", "forget", "youtube", ""}, []string{old, "yt-key-1"}},
+		{[]string{"credential", "forget", "youtube", old, ""}, nil},
+		{[]string{"refund", ""}, []string{"github/", "youtube/"}},
+		{[]string{"refund", "gith"}, []string{"github/"}},
+		{[]string{"refund", "github/"}, []string{"github/acme/"}},
+		{[]string{"refund", "youtube/"}, []string{"youtube/" + old + "/"}},
+		{[]string{"refund", "github/acme/"}, []string{id}},
+		{[]string{"refund", id, ""}, nil},
+	} {
+		got := completions(t, e, c.args...)
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("complete %q: %q, want %q", c.args, got, c.want)
+		}
+	}
+	if out := e.ok("refund", id); !strings.Contains(out, "refunded "+id) {
+		t.Errorf("refund of the completed ID: %q", out)
+	}
+	if got := completions(t, e, "refund", "github/acme/"); len(got) != 0 {
+		t.Errorf("a refunded reservation still completes: %q", got)
+	}
+}
