@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/jobs"
@@ -212,6 +214,7 @@ func TestJobs(t *testing.T) {
 	e.clock.Add(5 * time.Second)
 
 	e.tty = true
+	e.vars["COLUMNS"] = "1000" // the full table
 	out := e.ok("jobs")
 	// NEXT says when the next tick comes, or that the job waits for the
 	// spent budget; NEXT RUN COST prices trending's plan (5 videos.list, 2
@@ -282,4 +285,109 @@ func compactJSON(b []byte) string {
 		return err.Error()
 	}
 	return buf.String()
+}
+
+// jobsWorld is a store whose job table is wide: a job waiting for capacity
+// with a plan and a checkpoint, one that failed with a long error, one whose
+// lease another run holds (and whose second run was skipped). It returns
+// when the held run is released.
+func jobsWorld(t *testing.T) (*env, func()) {
+	t.Helper()
+	e := newEnv(t)
+	g, _, _ := e.g()
+	ss := g.store.(quota.StateStore)
+	ctx := context.Background()
+	l, err := quota.New(g.store, "youtube", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}}, quota.WithClock(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sched := jobs.New(ss, jobs.WithClock(e.clock.Now), quiet)
+	key := quota.Credential{Secret: "AIzaSy-key-one", Label: "yt-key-1"}
+	if err := sched.Add("trending-videos-backfill", "*/15 * * * *", func(ctx context.Context, run *jobs.Run) error {
+		for page := 0; ; page++ {
+			if _, err := l.Take(ctx, key, quota.Units("units", 3)); err != nil {
+				_ = run.Save(ctx, map[string]any{"page": page, "region": "US", "token": "CAoQAA-next-page-token"})
+				return err
+			}
+		}
+	}, jobs.WithPlan("youtube", "", map[string]int64{"videos.list": 5, "search.list": 2})); err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.Add("broken", "", func(ctx context.Context, run *jobs.Run) error {
+		return errors.New("upstream answered 500: backend error while listing the most popular videos of every region")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	if err := sched.Add("hourly", "0 * * * *", func(ctx context.Context, run *jobs.Run) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"trending-videos-backfill", "broken"} {
+		sched.RunOnce(ctx, name)
+		e.clock.Add(time.Minute)
+	}
+	held := make(chan struct{})
+	go func() { sched.RunOnce(ctx, "hourly"); close(held) }()
+	<-started
+	other := jobs.New(ss, jobs.WithClock(e.clock.Now), quiet)
+	if err := other.Add("hourly", "0 * * * *", func(context.Context, *jobs.Run) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := other.RunOnce(ctx, "hourly"); err != nil || rec.Outcome != jobs.Skipped {
+		t.Fatalf("hourly from another scheduler: %+v, %v", rec, err)
+	}
+	e.tty = true
+	return e, func() { close(release); <-held }
+}
+
+// TestJobsFitsEveryWidth: on a terminal, jobs and jobs NAME fit the width
+// ($COLUMNS, else the terminal's, else 80) as status does, every job shown:
+// the full table where there is room, relative times, then one block per
+// job; piped, rows keep their full times.
+func TestJobsFitsEveryWidth(t *testing.T) {
+	e, done := jobsWorld(t)
+	defer done()
+	names := []string{"trending-videos-backfill", "broken", "hourly"}
+	check := func(w int, args ...string) string {
+		t.Helper()
+		out := e.ok(args...)
+		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			if n := utf8.RuneCountInString(l); n > w {
+				t.Errorf("jobs %v at %d columns: a line of %d: %q", args, w, n, l)
+			}
+		}
+		return out
+	}
+	for w := 40; w <= 200; w += 4 {
+		e.vars["COLUMNS"] = strconv.Itoa(w)
+		out := check(w, "jobs")
+		for _, n := range names {
+			if !strings.Contains(out, n) {
+				t.Errorf("%d columns: job %s missing:\n%s", w, n, out)
+			}
+		}
+		if words := strings.Join(strings.Fields(out), " "); !strings.Contains(words, "waiting for capacity") || !strings.Contains(words, "backend error") {
+			t.Errorf("%d columns: the wait or the error is missing:\n%s", w, out)
+		}
+		if out := check(w, "jobs", "hourly"); !strings.Contains(out, "skipped") {
+			t.Errorf("%d columns: jobs hourly misses the skipped run:\n%s", w, out)
+		}
+	}
+	// No $COLUMNS: IO.Width, else 80.
+	delete(e.vars, "COLUMNS")
+	check(80, "jobs")
+	e.vars["COLUMNS"] = "1000"
+	if out := e.ok("jobs"); !regexpLine(out, `^broken\s+\S+ ago \(2026-11-22 09:01:00 UTC\)\s+failed\s`) {
+		t.Errorf("a wide terminal has the full table:\n%s", out)
+	}
+	e.tty = false
+	delete(e.vars, "COLUMNS")
+	if out := e.ok("jobs"); !regexpLine(out, "^broken\t\\S+ ago \\(2026-11-22 09:01:00 UTC\\)\tfailed\t") {
+		t.Errorf("piped, rows keep their full times:\n%s", out)
+	}
 }

@@ -34,6 +34,11 @@ the job's lease), failed, panicked, cancelled or abandoned. While the budget
 a job needs is spent, NEXT says "waiting for capacity until T": its runs do
 not start before then.
 
+On a terminal the table fits the width ($COLUMNS, else the terminal's, else
+80): times with their dates where there is room, then relative times, then
+without the columns empty for every job, then one block of lines per job.
+Piped, rows are tab-separated without a header, with full times.
+
 The expected cost is the job's plan (jobs.WithPlan: calls per method) priced
 with the cost table, as 'quotactl costs estimate' does, held against what is
 left for the API's only credential (whole budgets when it has none or
@@ -108,7 +113,8 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		Expected   []estimateBudgetJSON `json:"expected"`
 	}
 	out := []jobJSON{}
-	t := &table{header: []string{"JOB", "LAST RUN", "OUTCOME", "TOOK", "SPENT", "LEASE", "NEXT", "NEXT RUN COST", "CHECKPOINT", "DETAIL"}}
+	header := []string{"JOB", "LAST RUN", "OUTCOME", "TOOK", "SPENT", "LEASE", "NEXT", "NEXT RUN COST", "CHECKPOINT", "DETAIL"}
+	var full, brief [][]string // times with dates; relative times only
 	now := opts.now()
 	for _, name := range names {
 		recs, err := jobs.History(ctx, ss, name, 1)
@@ -126,15 +132,21 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		if err := opts.jobNow(ctx, ss, &j.Lease, &j.Waiting, &j.Next, &j.Plan, &j.Expected, name, now); err != nil {
 			return err
 		}
-		lease, next, cost := opts.leaseText(j.Lease), opts.nextText(j.Waiting, j.Next), expectedText(j.Expected)
-		row := []string{name, "-", "-", "-", "-", lease, next, cost, opts.checkpointText(j.Checkpoint), "-"}
-		if len(recs) > 0 {
-			r := recs[0]
-			j.Last = &r
-			row = []string{name, opts.when(r.Start), string(r.Outcome), took(r.Duration()), spentText(r.Spent), lease, next, cost, opts.checkpointText(j.Checkpoint), opts.detail(r)}
+		lease, cost, saved := opts.leaseText(j.Lease), expectedText(j.Expected), opts.checkpointText(j.Checkpoint)
+		for _, short := range []bool{false, true} {
+			row := []string{name, "-", "-", "-", "-", lease, opts.nextText(j.Waiting, j.Next, short), cost, saved, "-"}
+			if len(recs) > 0 {
+				r := recs[0]
+				j.Last = &r
+				row = []string{name, opts.whenIn(r.Start, short), string(r.Outcome), took(r.Duration()), spentText(r.Spent), lease, row[6], cost, saved, opts.detail(r, short)}
+			}
+			if short {
+				brief = append(brief, row)
+			} else {
+				full = append(full, row)
+			}
 		}
 		out = append(out, j)
-		t.add(row...)
 	}
 	if opts.json {
 		return opts.printJSON(out)
@@ -143,7 +155,16 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		fmt.Fprintln(opts.io.ErrOut, "no job has run yet")
 		return nil
 	}
-	return t.print(opts.io.Out, opts.io.TTY)
+	return opts.printFitted(opts.io.Out, header, full, brief)
+}
+
+// whenIn is when: "in 2h5m (2026-11-22 15:04:05 PST)", or with short
+// "in 2h5m" alone.
+func (g *globals) whenIn(t time.Time, short bool) string {
+	if short {
+		return relative(t.Sub(g.now()))
+	}
+	return g.when(t)
 }
 
 func (opts *jobsOptions) jobHistory(ctx context.Context, ss quota.StateStore) error {
@@ -169,19 +190,28 @@ func (opts *jobsOptions) jobHistory(ctx context.Context, ss quota.StateStore) er
 			Checkpoint *jobs.Checkpoint `json:"checkpoint"`
 		}{opts.Name, recs, cpp})
 	}
-	t := &table{header: []string{"START", "TRIGGER", "OUTCOME", "TOOK", "SPENT", "DETAIL"}}
+	header := []string{"START", "TRIGGER", "OUTCOME", "TOOK", "SPENT", "DETAIL"}
+	var full, brief [][]string
 	for _, r := range recs {
-		t.add(opts.when(r.Start), string(r.Trigger), string(r.Outcome), took(r.Duration()), spentText(r.Spent), opts.detail(r))
+		for _, short := range []bool{false, true} {
+			row := []string{opts.whenIn(r.Start, short), string(r.Trigger), string(r.Outcome), took(r.Duration()), spentText(r.Spent), opts.detail(r, short)}
+			if short {
+				brief = append(brief, row)
+			} else {
+				full = append(full, row)
+			}
+		}
 	}
-	if err := t.print(opts.io.Out, opts.io.TTY); err != nil {
+	if err := opts.printFitted(opts.io.Out, header, full, brief); err != nil {
 		return err
 	}
 	if opts.io.TTY {
-		fmt.Fprintf(opts.io.Out, "\ncheckpoint: %s\n", opts.checkpointText(cpp))
+		width := opts.width()
+		fmt.Fprint(opts.io.Out, "\n"+wrapHanging("checkpoint: ", opts.checkpointText(cpp), width, "  "))
 		if w, found, err := jobs.LoadWaiting(ctx, ss, opts.Name, opts.now()); err != nil {
 			return err
 		} else if found {
-			fmt.Fprintf(opts.io.Out, "waiting for capacity until %s (%s is spent): runs before then do not start\n", opts.absolute(w.Until), w.Budget)
+			fmt.Fprint(opts.io.Out, wrapHanging("", fmt.Sprintf("waiting for capacity until %s (%s is spent): runs before then do not start", opts.absolute(w.Until), w.Budget), width, "  "))
 		}
 	}
 	return nil
@@ -210,9 +240,12 @@ func spentText(spent map[string]int64) string {
 	return strings.Join(parts, " ")
 }
 
-// detail says why a run ended the way it did.
-func (g *globals) detail(r jobs.Record) string {
+// detail says why a run ended the way it did; short says when a held lease
+// expires relative to now rather than at a date.
+func (g *globals) detail(r jobs.Record, short bool) string {
 	switch {
+	case r.Outcome == jobs.Skipped && short:
+		return "another run held the lease: " + r.Holder + ", expiring " + relative(r.LeaseExpires.Sub(g.now()))
 	case r.Outcome == jobs.Skipped:
 		return "another run held the lease: " + r.Holder + " until " + g.absolute(r.LeaseExpires)
 	case r.Exhausted != nil:
@@ -331,13 +364,16 @@ func (g *globals) leaseText(l *quota.StateLease) string {
 	return l.Holder + ", expires " + relative(l.Expires.Sub(g.now()))
 }
 
-// nextText is the next tick, or "waiting for capacity until T".
-func (g *globals) nextText(w *jobs.WaitingMark, next *time.Time) string {
+// nextText is the next tick, or "waiting for capacity until T"; short
+// says when relative to now rather than at a date.
+func (g *globals) nextText(w *jobs.WaitingMark, next *time.Time, short bool) string {
 	switch {
+	case w != nil && short:
+		return "waiting for capacity, back " + relative(w.Until.Sub(g.now()))
 	case w != nil:
 		return "waiting for capacity until " + g.absolute(w.Until)
 	case next != nil:
-		return g.when(*next)
+		return g.whenIn(*next, short)
 	}
 	return "on demand"
 }

@@ -312,3 +312,116 @@ func wrap(text string, width int) string {
 	}
 	return b.String()
 }
+
+// printFitted prints a table to fit the terminal, as status does. Piped, the
+// rows of the first layout, tab-separated without a header (full times, for
+// cut and awk). On a terminal, aligned under header: the first of layouts
+// (each the rows in one form, from the widest) that fits the width, as it is
+// or without the columns that are "-" in every row; else one block per row
+// of the last layout: its first cell on a line, and below it each other
+// cell that is not "-" as "  header: value", wrapped to the width.
+func (g *globals) printFitted(w io.Writer, header []string, layouts ...[][]string) error {
+	if !g.io.TTY {
+		for _, r := range layouts[0] {
+			if _, err := fmt.Fprintln(w, strings.Join(r, "\t")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	width := g.width()
+	aligned := func(header []string, rows [][]string) error {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		for _, r := range rows {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
+		return tw.Flush()
+	}
+	for _, rows := range layouts {
+		if gridWidth(header, rows) <= width {
+			return aligned(header, rows)
+		}
+		if h, rs := dropEmptyColumns(header, rows); gridWidth(h, rs) <= width {
+			return aligned(h, rs)
+		}
+	}
+	rows := layouts[len(layouts)-1]
+	var b strings.Builder
+	for _, r := range rows {
+		b.WriteString(wrapHanging("", r[0], width, "  "))
+		for i, c := range r[1:] {
+			if c != "-" {
+				b.WriteString(wrapHanging("  "+strings.ToLower(header[i+1])+": ", c, width, "    "))
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// dropEmptyColumns returns header and rows without the columns (but the
+// first) that are "-" in every row.
+func dropEmptyColumns(header []string, rows [][]string) ([]string, [][]string) {
+	keep := []int{0}
+	for i := 1; i < len(header); i++ {
+		for _, r := range rows {
+			if r[i] != "-" {
+				keep = append(keep, i)
+				break
+			}
+		}
+	}
+	pick := func(cells []string) []string {
+		out := make([]string, len(keep))
+		for j, i := range keep {
+			out[j] = cells[i]
+		}
+		return out
+	}
+	out := make([][]string, len(rows))
+	for k, r := range rows {
+		out[k] = pick(r)
+	}
+	return pick(header), out
+}
+
+// wrapHanging writes prefix and text in lines of at most width characters,
+// broken at spaces, the lines after the first indented by indent; a word
+// longer than a line is split. Each line ends in a newline.
+func wrapHanging(prefix, text string, width int, indent string) string {
+	var b strings.Builder
+	line := []rune(prefix)
+	fresh := true // nothing of text on the line yet
+	flush := func() {
+		b.WriteString(strings.TrimRight(string(line), " ") + "\n")
+		line, fresh = []rune(indent), true
+	}
+	for _, word := range strings.Fields(text) {
+		wr := []rune(word)
+		sep := 1
+		if fresh {
+			sep = 0
+		}
+		if !fresh && len(line)+sep+len(wr) > width {
+			flush()
+			sep = 0
+		}
+		if sep == 1 {
+			line = append(line, ' ')
+		}
+		for len(line)+len(wr) > width && width > len(indent)+1 {
+			// Longer than a whole line: split it.
+			n := max(width-len(line), 1)
+			line = append(line, wr[:n]...)
+			wr = wr[n:]
+			flush()
+		}
+		line = append(line, wr...)
+		fresh = false
+	}
+	if !fresh {
+		b.WriteString(strings.TrimRight(string(line), " ") + "\n")
+	}
+	return b.String()
+}
