@@ -267,13 +267,6 @@ type lastIdent struct {
 // store: the cached account, else what the catalog records for the
 // fingerprint (or its legacy one), else the owner named or the fingerprint.
 func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
-	if c.Secret == "" {
-		id, err := l.identify(ctx, c) // a label lookup reads only
-		if err != nil {
-			return ident{}, err
-		}
-		return *id, nil
-	}
 	owner := c.Owner
 	if owner == "" {
 		owner = l.owner
@@ -282,6 +275,22 @@ func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 		if err := checkName("owner", c.Owner); err != nil {
 			return ident{}, err
 		}
+	}
+	if c.Secret == "" {
+		if owner != "" && c.Label != "" {
+			// the owner named, as for a secret below: the label's record
+			// is read, and never moved to that owner (a charge would)
+			rec, err := l.lookupLabel(ctx, c.Label)
+			if err != nil {
+				return ident{}, err
+			}
+			return ident{rec.ID, c.Label, owner}, nil
+		}
+		id, err := l.identify(ctx, c) // with no owner named, a label lookup reads only
+		if err != nil {
+			return ident{}, err
+		}
+		return *id, nil
 	}
 	fp := l.Fingerprint(c.Secret)
 	if v, ok := l.accounts.Load(resolveKey{fp, c.Label, owner}); ok {
