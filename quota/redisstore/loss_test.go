@@ -451,3 +451,113 @@ func TestStoreLossDailyLogAlone(t *testing.T) {
 		})
 	}
 }
+
+// exhaustHook is a store whose Exhaust first runs before: it plays what
+// other processes do between the take that found a loss and the marks its
+// limiter then sets on the budgets the charge did not name.
+type exhaustHook struct {
+	quota.Store
+	before func()
+}
+
+func (s *exhaustHook) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
+	if f := s.before; f != nil {
+		s.before = nil
+		f()
+	}
+	return s.Store.Exhaust(ctx, req)
+}
+
+// TestStoreLossOtherBudgets: a take that finds the owner's state lost
+// (flushed) marks the budgets it charges spent in the same script, and its
+// limiter marks the owner's other budgets in calls of their own, after it.
+// In between, the marker the take repaired said nothing of the other
+// budgets, so another process charging one of them decided on the emptied
+// store (found by staging: 6 processes mixing leases and plain takes, two
+// FLUSHDBs, 6,319 admitted on a daily limit of 6,000). Now the repaired
+// marker says the owner lost its state: a budget it has heard nothing of
+// since counts as spent too, at its first decision, whichever process
+// makes it.
+func TestStoreLossOtherBudgets(t *testing.T) {
+	for _, tc := range []struct{ finder, other string }{{"search", "units"}, {"units", "search"}} {
+		for _, general := range []bool{false, true} {
+			t.Run(fmt.Sprintf("finder=%s/general=%v", tc.finder, general), func(t *testing.T) {
+				onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+					ctx := context.Background()
+					clock := t0
+					prefix := redistest.Prefix(t)
+					budgets := []quota.Budget{
+						{Name: "units", Limit: 300, Window: quota.Daily(time.UTC)},
+						{Name: "search", Limit: 300, Window: quota.Sliding(time.Hour)},
+					}
+					var logs lockedBuffer
+					process := func(wrap func(quota.Store) quota.Store) *quota.Limiter {
+						st := redisstore.New(c, redisstore.WithPrefix(prefix))
+						if general {
+							redisstore.GeneralOnly(st)
+						}
+						l, err := quota.New(wrap(st), "api", budgets, quota.WithClock(func() time.Time { return clock }),
+							quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+						if err != nil {
+							t.Fatal(err)
+						}
+						return l
+					}
+					hook := &exhaustHook{}
+					finder := process(func(s quota.Store) quota.Store { hook.Store = s; return hook })
+					other := process(func(s quota.Store) quota.Store { return s })
+					ask := func(l *quota.Limiter, budget string, n int64) (*quota.Reservation, error) {
+						return l.Take(ctx, secret, quota.Units(budget, n))
+					}
+					// the other process charges first, so the finder saw the
+					// marker last (the other does not find the loss itself)
+					for _, b := range []string{"units", "search"} {
+						if _, err := ask(other, b, 200); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if _, err := ask(finder, tc.finder, 1); err != nil {
+						t.Fatal(err)
+					}
+					keys, err := c.Keys(ctx, prefix+"*").Result()
+					if err != nil || len(keys) == 0 {
+						t.Fatalf("keys %v, %v", keys, err)
+					}
+					if err := c.Del(ctx, keys...).Err(); err != nil { // a flush of this test's keys
+						t.Fatal(err)
+					}
+					clock = clock.Add(time.Second)
+					var between error
+					hook.before = func() { _, between = ask(other, tc.other, 200) }
+					if _, err := ask(finder, tc.finder, 1); !errors.Is(err, quota.ErrExhausted) {
+						t.Fatalf("the take that finds the loss: %v; want refused", err)
+					}
+					if hook.before != nil {
+						t.Fatal("test setup: the finder marked no other budget")
+					}
+					var e *quota.ExhaustedError
+					want := budgets[0].Window.Expiry(clock)
+					if tc.other == "search" {
+						want = clock.Add(time.Hour)
+					}
+					if !errors.As(between, &e) || !e.ExhaustedUntil.Equal(want) {
+						t.Fatalf("%s (200 more of 300, 200 spent before the loss) charged before the finder marked it: %v; want refused, spent until %v", tc.other, between, want)
+					}
+					if n := finder.StoreLosses() + other.StoreLosses(); n != 1 || logs.count(lossLog) != 1 {
+						t.Fatalf("%d findings, %d logged; want the one", n, logs.count(lossLog))
+					}
+					// every budget is marked, and says why
+					us, err := other.Status(ctx, secret)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, u := range us {
+						if !u.StoreLoss || u.Remaining != 0 {
+							t.Errorf("Status after the loss: %+v; want spent by a store loss", u)
+						}
+					}
+				})
+			})
+		}
+	}
+}

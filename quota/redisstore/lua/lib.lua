@@ -296,6 +296,11 @@ end
 --           newest entry's expiry); 0 once a refund emptied the log
 --   x:NAME  µs until which NAME's exhausted-until key must exist
 --   l:NAME  µs until which NAME counts as spent because a loss was found
+--   o       µs until which a budget the marker holds neither b:NAME nor
+--           x:NAME of counts as lost: set, with the rest of the marker
+--           dropped, by the take that finds the owner's writes lost, so
+--           that every budget of the owner is marked spent at its first
+--           decision, not only those that take charged (see take.lua)
 -- and two fields take.lua keeps so that a decision does less (not about
 -- loss: a missing one only costs the next decision a renewal or a read):
 --   k:NAME  µs until which NAME's log, sum and keep keys are known to live

@@ -25,6 +25,17 @@
 -- spent until its next reset (daily) or for one window (sliding), and the
 -- charge is refused.
 --
+-- A loss of the owner's writes (LOST_ALL) affects every budget of the
+-- owner, not only those this charge names, which are all this script can
+-- mark. So, unless TRUST, it starts the marker afresh with o (see lib.lua):
+-- until then a budget the new marker has heard nothing of counts as lost
+-- at its first decision, in whichever process, and is marked spent like
+-- the others. (The limiter that found the loss marks the other budgets it
+-- knows too, in calls of its own after this one: without o, a decision of
+-- another process in between found an emptied log and a marker that said
+-- nothing of it, and admitted units spent before the loss again.) Such a
+-- budget is not reported LOST: the loss was found and reported once.
+--
 -- What a decision costs Redis is what this script is shaped by (issue 13):
 --
 -- A daily window is a fixed window, so its running sum decides it alone
@@ -68,6 +79,19 @@ local seq = tonumber(mv[1]) or 0
 -- a lower seq (or none) while the marker must exist: acknowledged writes
 -- of this owner were lost, so every budget of it is affected
 local lostAll = seq < seen and now < tonumber(ARGV[4])
+
+-- unmarked reports whether debit d's budget counts as lost because the
+-- marker was started afresh after a loss of the owner's writes and has
+-- heard nothing of the budget since (its o; read once, and only for a
+-- budget the marker holds neither b:NAME nor x:NAME of: rare)
+local mo
+local function unmarked(d)
+  if lostAll or mv[4 * d] or mv[4 * d + 1] then
+    return false
+  end
+  mo = mo or tonumber(redis.call('HGET', mk, 'o')) or 0
+  return mo > now
+end
 
 -- trim drops the entries of a sliding log recorded before start, without
 -- touching its sum, and returns the units they held, the oldest entry left
@@ -258,7 +282,8 @@ for d = 1, n do
     marks[#marks + 1] = '0'
   end
   local xgone = exh == 0 and mv[4 * d + 1] and tonumber(mv[4 * d + 1]) > now
-  local lost = lostAll or gone or xgone
+  local found = lostAll or gone or xgone
+  local lost = found or unmarked(d)
   if gone then
     marks[#marks + 1] = 'b:' .. name -- repaired: found once, not again
     marks[#marks + 1] = '0'
@@ -282,7 +307,7 @@ for d = 1, n do
     ok = 0
   end
   st[b + 4], st[b + 5], st[b + 6], st[b + 7], st[b + 8], st[b + 9], st[b + 10], st[b + 11], st[b + 12], st[b + 13] =
-    total, kept, held, empty, u, o, lost or false, v[3], exh, bm
+    total, kept, held, empty, u, o, found or false, v[3], exh, bm
   local at = #reply
   reply[at + 1] = u
   if r > 0 then
@@ -306,9 +331,21 @@ local function tail(mu)
 end
 
 -- mark writes marks to the marker (seq bumped, u raised to top) and
--- returns the new seq and u.
+-- returns the new seq and u. After a loss of the owner's writes, unless
+-- TRUST, the marker starts afresh (what a failover left of it is stale)
+-- with o: until what this process saw the marker had to live (the newest
+-- entry's expiry of any budget of the owner), a budget it has heard
+-- nothing of counts as lost.
 local function mark()
-  return remark(mk, seq, seen, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0, top, now, marks)
+  local mu, me = tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
+  if lostAll and not trust then
+    redis.call('DEL', mk)
+    local o = tonumber(ARGV[4])
+    marks[#marks + 1] = 'o'
+    marks[#marks + 1] = int(o)
+    top, mu, me = math.max(top, o), 0, 0
+  end
+  return remark(mk, seq, seen, mu, me, top, now, marks)
 end
 
 if ok == 0 then
