@@ -187,6 +187,28 @@ func TestOpenRedisSentinel(t *testing.T) {
 	checkRedis(t, u, s.Master.Client(t), prefix)
 }
 
+// TestOpenTimeout: a server that accepts connections and answers nothing
+// fails Open at open_timeout, saying so (before: the client's dial and read
+// timeouts, retried: 102 s for a redis:// URL).
+func TestOpenTimeout(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Server(t)
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	u := "redis://:Sekr1tPass@" + srv.Addr() + "?open_timeout=500ms"
+	st, err := Open(context.Background(), u)
+	if err == nil {
+		st.Close()
+		t.Fatal("Open of a hung server: no error")
+	}
+	if !errors.Is(err, quota.ErrStoreUnavailable) || !strings.Contains(err.Error(), "no answer within 500ms (open_timeout)") ||
+		strings.Contains(err.Error(), "Sekr1tPass") {
+		t.Fatalf("Open of a hung server = %v; want ErrStoreUnavailable, no answer within open_timeout", err)
+	}
+}
+
 func TestOpenRedisCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t)

@@ -46,6 +46,10 @@ type Spec struct {
 	// (redisstore.WithReplicas).
 	Replicas       int
 	ReplicaTimeout time.Duration
+	// OpenTimeout is ?open_timeout=D: how long Open waits for the server
+	// (and the Sentinels) to answer its checks; 0 means
+	// DefaultOpenTimeout.
+	OpenTimeout time.Duration
 
 	scheme           string // as written, lower-cased
 	password         string
@@ -493,6 +497,12 @@ func (p *parser) parseOptions(s *Spec, query string) error {
 				return reasonf("replica_timeout=%q: want a positive duration such as 500ms", v)
 			}
 			s.ReplicaTimeout = d
+		case "open_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return reasonf("open_timeout=%q: want a positive duration such as 5s", v)
+			}
+			s.OpenTimeout = d
 		case "sentinel_username", "sentinel_password":
 			if s.Kind != Sentinel {
 				return reasonf("option %q applies to redis+sentinel:// only", k)
@@ -613,6 +623,9 @@ func (s *Spec) format(redact bool) string {
 	}
 	if s.ReplicaTimeout > 0 {
 		q.Set("replica_timeout", s.ReplicaTimeout.String())
+	}
+	if s.OpenTimeout > 0 {
+		q.Set("open_timeout", s.OpenTimeout.String())
 	}
 	if s.sentinelUser != "" {
 		q.Set("sentinel_username", s.sentinelUser)

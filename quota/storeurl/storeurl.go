@@ -41,7 +41,9 @@
 // limiter's keys, which Open otherwise refuses (redisstore.Open,
 // redisstore.ErrUnsafeConfig); replicas=N with replica_timeout=D (default
 // 1s) waits for N replicas to acknowledge each decision
-// (redisstore.WithReplicas); and go-redis's
+// (redisstore.WithReplicas); open_timeout=D (default 5s,
+// DefaultOpenTimeout) bounds how long Open waits for its checks; and
+// go-redis's
 // connection options by their snake_case names (dial_timeout=2s,
 // read_timeout=1s, pool_size=20, max_retries=1, protocol=2, skip_verify=true
 // for rediss, ...), as go-redis's ParseURL documents. Options that the URL
@@ -59,7 +61,10 @@
 // before returning, so a wrong address fails at once, with an error
 // wrapping quota.ErrStoreUnavailable, and that its eviction policy cannot
 // drop the limiter's keys (an error wrapping redisstore.ErrUnsafeConfig
-// that names maxmemory-policy, unless allow_eviction=true). Every malformed URL gives an error
+// that names maxmemory-policy, unless allow_eviction=true). These checks
+// take at most open_timeout (default 5s): a server that does not answer
+// fails Open then, saying so, where the client's own retries of dial
+// attempts could take minutes. Every malformed URL gives an error
 // wrapping quota.ErrInvalid that names what is wrong (unknown scheme, missing
 // path, bad host list, ...).
 package storeurl
