@@ -247,7 +247,7 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 // Real, both are redis-server processes. Otherwise the master is a
 // miniredis (as Server gives) and the Sentinel a miniredis that answers
 // only what a Sentinel does for go-redis's failover client: SENTINEL
-// get-master-addr-by-name, sentinels, replicas (none), PING, HELLO, CLIENT
+// get-master-addr-by-name, masters, sentinels, replicas (none), PING, HELLO, CLIENT
 // and the pub/sub commands (for +switch-master); anything else is an
 // unknown command, as on a real Sentinel.
 type Sentinel struct {
@@ -354,6 +354,16 @@ func (s *Sentinel) sentinelCmd(p *server.Peer, cmd string, args []string) {
 		p.WriteLen(2)
 		p.WriteBulk("127.0.0.1")
 		p.WriteBulk(strconv.Itoa(s.Master.Port()))
+	case "masters":
+		if len(args) != 1 {
+			p.WriteError("ERR wrong number of arguments for 'sentinel|masters' command")
+			return
+		}
+		p.WriteLen(1)
+		p.WriteLen(6)
+		for _, f := range []string{"name", s.Name, "ip", "127.0.0.1", "port", strconv.Itoa(s.Master.Port())} {
+			p.WriteBulk(f)
+		}
 	case "sentinels", "replicas", "slaves":
 		if named() {
 			p.WriteLen(0) // no other Sentinels, no replicas

@@ -187,6 +187,100 @@ func TestOpenRedisSentinel(t *testing.T) {
 	checkRedis(t, u, s.Master.Client(t), prefix)
 }
 
+// deadAddr returns a loopback address nothing listens on: a Sentinel that
+// is down.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	srv := redistest.Server(t)
+	srv.Kill()
+	return srv.Addr()
+}
+
+// TestOpenSentinelUnknownMaster: a master name no Sentinel monitors is said
+// as such, naming the master, what each Sentinel that answered monitors,
+// and the Sentinels that did not answer (before: "all sentinels specified
+// in configuration are unreachable: redis: nil", which sent the operator to
+// the network).
+func TestOpenSentinelUnknownMaster(t *testing.T) {
+	t.Parallel()
+	s := redistest.NewSentinel(t)
+	dead := deadAddr(t)
+	u := "redis+sentinel://:Sekr1tPass@" + s.Sentinel.Addr() + "," + dead + "/nosuchmaster?sentinel_password=Sent1nelPass"
+	st, err := Open(context.Background(), u)
+	if err == nil {
+		st.Close()
+		t.Fatalf("Open(%s): no error", Redact(u))
+	}
+	t.Logf("Open(%s): %v", Redact(u), err)
+	if !errors.Is(err, ErrUnknownMaster) || !errors.Is(err, quota.ErrStoreUnavailable) {
+		t.Fatalf("Open with an unknown master = %v; want ErrUnknownMaster and ErrStoreUnavailable", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{`unknown master "nosuchmaster"`, s.Sentinel.Addr() + ` monitors "` + s.Name + `"`, dead + ": dial tcp"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
+	}
+	for _, bad := range []string{"unreachable", "Sekr1tPass", "Sent1nelPass"} {
+		if strings.Contains(msg, bad) {
+			t.Errorf("error says %q: %v", bad, err)
+		}
+	}
+	// the same Sentinels with the right name open
+	st, err = Open(context.Background(), "redis+sentinel://"+s.Sentinel.Addr()+","+dead+"/"+s.Name+"?prefix="+redistest.Prefix(t))
+	if err != nil {
+		t.Fatalf("Open with the master's name, one Sentinel down: %v", err)
+	}
+	st.Close()
+}
+
+// TestOpenSentinelUnreachable: Sentinels that are down, or hang, fail Open
+// with an error naming each and why, within open_timeout, instead of the
+// client's retries of retries (before: about 37 s for one Sentinel down,
+// with go-redis's own log lines). The time it takes is not asserted: the
+// error says which bound ran out.
+func TestOpenSentinelUnreachable(t *testing.T) {
+	t.Parallel()
+	s := redistest.NewSentinel(t)
+	hung := redistest.NewSentinel(t)
+	if err := hung.Sentinel.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hung.Sentinel.Resume() })
+	dead := deadAddr(t)
+	for _, tc := range []struct {
+		url  string
+		want []string
+	}{
+		{"redis+sentinel://" + dead + "/" + s.Name, []string{`cannot ask the Sentinels for master "mymaster": ` + dead + ": dial tcp"}},
+		{"redis+sentinel://" + dead + "," + hung.Sentinel.Addr() + "/" + s.Name + "?open_timeout=1s",
+			[]string{dead + ": dial tcp", hung.Sentinel.Addr() + ": no answer within 1s (open_timeout)"}},
+		// the Sentinel answers, the master it names does not
+		{"redis+sentinel://" + s.Sentinel.Addr() + "/" + s.Name + "?open_timeout=1s", []string{`master "mymaster" at ` + s.Master.Addr()}},
+	} {
+		if strings.Contains(tc.url, s.Sentinel.Addr()) {
+			s.Master.Kill()
+		}
+		st, err := Open(context.Background(), tc.url)
+		if err == nil {
+			st.Close()
+			t.Fatalf("Open(%s): no error", tc.url)
+		}
+		t.Logf("Open(%s): %v", tc.url, err)
+		if !errors.Is(err, quota.ErrStoreUnavailable) || errors.Is(err, ErrUnknownMaster) {
+			t.Errorf("Open(%s) = %v; want ErrStoreUnavailable, not ErrUnknownMaster", tc.url, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("Open(%s) = %v; want it to say %q", tc.url, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "unreachable") {
+			t.Errorf("Open(%s) = %v: go-redis's wording", tc.url, err)
+		}
+	}
+}
+
 // TestOpenTimeout: a server that accepts connections and answers nothing
 // fails Open at open_timeout, saying so (before: the client's dial and read
 // timeouts, retried: 102 s for a redis:// URL).

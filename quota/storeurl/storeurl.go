@@ -64,7 +64,12 @@
 // that names maxmemory-policy, unless allow_eviction=true). These checks
 // take at most open_timeout (default 5s): a server that does not answer
 // fails Open then, saying so, where the client's own retries of dial
-// attempts could take minutes. Every malformed URL gives an error
+// attempts could take minutes. For a Sentinel form, Open first asks every
+// Sentinel for the master's address itself (one connection attempt each,
+// no retries): a master name that no Sentinel that answered monitors gives
+// an error wrapping ErrUnknownMaster (and quota.ErrStoreUnavailable) that
+// names the master and what each Sentinel monitors; Sentinels that cannot
+// be asked are named with why. Every malformed URL gives an error
 // wrapping quota.ErrInvalid that names what is wrong (unknown scheme, missing
 // path, bad host list, ...).
 package storeurl
