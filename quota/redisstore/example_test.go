@@ -13,12 +13,13 @@ import (
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
-// ExampleNew meters a credential's YouTube Data API units in Redis, shared by
-// every process that uses the same Redis and prefix. It runs on an
-// in-process miniredis so that it works anywhere; give New a client of your
+// ExampleOpen meters a credential's YouTube Data API units in Redis, shared
+// by every process that uses the same Redis and prefix. It runs on an
+// in-process miniredis so that it works anywhere; give Open a client of your
 // own server (redis.NewClient, redis.NewFailoverClient for Sentinel,
-// redis.NewClusterClient) instead.
-func ExampleNew() {
+// redis.NewClusterClient) instead. Open, unlike New, refuses a server whose
+// eviction policy could drop the limiter's keys.
+func ExampleOpen() {
 	srv, err := miniredis.Run()
 	if err != nil {
 		panic(err)
@@ -29,7 +30,11 @@ func ExampleNew() {
 
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer client.Close()
-	store := redisstore.New(client, redisstore.WithPrefix("ingest:"))
+	ctx := context.Background()
+	store, err := redisstore.Open(ctx, client, redisstore.WithPrefix("ingest:"))
+	if err != nil {
+		panic(err)
+	}
 
 	limiter, err := quota.New(store, "youtube", []quota.Budget{
 		{Name: "units", Limit: 10000, Window: quota.Daily(la)},
@@ -38,7 +43,6 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
 	key := quota.Credential{Secret: "AIza-your-api-key", Label: "yt-key-1"}
 
 	res, err := limiter.Take(ctx, key, quota.Charge{Method: "videos.list", Units: map[string]int64{"units": 9999}})
