@@ -76,8 +76,10 @@ import (
 // One logical call is charged once: the requests http.Client makes to
 // follow a redirect are sent without another charge, and a redirect to
 // another host (host and port) than the chain's first request named never
-// carries the credential — the X-Goog-Api-Key and Authorization headers and
-// the "key" query parameter are removed before it is sent. The Transport
+// carries the credential — the X-Goog-Api-Key and Authorization headers
+// (their names compared ignoring case), the "key" query parameter and any
+// header holding the WithCredential secret are removed before it is sent,
+// and a hop whose URL holds that secret is not sent (ErrForeignHost). The Transport
 // finds the first request through each response's Request, which it fills
 // in when the base leaves it nil; when a RoundTripper wrapping the
 // Transport drops it, the first request is unknown and every redirect is
@@ -472,22 +474,28 @@ func (t *Transport) carried(req *http.Request) string {
 		}
 	}
 	if t.cred != nil && t.cred.Secret != "" {
-		secret := t.cred.Secret
-		in := func(s string) bool {
-			return strings.Contains(s, secret) || strings.Contains(s, url.QueryEscape(secret)) || strings.Contains(s, url.PathEscape(secret))
-		}
-		if in(req.URL.String()) {
+		if t.holdsSecret(req.URL.String()) {
 			return "the WithCredential secret in its URL"
 		}
 		for _, vs := range req.Header {
 			for _, v := range vs {
-				if in(v) {
+				if t.holdsSecret(v) {
 					return "the WithCredential secret in a header"
 				}
 			}
 		}
 	}
 	return ""
+}
+
+// holdsSecret reports whether s holds the WithCredential secret, as is or
+// escaped for a query or a path; false with no such secret.
+func (t *Transport) holdsSecret(s string) bool {
+	if t.cred == nil || t.cred.Secret == "" {
+		return false
+	}
+	secret := t.cred.Secret
+	return strings.Contains(s, secret) || strings.Contains(s, url.QueryEscape(secret)) || strings.Contains(s, url.PathEscape(secret))
 }
 
 // redirect sends a request http.Client made to follow a redirect: part of a
@@ -502,12 +510,32 @@ func (t *Transport) redirect(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	out := req.Clone(req.Context())
-	out.Header.Del("X-Goog-Api-Key")
-	out.Header.Del("Authorization")
+	for k, vs := range out.Header {
+		// Header keys compared ignoring case: a header set by index
+		// (req.Header["x-goog-api-key"]) is not canonical, and http.Client
+		// copies it to every hop as it is; the upstream reads it all the same.
+		if strings.EqualFold(k, "X-Goog-Api-Key") || strings.EqualFold(k, "Authorization") {
+			delete(out.Header, k)
+			continue
+		}
+		// The WithCredential secret, whatever header carries it (one the
+		// caller chose, a cookie): carried would refuse it to this host.
+		for _, v := range vs {
+			if t.holdsSecret(v) {
+				delete(out.Header, k)
+				break
+			}
+		}
+	}
 	if _, ok := queryParam(out.URL.RawQuery, "key"); ok {
 		q := out.URL.Query()
 		q.Del("key")
 		out.URL.RawQuery = q.Encode()
+	}
+	if t.holdsSecret(out.URL.String()) {
+		closeBody(out)
+		return nil, fmt.Errorf("quota: transport: redirect to %s: not sent: its URL carries the WithCredential secret, to a host the request did not name: %w",
+			out.URL.Host, ErrForeignHost)
 	}
 	return t.base.RoundTrip(out)
 }

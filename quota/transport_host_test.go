@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -377,6 +378,82 @@ func TestTransportForeignRedirectToTheAPI(t *testing.T) {
 	}
 	if u := e.used(hostsSecret); u != 0 {
 		t.Fatalf("charged %d", u)
+	}
+}
+
+// A redirect to a host the call did not name carries no credential the
+// transport would refuse to send there itself, whatever carries it: an
+// API key header set by index (not canonical, which http.Client copies to
+// every hop as it is), or the WithCredential secret in a header of the
+// caller's choosing or a cookie (http.Client keeps cookies for a
+// subdomain). A hop whose Location holds that secret is not sent. The
+// call is charged once.
+func TestTransportRedirectStripsEveryCarriedCredential(t *testing.T) {
+	const other = "other-api-key-9876543210"
+	withCred := []quota.TransportOption{quota.WithCredential(quota.Credential{Secret: hostsSecret, Label: "k"})}
+	for _, c := range []struct {
+		name, to string
+		opts     []quota.TransportOption
+		set      func(*http.Request)
+		notSent  bool
+	}{
+		{name: "lower-case key header", to: "http://evil.example/x?hop=1", set: func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+hostsSecret)
+			r.Header["x-goog-api-key"] = []string{other}
+		}},
+		{name: "lower-case key header, fixed credential", to: "http://evil.example/x?hop=1", opts: withCred, set: func(r *http.Request) {
+			r.Header["x-goog-api-key"] = []string{hostsSecret}
+		}},
+		{name: "secret in a header of its own", to: "http://evil.example/x?hop=1", opts: withCred, set: func(r *http.Request) {
+			r.Header.Set("X-Api-Key", hostsSecret)
+		}},
+		{name: "secret in a cookie, to a subdomain", to: "http://sub.api.example.com/x?hop=1", opts: withCred, set: func(r *http.Request) {
+			r.Header.Set("Cookie", "session="+hostsSecret)
+		}},
+		{name: "secret in the Location", to: "http://evil.example/x/" + hostsSecret + "?hop=1", opts: withCred, notSent: true, set: func(r *http.Request) {
+			r.Header.Set("X-Api-Key", hostsSecret)
+		}},
+	} {
+		for _, code := range []int{http.StatusFound, http.StatusPermanentRedirect} {
+			t.Run(fmt.Sprintf("%s/%d", c.name, code), func(t *testing.T) {
+				e := newHostsEnv(t, c.opts...)
+				e.servers["sub.api.example.com:80"] = newHostServer(t, false, nil)
+				first := newHostServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Location", c.to)
+					w.WriteHeader(code)
+				})
+				e.servers["api.example.com:80"] = first
+				req := mustRequest(t, "GET", "http://api.example.com/v1/items", nil)
+				c.set(req)
+				_, err := e.do(req)
+				if got := first.requests(); len(got) != 1 || !carriesSecret(got[0], hostsSecret) {
+					t.Fatalf("the API's host received %d requests, want 1 with the credential", len(got))
+				}
+				for hp, s := range e.servers {
+					if s == first {
+						continue
+					}
+					for _, r := range s.requests() {
+						if carriesSecret(r, hostsSecret) || carriesSecret(r, other) {
+							t.Errorf("%s received a credential: %s %v", hp, r.URL, r.Header)
+						}
+					}
+				}
+				if c.notSent {
+					if !errors.Is(err, quota.ErrForeignHost) || e.received() != 1 {
+						t.Errorf("err = %v, %d requests received; want ErrForeignHost and only the first", err, e.received())
+					}
+				} else if err != nil || e.received() != 2 {
+					t.Errorf("err = %v, %d requests received; want the redirect followed", err, e.received())
+				}
+				if strings.Contains(e.logs.String(), hostsSecret) {
+					t.Errorf("the log shows the secret: %s", e.logs.String())
+				}
+				if u := e.used(hostsSecret); u != 1 {
+					t.Errorf("charged %d units for one logical call, want 1", u)
+				}
+			})
+		}
 	}
 }
 
