@@ -38,6 +38,9 @@ func ExampleNew() {
 			fmt.Printf("after %d searches: %s/%s spent, retry in %v\n", i, exhausted.API, exhausted.Budget, exhausted.RetryAfter)
 			break
 		}
+		if err != nil {
+			panic(err) // not a spent budget: the store failed, or the charge is wrong
+		}
 	}
 	// Output:
 	// units left: 9999
