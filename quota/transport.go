@@ -460,17 +460,29 @@ func (t *Transport) foreign(req *http.Request, cause error) (*http.Response, err
 // or the WithCredential secret anywhere in its URL or headers; "" when it
 // carries none.
 func (t *Transport) carried(req *http.Request) string {
-	if v, ok := queryParam(req.URL.RawQuery, "key"); ok && v != "" {
-		return "a key parameter"
-	}
-	for _, v := range req.Header.Values("X-Goog-Api-Key") {
-		if v != "" {
-			return "an X-Goog-Api-Key header"
+	// Every key parameter, its name escaped or not (?key=&key=K and
+	// ?%6Bey=K reach an upstream as a key all the same); and the headers
+	// by name ignoring case (one set by index is not canonical).
+	for raw := req.URL.RawQuery; raw != ""; {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if u, err := url.QueryUnescape(k); err == nil {
+			k = u
+		}
+		if k == "key" && v != "" {
+			return "a key parameter"
 		}
 	}
-	for _, v := range req.Header.Values("Authorization") {
-		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") && strings.TrimSpace(v[7:]) != "" {
-			return "a Bearer token"
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			switch {
+			case v == "":
+			case strings.EqualFold(k, "X-Goog-Api-Key"):
+				return "an X-Goog-Api-Key header"
+			case strings.EqualFold(k, "Authorization") && len(v) > 7 && strings.EqualFold(v[:7], "bearer ") && strings.TrimSpace(v[7:]) != "":
+				return "a Bearer token"
+			}
 		}
 	}
 	if t.cred != nil && t.cred.Secret != "" {

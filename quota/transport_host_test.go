@@ -224,6 +224,9 @@ func TestTransportForeignHostWithCredentialIsNotSent(t *testing.T) {
 		{"fixed credential in the path", []quota.TransportOption{quota.WithCredential(quota.Credential{Secret: hostsSecret})},
 			"http://evil.example/v1/items/" + hostsSecret, nil, "the WithCredential secret in its URL"},
 		{"another port", nil, "http://api.example.com:8080/v1/items?key=" + hostsSecret, nil, "a key parameter"},
+		{"second key parameter", nil, "http://evil.example/v1/items?key=&key=" + hostsSecret, nil, "a key parameter"},
+		{"escaped key name", nil, "http://evil.example/v1/items?%6Bey=" + hostsSecret, nil, "a key parameter"},
+		{"api key header set by index", nil, "http://evil.example/v1/items", func(r *http.Request) { r.Header["x-goog-api-key"] = []string{hostsSecret} }, "an X-Goog-Api-Key header"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newHostsEnv(t, c.opts...)
