@@ -14,6 +14,10 @@ import (
 //
 //	PREFIX lease{PREFIX state:KEY}   string "TOKEN:EXPIRES:HOLDER", PX until it ends
 //	PREFIX token{PREFIX state:KEY}   string, the last fencing token granted
+//
+// A grant's token is at least its now in µs, so tokens keep growing when
+// Redis loses its data (the counter with it) while a paused holder still
+// carries an old token.
 
 var (
 	leaseScript  = script("lease")
@@ -52,7 +56,7 @@ func (s *Store) lease(ctx context.Context, op string, req *quota.StateLeaseReque
 
 // AcquireLease implements quota.StateStore: a script reads the lease key
 // and, unless a live lease is there, sets it with SET NX PX and the next
-// token (INCR).
+// token (INCR, raised to the script's now in µs if below).
 func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
 	ok, l, err := s.lease(ctx, "acquire", req)
 	switch {

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +39,50 @@ func TestLeaseKeys(t *testing.T) {
 	next, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:2", TTL: 30 * time.Second})
 	if err != nil || next.Token <= l.Token {
 		t.Errorf("next grant %+v, %v; want a token above %d", next, err, l.Token)
+	}
+}
+
+// TestLeaseTokensOutliveDataLoss: a Redis that loses its data (a restart
+// without persistence, a FLUSHALL, a failover to a replica that missed the
+// writes) loses the token counter with the lease. The next grant's token
+// must still be greater than every earlier one, or the holder of an earlier
+// lease (paused while Redis restarted) writes over the new holder's
+// checkpoint: its fenced writes are refused once a newer lease is granted.
+func TestLeaseTokensOutliveDataLoss(t *testing.T) {
+	m := redistest.Mini(t)
+	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("app:"))
+	ctx := context.Background()
+	const key = "jobs/checkpoint/x"
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	req := func(holder string, token int64, at time.Duration) *quota.StateLeaseRequest {
+		return &quota.StateLeaseRequest{Key: key, Holder: holder, Token: token, TTL: 30 * time.Second, Now: t0.Add(at)}
+	}
+	first, err := st.AcquireLease(ctx, req("h:1", 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReleaseLease(ctx, req("", first.Token, time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := st.AcquireLease(ctx, req("h:2", 0, 2*time.Second)) // then paused
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.FlushAll() // Redis restarts without persistence
+	fresh, err := st.AcquireLease(ctx, req("h:3", 0, 40*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Token <= stale.Token {
+		t.Errorf("after the data loss the new lease has token %d, not above the paused holder's %d", fresh.Token, stale.Token)
+	}
+	if err := st.SaveStateFenced(ctx, key, []byte("fresh"), fresh.Token); err != nil {
+		t.Fatalf("SaveStateFenced by the new holder: %v", err)
+	}
+	if err := st.SaveStateFenced(ctx, key, []byte("stale"), stale.Token); !errors.Is(err, quota.ErrLeaseLost) {
+		t.Errorf("SaveStateFenced by the paused holder after the data loss = %v, want ErrLeaseLost", err)
+	}
+	if got, err := st.LoadState(ctx, key); err != nil || string(got) != "fresh" {
+		t.Errorf("state = %q, %v; want the new holder's", got, err)
 	}
 }

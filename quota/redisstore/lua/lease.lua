@@ -7,6 +7,13 @@
 --   lease  string "TOKEN:EXPIRES:HOLDER" (EXPIRES in µs), with a PX TTL
 --   token  string, the last fencing token granted (INCR); never expires
 --
+-- A token is never below the grant's now in µs: a Redis that lost its data
+-- (a restart without persistence, FLUSHALL, a failover to a replica that
+-- missed the writes) loses the counter too, and starting it over at 1 would
+-- give the next holder a token below the one a paused holder still carries,
+-- whose fenced writes would then win. Tokens stay increasing across such a
+-- loss as long as the clock moves forward.
+--
 -- ARGV[1] now or ''; ARGV[2] operation: acquire, renew, release, load;
 -- ARGV[3] TTL (µs); ARGV[4] token (renew, release); ARGV[5] holder (acquire).
 --
@@ -46,7 +53,12 @@ if op == 'acquire' then
   -- An expired lease may linger when a test's now runs ahead of the
   -- server's clock: it is over, so it goes before SET NX.
   redis.call('DEL', KEYS[1])
-  return set(redis.call('INCR', KEYS[2]), ARGV[5])
+  local tok = redis.call('INCR', KEYS[2])
+  if tok < now then
+    tok = now
+    redis.call('SET', KEYS[2], int(tok))
+  end
+  return set(tok, ARGV[5])
 elseif op == 'renew' then
   if not live or live[1] ~= tonumber(ARGV[4]) then
     return {0, now}
