@@ -571,3 +571,38 @@ func TestOperatorOverride(t *testing.T) {
 		t.Errorf("/metrics does not show the operator's limit")
 	}
 }
+
+// TestResetSecondsWhileMarkedSpent: a sliding budget the upstream marked
+// spent for three hours frees nothing before the mark ends, though its
+// oldest entry leaves the window in ten minutes: /api/status and
+// quota_store_reset_seconds say three hours, so the README's alert
+// (remaining < 20% and reset_seconds > 2h) fires.
+func TestResetSecondsWhileMarkedSpent(t *testing.T) {
+	w := seed(t)
+	if err := w.github.Exhaust(context.Background(), w.gh, "core", t0.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, w)
+	code, body := get(t, srv, "/api/status")
+	if code != http.StatusOK {
+		t.Fatalf("/api/status: %d %s", code, body)
+	}
+	var got []Status
+	decodeJSON(t, body, &got)
+	found := false
+	for _, s := range got {
+		if s.API == "github" && s.Budget == "core" {
+			found = true
+			if s.ResetSeconds != 3*3600 {
+				t.Errorf("github/core marked spent for 3h: reset_seconds %v, want %v", s.ResetSeconds, 3*3600)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no github/core row in %s", body)
+	}
+	_, metrics := get(t, srv, "/metrics")
+	if want := `quota_store_reset_seconds{api="github",budget="core",owner=` + fmt.Sprintf("%q", nastyLabel) + `} 10800`; !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s:\n%s", want, metrics)
+	}
+}

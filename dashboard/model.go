@@ -313,6 +313,9 @@ func resetSeconds(u quota.Usage, now time.Time) float64 {
 	if u.Window.IsDaily() {
 		at = u.Window.NextReset(now)
 	}
+	if u.ExhaustedUntil.After(at) {
+		at = u.ExhaustedUntil // marked spent: nothing frees before the mark ends
+	}
 	if at.IsZero() || !at.After(now) {
 		return 0
 	}

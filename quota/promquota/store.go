@@ -28,7 +28,7 @@ var (
 	storeUsed     = prometheus.NewDesc(StoreUsedName, "Units counted in the budget's window now, as the store holds them.", storeLabels, nil)
 	storeLimit    = prometheus.NewDesc(StoreLimitName, "The budget's limit in units per window.", storeLabels, nil)
 	storeRemain   = prometheus.NewDesc(StoreRemainingName, "Units left in the budget's window now (0 while the budget is marked spent).", storeLabels, nil)
-	storeReset    = prometheus.NewDesc(StoreResetName, "Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it (0 when the window is empty).", storeLabels, nil)
+	storeReset    = prometheus.NewDesc(StoreResetName, "Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it, and no earlier than the end of a mark that the budget is spent (0 when the window is empty and unmarked).", storeLabels, nil)
 	storeExhaust  = prometheus.NewDesc(StoreExhaustedName, "1 while the budget is marked spent (the upstream said so), else 0.", storeLabels, nil)
 	storeUpMetric = prometheus.NewDesc(StoreUpName, "1 if the last scrape read the store, 0 if the store could not be read.", nil, nil)
 )
@@ -171,11 +171,15 @@ func (c *StoreCollector) now() time.Time {
 
 // ResetSeconds returns the seconds from now until u's capacity next frees: a
 // daily budget's next reset, else when a sliding window's oldest counted
-// entry leaves it; 0 when nothing is counted.
+// entry leaves it; 0 when nothing is counted. While the budget is marked
+// spent (u.ExhaustedUntil), nothing frees before the mark ends.
 func ResetSeconds(u quota.Usage, now time.Time) float64 {
 	at := u.Reset
 	if u.Window.IsDaily() {
 		at = u.Window.NextReset(now)
+	}
+	if u.ExhaustedUntil.After(at) {
+		at = u.ExhaustedUntil
 	}
 	if at.IsZero() || !at.After(now) {
 		return 0

@@ -60,7 +60,8 @@ func TestStoreCollectorExactSeries(t *testing.T) {
 
 	c := promquota.NewStoreCollector(st, promquota.WithStoreClock(clock))
 	// units reset at midnight LA: 15h away; a's search entry (30 minutes old)
-	// leaves its hour in 30 minutes; b's search is empty.
+	// leaves its hour in 30 minutes; b's search is empty but marked spent for
+	// 2h: nothing frees before the mark ends.
 	want := `
 # HELP quota_store_exhausted 1 while the budget is marked spent (the upstream said so), else 0.
 # TYPE quota_store_exhausted gauge
@@ -80,9 +81,9 @@ quota_store_remaining_units{api="youtube",budget="search",owner="FPB"} 0
 quota_store_remaining_units{api="youtube",budget="search",owner="key-a"} 99
 quota_store_remaining_units{api="youtube",budget="units",owner="FPB"} 1000
 quota_store_remaining_units{api="youtube",budget="units",owner="key-a"} 9900
-# HELP quota_store_reset_seconds Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it (0 when the window is empty).
+# HELP quota_store_reset_seconds Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it, and no earlier than the end of a mark that the budget is spent (0 when the window is empty and unmarked).
 # TYPE quota_store_reset_seconds gauge
-quota_store_reset_seconds{api="youtube",budget="search",owner="FPB"} 0
+quota_store_reset_seconds{api="youtube",budget="search",owner="FPB"} 7200
 quota_store_reset_seconds{api="youtube",budget="search",owner="key-a"} 1800
 quota_store_reset_seconds{api="youtube",budget="units",owner="FPB"} 54000
 quota_store_reset_seconds{api="youtube",budget="units",owner="key-a"} 54000
