@@ -42,9 +42,10 @@ var (
 //
 // Cardinality: one series of each kind per (api, budget, owner) the store
 // lists: bounded by the budgets defined and the credentials recorded, never by
-// traffic. The owner label is the credential's label, or the first 8 digits
-// of its fingerprint when it has none (the same short form quotactl prints);
-// never a secret, which the store never holds.
+// traffic. The owner label is the owner's name; for a credential that is its
+// own owner, its label, or the first 8 digits of its fingerprint when it has
+// none (the same short form quotactl prints); never a secret, which the
+// store never holds.
 //
 // A StoreCollector is safe for concurrent use. Build one with
 // NewStoreCollector.
