@@ -92,7 +92,7 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 			owner = id.account
 		}
 		if _, err := l.store.UpdateCredential(ctx, l.api, CredentialUpdate{Op: OpRegister, ID: id.fp, Label: label, Owner: owner}); err != nil {
-			l.log.Error("quota: store lost recorded usage and recording the credential again failed", "api", l.api, "owner", who(req.Owner, label), "error", err)
+			l.log.Error("quota: store lost recorded usage and recording the credential again failed", "api", l.api, "owner", who(id), "error", err)
 		}
 	}
 	f := storeLoss{API: l.api, Owner: req.Owner, Credential: id.fp, Label: label, OwnerWide: res.StoreLoss, At: res.At, Trusted: req.TrustStore}
@@ -120,7 +120,7 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 			err := l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: req.Owner, Budget: b, Until: until, Now: req.Now, StoreLoss: true})
 			if err != nil {
 				l.log.Error("quota: store lost recorded usage and marking a budget spent failed",
-					"api", l.api, "owner", who(req.Owner, label), "budget", b.Name, "error", err)
+					"api", l.api, "owner", who(id), "budget", b.Name, "error", err)
 				continue
 			}
 			f.Until[b.Name] = until
@@ -131,7 +131,7 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 		what = "trusting what the store holds (WithStoreLoss(TrustStore)): units spent before the loss may be spent again"
 	}
 	l.log.Error("quota: the store lost recorded usage (restart without persistence, flush, eviction or failover); "+what,
-		"api", l.api, "owner", who(req.Owner, label), "budgets", f.Budgets, "owner_wide", f.OwnerWide, "store_losses_total", n, "error", f.err())
+		"api", l.api, "owner", who(id), "budgets", f.Budgets, "owner_wide", f.OwnerWide, "store_losses_total", n, "error", f.err())
 	for _, b := range f.Budgets {
 		l.storeLost(ctx, req.Owner, id.fp, label, b, f.err())
 	}
@@ -190,11 +190,12 @@ func containsDebit(ds []Debit, name string) bool {
 	return false
 }
 
-// who names an owner in logs: the credential's label, else the stored
-// fingerprint or name.
-func who(owner, label string) string {
-	if label != "" {
-		return label
+// who names an owner in logs: a named owner's name; for a credential that
+// is its own owner (owner is its fingerprint), its label, else the
+// fingerprint.
+func who(id ident) string {
+	if id.label != "" && id.account == id.fp {
+		return id.label
 	}
-	return owner
+	return id.account
 }

@@ -1,11 +1,13 @@
 package quota
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -120,5 +122,39 @@ func TestStoreLossUnderLeases(t *testing.T) {
 				t.Fatalf("StoreLosses %d, findings %+v; want 1 finding, trusted %v", l.StoreLosses(), got, trust)
 			}
 		})
+	}
+}
+
+// TestStoreLossLogNamesTheOwner: the loss is logged under the owner's
+// name when the credential has a named owner (it used to give the
+// credential's label, sending an operator to the wrong owner), and under
+// the credential's label when the credential is its own owner.
+func TestStoreLossLogNamesTheOwner(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		cred Credential
+		want string
+	}{
+		{Credential{Secret: "s1", Label: "hkey", Owner: "hproj"}, "owner=hproj"},
+		{Credential{Secret: "s2", Label: "own-key"}, "owner=own-key"},
+	} {
+		var logs bytes.Buffer
+		st := &lossStore{MemoryStore: NewMemoryStore()}
+		l, err := New(st, "api", []Budget{{Name: "units", Limit: 100, Window: Sliding(time.Hour)}},
+			WithClock(func() time.Time { return now }), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Take(ctx, c.cred, Units("units", 1)); err != nil {
+			t.Fatal(err)
+		}
+		st.lose = true
+		if _, err := l.Take(ctx, c.cred, Units("units", 1)); !errors.Is(err, ErrExhausted) {
+			t.Fatalf("Take that found a loss = %v, want refused", err)
+		}
+		if !strings.Contains(logs.String(), "the store lost recorded usage") || !strings.Contains(logs.String(), " "+c.want+" ") {
+			t.Fatalf("loss log for %+v:\n%s\nwant %s", c.cred, logs.String(), c.want)
+		}
 	}
 }
