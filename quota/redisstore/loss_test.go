@@ -561,3 +561,57 @@ func TestStoreLossOtherBudgets(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreLossNotHiddenByAFreshProcess: after a flush, a process that
+// started after it (and so knows of no marker) decides more often than the
+// process that saw the store before the flush had seen decisions. The
+// marker it made afresh once started at seq 1 and overtook the older
+// process's memory, hiding the loss from it: the older process admitted
+// again the units spent before the flush. A marker made afresh now starts
+// far below any earlier one's seq, so the older process finds the loss.
+func TestStoreLossNotHiddenByAFreshProcess(t *testing.T) {
+	onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		clock := t0
+		prefix := redistest.Prefix(t)
+		budgets := []quota.Budget{{Name: "units", Limit: 300, Window: quota.Daily(time.UTC)}}
+		var logs lockedBuffer
+		process := func() *quota.Limiter {
+			l, err := quota.New(redisstore.New(c, redisstore.WithPrefix(prefix)), "api", budgets,
+				quota.WithClock(func() time.Time { return clock }), quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+		old := process()
+		for range 3 {
+			if _, err := old.Take(ctx, secret, quota.Units("units", 90)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys, err := c.Keys(ctx, prefix+"*").Result()
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("keys %v, %v", keys, err)
+		}
+		if err := c.Del(ctx, keys...).Err(); err != nil { // a flush of this test's keys
+			t.Fatal(err)
+		}
+		// A process started after the flush: it cannot know of the loss,
+		// and decides ten times on the emptied store.
+		clock = clock.Add(time.Second)
+		fresh := process()
+		for range 10 {
+			if _, err := fresh.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := old.Take(ctx, secret, quota.Units("units", 90)); !errors.Is(err, quota.ErrExhausted) || old.StoreLosses() != 1 {
+			t.Fatalf("the process that saw 270 units spent before the flush: Take = %v, %d losses found; want refused, the loss found",
+				err, old.StoreLosses())
+		}
+		if _, err := fresh.Take(ctx, secret, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
+			t.Fatalf("the fresh process after the loss was found: Take = %v, want refused (the budget marked spent)", err)
+		}
+	})
+}

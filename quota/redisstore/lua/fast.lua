@@ -55,7 +55,8 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
   -- no loss to look for: the marker as this process last saw it or newer,
   -- and no exhausted mark the store should hold; a daily log known to hold
   -- today's entries only
-  if mv and not (seq < tonumber(ARGV[3]) and now < tonumber(ARGV[4])) and
+  -- (a missing marker is made afresh by take.lua: see lib.lua's FRESH)
+  if mv and mv[1] and not (seq < tonumber(ARGV[3]) and now < tonumber(ARGV[4])) and
       (not mv[5] or tonumber(mv[5]) <= now) and (win > 0 or mv[7] == ARGV[14]) then
     v = redis.call('MGET', KEYS[2], KEYS[3], KEYS[4])
     fv = v

@@ -314,6 +314,16 @@ end
 -- lost the last writes). A log that is empty before its b:NAME, or an
 -- exhausted key missing before its x:NAME, means the store lost that
 -- budget's state (eviction), whichever process asks.
+--
+-- A marker made afresh (none there, by a call that knows of no marker it
+-- should find: SEEN 0) starts its seq at FRESH - now, not at 1. A process
+-- that saw an earlier marker saw a higher seq (FRESH less an earlier now,
+-- plus fewer decisions than microseconds passed since), so it finds the
+-- loss whatever the number of decisions made on the new marker before it
+-- asks: a marker started at 1 let a process that started after the loss,
+-- and so knew of nothing, hide it by deciding more often than the older
+-- process had seen.
+local FRESH = 4503599627370496 -- 2^52: seqs stay below 2^53, exact
 
 
 -- remark writes fields (a flat list of names and values) to the marker mk,
@@ -326,6 +336,9 @@ local function remark(mk, seq, seen, u, e, until_, now, fields)
   -- a mark years ahead (Exhaust until far away) keeps the marker a year at
   -- most: past that, a loss goes unnoticed rather than overflow a TTL
   until_ = math.min(until_, now + 366 * 86400 * 1000000)
+  if seq == 0 and seen == 0 then
+    seq = math.max(0, FRESH - now - 1) -- made afresh: see FRESH
+  end
   seq = math.max(seq, seen) + 1
   fields[#fields + 1] = 'seq'
   fields[#fields + 1] = int(seq)
