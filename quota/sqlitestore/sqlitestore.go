@@ -85,6 +85,7 @@ func (e *sentinel) Is(target error) bool { return target == quota.ErrInvalid }
 // safe for concurrent use by many goroutines, and many processes may open
 // the same file. Open makes one; Close releases it.
 type Store struct {
+	clock      func() time.Time // the host clock, when a test replaces it
 	path       string
 	w          *sql.DB // one connection for writes other than decisions; every write is BEGIN IMMEDIATE
 	r          *sql.DB // read-only connections, deferred transactions
@@ -613,6 +614,20 @@ func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) 
 		return fail(op, err)
 	}
 	return nil
+}
+
+// now returns a decision's instant: the request's (a test's clock), else
+// the host clock's, read by the caller under the write lock. Read before
+// it, a decision that waited for the lock (another process's transaction,
+// or this process's other decisions) would decide at an instant older than
+// decisions already committed: after one of them pruned the log past that
+// instant (a daily log, at the reset), it would count the day before as
+// empty, and record its entry where nothing counts it.
+func (s *Store) now(req time.Time) time.Time {
+	if req.IsZero() && s.clock != nil {
+		return s.clock().Truncate(time.Microsecond)
+	}
+	return nowOr(req)
 }
 
 func nowOr(t time.Time) time.Time {

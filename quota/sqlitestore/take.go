@@ -308,10 +308,15 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	if err := checkTake(req); err != nil {
 		return nil, err
 	}
-	now := nowOr(req.Now)
-	n := now.UnixMicro()
-	var res *quota.TakeResult
+	var (
+		now time.Time
+		n   int64
+		res *quota.TakeResult
+	)
 	err := s.decide(ctx, "take", func(w *wtx) error {
+		// the host clock is read under the write lock (see s.now)
+		now = s.now(req.Now)
+		n = now.UnixMicro()
 		res = newTakeResult(now, len(req.Debits))
 		logs, err := w.credLogs(req.API, req.Owner, req.Debits)
 		if err != nil {
@@ -479,7 +484,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 	for i, b := range req.Budgets {
 		debits[i] = quota.Debit{Budget: b}
 	}
-	return s.shrink(ctx, "refund", req.API, req.Owner, req.Method, req.Job, req.At, req.At, req.Nonce, nowOr(req.Now), debits)
+	return s.shrink(ctx, "refund", req.API, req.Owner, req.Method, req.Job, req.At, req.At, req.Nonce, req.Now, debits)
 }
 
 // Settle implements quota.Store: in one write transaction, each named
@@ -501,7 +506,7 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 	if row.IsZero() {
 		row = req.At
 	}
-	return s.shrink(ctx, "settle", req.API, req.Owner, req.Method, req.Job, req.At, row, req.Nonce, nowOr(req.Now), req.Debits)
+	return s.shrink(ctx, "settle", req.API, req.Owner, req.Method, req.Job, req.At, row, req.Nonce, req.Now, req.Debits)
 }
 
 // shrink lowers, in one write transaction, each debit's budget's entry of
@@ -509,10 +514,11 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 // Cost), 0 removing it, and returns the units freed per budget whose entry
 // it found. The freed units leave the sum and the breakdown row they were
 // spent in (the hour of row: at, or a held entry's decision). An entry the window no longer counts is not found.
-func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, at, row time.Time, nonce string, now time.Time, debits []quota.Debit) (map[string]int64, error) {
+func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, at, row time.Time, nonce string, reqNow time.Time, debits []quota.Debit) (map[string]int64, error) {
 	atUS, rowUS := at.UnixMicro(), row.UnixMicro()
 	var got map[string]int64
 	err := s.decide(ctx, op, func(w *wtx) error {
+		now := s.now(reqNow)
 		got = map[string]int64{}
 		for _, d := range debits {
 			lg, err := w.log(api, owner, d.Budget, now, false)
@@ -578,9 +584,9 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	if err := checkBudget("exhaust", req.Budget); err != nil {
 		return err
 	}
-	now := nowOr(req.Now)
-	n := now.UnixMicro()
 	return s.decide(ctx, "exhaust", func(w *wtx) error {
+		now := s.now(req.Now)
+		n := now.UnixMicro()
 		lg, err := w.log(req.API, req.Owner, req.Budget, now, true)
 		if err != nil {
 			return err
@@ -609,9 +615,9 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	if req.Used < 0 {
 		return fmt.Errorf("sqlitestore: adjust: %w: used %d for budget %q: must be >= 0", quota.ErrInvalid, req.Used, req.Budget.Name)
 	}
-	now := nowOr(req.Now)
-	n := now.UnixMicro()
 	return s.decide(ctx, "adjust", func(w *wtx) error {
+		now := s.now(req.Now)
+		n := now.UnixMicro()
 		lg, err := w.log(req.API, req.Owner, req.Budget, now, true)
 		if err != nil {
 			return err
