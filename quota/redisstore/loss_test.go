@@ -615,3 +615,70 @@ func TestStoreLossNotHiddenByAFreshProcess(t *testing.T) {
 		}
 	})
 }
+
+// TestStoreLossBudgetOnlyOthersCharge: a budget that only another process
+// charges (one with a week's window) still counts as lost at its first
+// decision after the finding, for as long as its own window can hold
+// entries recorded before the loss. The marker the finder starts afresh
+// says until when what the finder saw had to live (o: its own daily
+// budget's reset); a fresh process charging the weekly budget the next day,
+// after o, decided on the emptied log and admitted 200 more on top of the
+// 200 the week had spent before the loss, on a limit of 300.
+func TestStoreLossBudgetOnlyOthersCharge(t *testing.T) {
+	for _, general := range []bool{false, true} {
+		t.Run(fmt.Sprintf("general=%v", general), func(t *testing.T) {
+			onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+				ctx := context.Background()
+				clock := t0
+				prefix := redistest.Prefix(t)
+				process := func(b quota.Budget) *quota.Limiter {
+					st := redisstore.New(c, redisstore.WithPrefix(prefix))
+					if general {
+						redisstore.GeneralOnly(st)
+					}
+					l, err := quota.New(st, "api", []quota.Budget{b}, quota.WithClock(func() time.Time { return clock }),
+						quota.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return l
+				}
+				units := quota.Budget{Name: "units", Limit: 300, Window: quota.Daily(time.UTC)}
+				week := quota.Budget{Name: "week", Limit: 300, Window: quota.Sliding(7 * 24 * time.Hour)}
+				finder, weekly := process(units), process(week)
+				if _, err := finder.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+					t.Fatal(err)
+				}
+				clock = clock.Add(time.Second)
+				if _, err := weekly.Take(ctx, secret, quota.Units("week", 200)); err != nil {
+					t.Fatal(err)
+				}
+				keys, err := c.Keys(ctx, prefix+"*").Result()
+				if err != nil || len(keys) == 0 {
+					t.Fatalf("keys %v, %v", keys, err)
+				}
+				if err := c.Del(ctx, keys...).Err(); err != nil { // a flush of this test's keys
+					t.Fatal(err)
+				}
+				clock = clock.Add(time.Second)
+				if _, err := finder.Take(ctx, secret, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
+					t.Fatalf("the take that finds the loss: %v; want refused", err)
+				}
+				// the next day, past the finder's daily reset: a cron run of
+				// the weekly job, a fresh process
+				clock = units.Window.Expiry(clock).Add(time.Hour)
+				_, err = process(week).Take(ctx, secret, quota.Units("week", 200))
+				var e *quota.ExhaustedError
+				if want := clock.Add(week.Window.Duration()); !errors.As(err, &e) || !e.ExhaustedUntil.Equal(want) {
+					t.Fatalf("week, 200 more the day after the loss (200 spent before it, limit 300): %v; want refused, spent until %v", err, want)
+				}
+				// a budget whose window could hold nothing from before the
+				// loss is not marked: an hour's, charged first a day later
+				hour := quota.Budget{Name: "hour", Limit: 300, Window: quota.Sliding(time.Hour)}
+				if _, err := process(hour).Take(ctx, secret, quota.Units("hour", 200)); err != nil {
+					t.Fatalf("an hour's budget charged first a day after the loss: %v; want admitted", err)
+				}
+			})
+		})
+	}
+}

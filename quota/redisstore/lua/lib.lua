@@ -301,6 +301,10 @@ end
 --           dropped, by the take that finds the owner's writes lost, so
 --           that every budget of the owner is marked spent at its first
 --           decision, not only those that take charged (see take.lua)
+--   f       µs of that take: a budget the marker holds neither b:NAME nor
+--           x:NAME of also counts as lost while an entry its own window
+--           counts could have been recorded by then (o is only what the
+--           finder saw); the marker then lives a year
 -- and two fields take.lua keeps so that a decision does less (not about
 -- loss: a missing one only costs the next decision a renewal or a read):
 --   k:NAME  µs until which NAME's log, sum and keep keys are known to live

@@ -82,15 +82,32 @@ local lostAll = seq < seen and now < tonumber(ARGV[4])
 
 -- unmarked reports whether debit d's budget counts as lost because the
 -- marker was started afresh after a loss of the owner's writes and has
--- heard nothing of the budget since (its o; read once, and only for a
--- budget the marker holds neither b:NAME nor x:NAME of: rare)
-local mo
+-- heard nothing of the budget since (its o and f; read once, and only for
+-- a budget the marker holds neither b:NAME nor x:NAME of: rare). Such a
+-- budget counts as lost until o, and, by its own window, for as long as an
+-- entry it recorded before the finding, at f, can count: o is what the
+-- finder saw of the marker, and a budget only other processes charge may
+-- have entries that outlive it.
+local mo, mf
 local function unmarked(d)
   if lostAll or mv[4 * d] or mv[4 * d + 1] then
     return false
   end
-  mo = mo or tonumber(redis.call('HGET', mk, 'o')) or 0
-  return mo > now
+  if not mo then
+    local of = redis.call('HMGET', mk, 'o', 'f')
+    mo, mf = tonumber(of[1]) or 0, tonumber(of[2])
+  end
+  if mo > now then
+    return true
+  end
+  if not mf then
+    return false
+  end
+  local i = 12 + 10 * (d - 1) -- the debit's window spec
+  local win = tonumber(ARGV[i])
+  -- a sliding entry decided by f may be held up to a tenth of its window
+  -- past it (a lease's block)
+  return expiry(i, mf) + (win > 0 and math.ceil(win / 10) or 0) > now
 end
 
 -- trim drops the entries of a sliding log recorded before start, without
@@ -343,7 +360,11 @@ local function mark()
     local o = tonumber(ARGV[4])
     marks[#marks + 1] = 'o'
     marks[#marks + 1] = int(o)
-    top, mu, me = math.max(top, o), 0, 0
+    marks[#marks + 1] = 'f'
+    marks[#marks + 1] = int(now)
+    -- the marker keeps f for as long as a budget this process never saw
+    -- may have entries to count (remark keeps it a year at most)
+    top, mu, me = math.max(top, o, now + 366 * 86400 * 1000000), 0, 0
   end
   return remark(mk, seq, seen, mu, me, top, now, marks)
 end
