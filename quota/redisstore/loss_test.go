@@ -519,13 +519,7 @@ func TestStoreLossOtherBudgets(t *testing.T) {
 					if _, err := ask(finder, tc.finder, 1); err != nil {
 						t.Fatal(err)
 					}
-					keys, err := c.Keys(ctx, prefix+"*").Result()
-					if err != nil || len(keys) == 0 {
-						t.Fatalf("keys %v, %v", keys, err)
-					}
-					if err := c.Del(ctx, keys...).Err(); err != nil { // a flush of this test's keys
-						t.Fatal(err)
-					}
+					flushKeys(t, c, prefix) // a flush of this test's keys
 					clock = clock.Add(time.Second)
 					var between error
 					hook.before = func() { _, between = ask(other, tc.other, 200) }
@@ -590,13 +584,7 @@ func TestStoreLossNotHiddenByAFreshProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		keys, err := c.Keys(ctx, prefix+"*").Result()
-		if err != nil || len(keys) == 0 {
-			t.Fatalf("keys %v, %v", keys, err)
-		}
-		if err := c.Del(ctx, keys...).Err(); err != nil { // a flush of this test's keys
-			t.Fatal(err)
-		}
+		flushKeys(t, c, prefix) // a flush of this test's keys
 		// A process started after the flush: it cannot know of the loss,
 		// and decides ten times on the emptied store.
 		clock = clock.Add(time.Second)
@@ -653,13 +641,7 @@ func TestStoreLossBudgetOnlyOthersCharge(t *testing.T) {
 				if _, err := weekly.Take(ctx, secret, quota.Units("week", 200)); err != nil {
 					t.Fatal(err)
 				}
-				keys, err := c.Keys(ctx, prefix+"*").Result()
-				if err != nil || len(keys) == 0 {
-					t.Fatalf("keys %v, %v", keys, err)
-				}
-				if err := c.Del(ctx, keys...).Err(); err != nil { // a flush of this test's keys
-					t.Fatal(err)
-				}
+				flushKeys(t, c, prefix) // a flush of this test's keys
 				clock = clock.Add(time.Second)
 				if _, err := finder.Take(ctx, secret, quota.Units("units", 1)); !errors.Is(err, quota.ErrExhausted) {
 					t.Fatalf("the take that finds the loss: %v; want refused", err)
@@ -667,7 +649,7 @@ func TestStoreLossBudgetOnlyOthersCharge(t *testing.T) {
 				// the next day, past the finder's daily reset: a cron run of
 				// the weekly job, a fresh process
 				clock = units.Window.Expiry(clock).Add(time.Hour)
-				_, err = process(week).Take(ctx, secret, quota.Units("week", 200))
+				_, err := process(week).Take(ctx, secret, quota.Units("week", 200))
 				var e *quota.ExhaustedError
 				if want := clock.Add(week.Window.Duration()); !errors.As(err, &e) || !e.ExhaustedUntil.Equal(want) {
 					t.Fatalf("week, 200 more the day after the loss (200 spent before it, limit 300): %v; want refused, spent until %v", err, want)
@@ -680,5 +662,19 @@ func TestStoreLossBudgetOnlyOthersCharge(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// flushKeys deletes every key under prefix: a FLUSHDB of one test's keys,
+// on a server other tests share.
+func flushKeys(t *testing.T, c redis.UniversalClient, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys %v, %v", keys, err)
+	}
+	if err := c.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
