@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -128,6 +129,11 @@ func (s suite) held(t *testing.T) {
 	if err != nil || !res.OK || !res.At.Equal(T0) {
 		t.Fatalf("held Take = %+v, %v", res, err)
 	}
+	// Reset is when the oldest counted entry expires: the held entry sits
+	// at its stamp, so a window after that, not after the decision.
+	if want := T0.Add(hold + time.Minute); !res.Usage[0].Reset.Equal(want) {
+		t.Fatalf("held Take: Reset %v, want %v (the held entry's expiry)", res.Usage[0].Reset, want)
+	}
 	usage := func(at time.Time) (int64, int64) {
 		t.Helper()
 		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{sliding, daily}, Now: at})
@@ -166,6 +172,20 @@ func (s suite) held(t *testing.T) {
 	}
 	if u, _ := usage(T0.Add(time.Second)); u != 15 {
 		t.Fatalf("after settle and refund: used %d, want 15", u)
+	}
+	// One budget: a held entry's Reset is its stamp plus the window, and
+	// while it is the oldest, a later held take's Reset is still its.
+	owner3 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner-3")
+	for i, want := range []time.Time{T0.Add(hold + time.Minute), T0.Add(hold + time.Minute)} {
+		at := T0.Add(time.Duration(i) * time.Second)
+		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner3, Nonce: fmt.Sprint("one", i), Now: at,
+			Debits: []quota.Debit{{Budget: sliding, Cost: 1}}, Hold: hold})
+		if err != nil || !res.OK {
+			t.Fatalf("held Take %d = %+v, %v", i, res, err)
+		}
+		if !res.Usage[0].Reset.Equal(want) {
+			t.Fatalf("held Take %d at %v: Reset %v, want %v (the oldest held entry's expiry)", i, at, res.Usage[0].Reset, want)
+		}
 	}
 	// A hold over a tenth of a sliding window is refused.
 	if _, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "toolong", Now: T0.Add(time.Second),

@@ -165,7 +165,8 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
         redis.call('PEXPIRE', KEYS[7], math.max(1, math.ceil((e - now) / 1000)))
       end
       if win > 0 then
-        r = math.min(oldest, now) + win
+        -- (a held entry sits at its stamp, not at now)
+        r = math.min(oldest, stamp) + win
       end
       return {1, now, total + c, r, 0, 0, seq, u, 0, 0}
     end

@@ -476,9 +476,10 @@ for d = 1, n do
   reply[at + 1] = st[b + 8] + c
   if win > 0 then
     -- the new entry is the oldest when the clock stepped back (TIME after
-    -- a failover or an NTP step)
+    -- a failover or an NTP step), or when no other is counted; a held
+    -- entry sits at its stamp, not at now
     local o = st[b + 9]
-    reply[at + 2] = math.min(o or now, now) + win
+    reply[at + 2] = math.min(o or stamp, stamp) + win
   end
   -- the log must now hold an entry until this one expires
   local e = r
