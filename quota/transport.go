@@ -880,6 +880,9 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 				slog.String("api", a.t.limiter.api), slog.String("budget", name))
 			continue
 		}
+		// the definition in force: an operator's override (quotactl budget
+		// set: another zone, window or limit) resets when it says
+		b = a.t.limiter.def(b)
 		now := res.At
 		if now.IsZero() {
 			now = time.Now()
