@@ -116,6 +116,7 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 			if f.Trusted {
 				continue
 			}
+			b = l.def(b) // the definition in force (an operator's override)
 			until := b.Window.Expiry(res.At)
 			err := l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: req.Owner, Budget: b, Until: until, Now: req.Now, StoreLoss: true})
 			if err != nil {
