@@ -54,6 +54,9 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 	fast := redisstore.New(c, redisstore.WithPrefix(base+"f:"))
 	general := redisstore.New(c, redisstore.WithPrefix(base+"g:"))
 	redisstore.GeneralOnly(general)
+	// the same field for each store's own admissions, as they write the same
+	redisstore.OwnBucket(fast, 0)
+	redisstore.OwnBucket(general, 0)
 	budgets := []quota.Budget{
 		{Name: "units", Limit: 400, Window: quota.Daily(la)},
 		{Name: "search", Limit: 60, Window: quota.Daily(time.UTC)},
@@ -223,6 +226,8 @@ func TestFastSlidingRefusal(t *testing.T) {
 		fast := redisstore.New(c, redisstore.WithPrefix(base+"f:"))
 		general := redisstore.New(c, redisstore.WithPrefix(base+"g:"))
 		redisstore.GeneralOnly(general)
+		redisstore.OwnBucket(fast, 0)
+		redisstore.OwnBucket(general, 0)
 		ref := quota.NewMemoryStore()
 		b := quota.Budget{Name: "minute", Limit: 10, Window: quota.Sliding(time.Minute)}
 		t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)

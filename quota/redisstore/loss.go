@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -16,7 +18,29 @@ import (
 
 // seenMark is what a Store saw of one owner's marker: its sequence and
 // until when it must exist (µs on the script's clock).
-type seenMark struct{ seq, until int64 }
+type seenMark struct {
+	seq, until int64
+	// own is the seq of this store's last admission on the owner, which
+	// the marker's field s.own must still hold (0: none known)
+	own int64
+}
+
+// ownBuckets bounds the w:BUCKET fields a marker holds: one per store
+// (process) that admitted on the owner, shared when more stores than that
+// do.
+//
+// The sequence alone cannot find every lost admission: a process that saw
+// a write a failover lost (seq S+1) sees S+1 again once another process,
+// which never saw that write, writes on the new master, and from then on
+// the loss is hidden. Each store therefore also records its own admissions
+// in a field of its own and checks, at its next decision, that the field
+// still holds its last one. Two stores that share a bucket can still hide
+// each other's loss (the field only grows): with B buckets and n stores
+// writing, about n/B of the time.
+const ownBuckets = 256
+
+// ownField picks the marker field of a new store's admissions.
+func ownField() string { return "w:" + strconv.Itoa(rand.IntN(ownBuckets)) }
 
 // maxMarks bounds the owners a Store remembers; past it, owners whose
 // marker has expired are forgotten, and if that is not enough, all.
@@ -44,15 +68,33 @@ func (m *marks) seen(mk string) seenMark {
 // saw records a marker reply. After a loss the store's sequence starts over
 // from what the script left, so it replaces what was seen; otherwise the
 // highest sequence wins.
-func (m *marks) saw(mk string, seq, until int64, lost bool) {
+//
+// admitted says this reply is of the store's own admission, which wrote
+// seq to its own field: it becomes the one the next decision checks.
+// After a loss the one before it is forgotten (the marker started afresh).
+func (m *marks) saw(mk string, seq, until int64, lost, admitted bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
 		m.m = make(map[string]seenMark)
 	}
 	v, ok := m.m[mk]
+	own := v.own
+	switch {
+	case admitted:
+		own = max(own, seq)
+		if lost {
+			own = seq
+		}
+	case lost:
+		own = 0
+	}
 	if ok && !lost {
 		if seq < v.seq {
+			if own != v.own {
+				v.own = own
+				m.m[mk] = v
+			}
 			return
 		}
 		until = max(until, v.until)
@@ -68,7 +110,7 @@ func (m *marks) saw(mk string, seq, until int64, lost bool) {
 			clear(m.m)
 		}
 	}
-	m.m[mk] = seenMark{seq: seq, until: until}
+	m.m[mk] = seenMark{seq: seq, until: until, own: own}
 }
 
 // one is the script argument 1, boxed once.
@@ -80,6 +122,6 @@ func (s *Store) sawMark(mk string, rest []any) error {
 	if err != nil || len(v) != 2 {
 		return unavailable("marker", fmt.Errorf("bad script reply %v: %v", rest, err))
 	}
-	s.marks.saw(mk, v[0], v[1], false)
+	s.marks.saw(mk, v[0], v[1], false, false)
 	return nil
 }

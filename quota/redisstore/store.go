@@ -64,6 +64,9 @@ type Store struct {
 
 	// marks remembers each owner's store-loss marker (loss.go).
 	marks marks
+	// own is the marker field (w:BUCKET) of this store's admissions
+	// (loss.go: ownField)
+	own string
 
 	allowEviction  bool          // WithAllowEviction
 	replicas       int           // WithReplicas: WAIT for this many
@@ -103,7 +106,7 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // a compatible one. New does not talk to the server: Open does the same and
 // also refuses an unsafe eviction policy, and is what most callers want.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed), days: make(map[*time.Location]*dayBounds)}
+	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed), days: make(map[*time.Location]*dayBounds), own: ownField()}
 	for _, o := range opts {
 		o(s)
 	}

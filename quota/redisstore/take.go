@@ -57,7 +57,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	if req.Hold > 0 {
 		hold = req.Hold.Microseconds()
 	}
-	args := make([]any, 0, 8+10*n)
+	args := make([]any, 0, 10+10*n)
 	for attempt := 0; ; attempt++ {
 		// the breakdown hashes of the hour holding est (less a margin for
 		// a Redis clock behind the host's) and the next: the script picks
@@ -77,6 +77,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			}
 			args = append(args, bx.id, fields[i])
 		}
+		args = append(args, s.own, seen.own)
 		var (
 			reply      []any
 			short, err error
@@ -109,7 +110,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			// (and reports any store loss it found), so it stands.
 			return nil, failed(ctx, "take", short)
 		}
-		s.marks.saw(mk, res.seq, res.until, res.StoreLoss || res.lost)
+		s.marks.saw(mk, res.seq, res.until, res.StoreLoss || res.lost, res.OK)
 		return &res.TakeResult, nil
 	}
 }

@@ -19,7 +19,7 @@
 -- KEYS and ARGV are take.lua's with one debit: KEYS log, sum, exh, keep,
 -- the hour hashes H and H+1h, the marker; ARGV now, nonce, SEEN,
 -- SEEN_UNTIL, TRUST, H, KEEP, HOLD, NAME, COST, LIMIT, WIN, B1..B4, the
--- window id and the breakdown field.
+-- window id, the breakdown field, w:BUCKET and OWN.
 
 -- what this prefix read before it fell through: take.lua reads it again
 -- only when it was not read (nothing was written in between)
@@ -48,7 +48,7 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
   end
   local mv, v
   if now >= h0 and now < h0 + hour and (win > 0 or now >= lo and now < r) then
-    mv = redis.call('HMGET', KEYS[7], 'seq', 'u', 'e', 'b:' .. name, 'x:' .. name, 'k:' .. name, 'd:' .. name)
+    mv = redis.call('HMGET', KEYS[7], 'seq', 'u', 'e', 'b:' .. name, 'x:' .. name, 'k:' .. name, 'd:' .. name, ARGV[19], 'r')
     fmv = mv
   end
   local seq = mv and (tonumber(mv[1]) or 0)
@@ -56,7 +56,10 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
   -- and no exhausted mark the store should hold; a daily log known to hold
   -- today's entries only
   -- (a missing marker is made afresh by take.lua: see lib.lua's FRESH)
-  if mv and mv[1] and not (seq < tonumber(ARGV[3]) and now < tonumber(ARGV[4])) and
+  -- (nor this process's last admission missing from w:BUCKET: see take.lua)
+  if mv and mv[1] and not ((seq < tonumber(ARGV[3]) or
+      (tonumber(mv[8]) or 0) < tonumber(ARGV[20]) and tonumber(ARGV[20]) > (tonumber(mv[9]) or 0)) and
+      now < tonumber(ARGV[4])) and
       (not mv[5] or tonumber(mv[5]) <= now) and (win > 0 or mv[7] == ARGV[14]) then
     v = redis.call('MGET', KEYS[2], KEYS[3], KEYS[4])
     fv = v
@@ -139,14 +142,14 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
       -- the marker (lib.lua's remark): seq bumped, b:NAME and u raised to
       -- this entry's expiry
       seq = math.max(seq, tonumber(ARGV[3])) + 1
-      local fields = {'seq', seq}
+      local fields = {'seq', seq, ARGV[19], seq}
       local x = r
       if win > 0 then
         x = stamp + win
       end
       local bm = tonumber(mv[4]) or 0
       if x > bm then
-        fields[3], fields[4] = 'b:' .. name, x
+        fields[#fields + 1], fields[#fields + 2] = 'b:' .. name, x
       end
       x = math.min(math.max(x, bm), now + 366 * 86400 * 1000000)
       if x > u then

@@ -305,6 +305,12 @@ end
 --           x:NAME of also counts as lost while an entry its own window
 --           counts could have been recorded by then (o is only what the
 --           finder saw); the marker then lives a year
+--   w:B     the seq of the last admission of the processes whose stores
+--           drew bucket B (loss.go: ownBuckets): a process whose last
+--           admission (OWN) is above it finds its admission lost, even
+--           once other processes' writes took seq back past what it saw
+--   r       the seq the marker started afresh at after a loss was found:
+--           an admission at or below it is covered by that finding
 -- and two fields take.lua keeps so that a decision does less (not about
 -- loss: a missing one only costs the next decision a renewal or a read):
 --   k:NAME  µs until which NAME's log, sum and keep keys are known to live

@@ -14,7 +14,9 @@
 -- recorded: a lease's block, held until the lease ends, a daily one no
 -- later than the day's last µs; 0 for none); then per debit 10 values from 9+10(d-1): NAME, COST, LIMIT, a
 -- window spec (WIN, B1..B4), the window id and the breakdown field
--- "BUDGET\x1fMETHOD\x1fJOB".
+-- "BUDGET\x1fMETHOD\x1fJOB"; last, the marker field w:BUCKET of this
+-- process's admissions and OWN, the seq of its last admission (0: none
+-- known; see lostAll).
 --
 -- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
 -- (0 where none), then SEQ, U (the marker after this call), LOST_ALL and
@@ -78,7 +80,26 @@ end
 local seq = tonumber(mv[1]) or 0
 -- a lower seq (or none) while the marker must exist: acknowledged writes
 -- of this owner were lost, so every budget of it is affected
-local lostAll = seq < seen and now < tonumber(ARGV[4])
+-- The sequence alone misses a loss once others catch it up: a process
+-- that saw a write the failover lost (seq S+1) finds S+1 again after
+-- another process, which never saw it, writes on the new master. So each
+-- process also marks its own admissions in w:BUCKET (a field of its own,
+-- one of a bounded number) and passes the seq of its last one (OWN): a
+-- field below it means that admission was lost, whatever seq says.
+local wb, own = ARGV[#ARGV - 1], tonumber(ARGV[#ARGV])
+local lostAll = now < tonumber(ARGV[4]) and seq < seen
+-- (r: the seq a marker started afresh at, after a loss was found: an
+-- admission before it is covered by that finding, not found again)
+if not lostAll and own > 0 and now < tonumber(ARGV[4]) then
+  local w, r
+  if fmv then
+    w, r = fmv[8], fmv[9]
+  else
+    local wr = redis.call('HMGET', mk, wb, 'r')
+    w, r = wr[1], wr[2]
+  end
+  lostAll = (tonumber(w) or 0) < own and own > (tonumber(r) or 0)
+end
 
 -- unmarked reports whether debit d's budget counts as lost because the
 -- marker was started afresh after a loss of the owner's writes and has
@@ -365,6 +386,9 @@ local function mark()
     -- the marker keeps f for as long as a budget this process never saw
     -- may have entries to count (remark keeps it a year at most)
     top, mu, me = math.max(top, o, now + 366 * 86400 * 1000000), 0, 0
+    local s, u = remark(mk, seq, seen, mu, me, top, now, marks)
+    redis.call('HSET', mk, 'r', int(s))
+    return s, u
   end
   return remark(mk, seq, seen, mu, me, top, now, marks)
 end
@@ -497,4 +521,6 @@ for d = 1, n do
 end
 local mu
 seq, mu = mark()
+-- this admission, as this process's own (see lostAll)
+redis.call('HSET', mk, wb, int(seq))
 return tail(mu)
