@@ -239,7 +239,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args [
 		return nil, err
 	}
 	if !s.guard || ctx.Done() == nil {
-		return replySlice(sc.Run(ctx, s.rdb, keys, args...))
+		return s.reloadOn(replySlice(sc.Run(ctx, s.rdb, keys, args...)))
 	}
 	type result struct {
 		v   []any
@@ -247,7 +247,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args [
 	}
 	ch := make(chan result, 1)
 	go func() {
-		v, err := replySlice(sc.Run(ctx, s.rdb, keys, args...))
+		v, err := s.reloadOn(replySlice(sc.Run(ctx, s.rdb, keys, args...)))
 		ch <- result{v, err}
 	}()
 	select {
@@ -256,6 +256,24 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args [
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// reloadOn passes a script's reply on, and, when a Cluster client could
+// not reach the node that serves the keys, asks it to reload the slot map:
+// go-redis reloads it on MOVED or READONLY, or once a minute
+// (ClusterStateReloadInterval), not when the node is gone. After a master
+// was killed and its replica promoted, every decision on its slots failed
+// with ErrStoreUnavailable, dialing the dead master, for up to a minute.
+func (s *Store) reloadOn(v []any, err error) ([]any, error) {
+	if err != nil {
+		if c, ok := s.rdb.(*redis.ClusterClient); ok {
+			var rerr redis.Error
+			if !errors.As(err, &rerr) && !errors.Is(err, context.Canceled) {
+				c.ReloadState(context.Background())
+			}
+		}
+	}
+	return v, err
 }
 
 func replySlice(cmd *redis.Cmd) ([]any, error) {
