@@ -447,8 +447,8 @@ func (t *Transport) foreign(req *http.Request, cause error) (*http.Response, err
 		closeBody(req)
 		err := fmt.Errorf("quota: transport: %s %s%s: not sent: it carries %s, a credential this transport meters for API %s, to a host the pricer does not price: %w",
 			req.Method, req.URL.Host, req.URL.EscapedPath(), what, t.limiter.api, cause)
-		if t.cred != nil && t.cred.Secret != "" && strings.Contains(err.Error(), t.cred.Secret) {
-			return nil, &scrubbedError{msg: strings.ReplaceAll(err.Error(), t.cred.Secret, "<redacted>"), err: err}
+		if t.cred != nil {
+			err = scrubbed(err, t.cred.Secret)
 		}
 		return nil, err
 	}
@@ -992,11 +992,15 @@ func (a *attempt) sleep(d time.Duration) error {
 // secret scrubbed from its text (errors.Is and errors.As still see the
 // wrapped errors).
 func (a *attempt) errorf(format string, args ...any) error {
-	err := fmt.Errorf("quota: transport: "+a.charge.Method+": "+format, args...)
-	if a.cred.Secret != "" && strings.Contains(err.Error(), a.cred.Secret) {
-		return &scrubbedError{msg: a.scrub(err.Error()), err: err}
+	return scrubbed(fmt.Errorf("quota: transport: "+a.charge.Method+": "+format, args...), a.cred.Secret)
+}
+
+// scrubbed returns err, its text without secret when it holds it.
+func scrubbed(err error, secret string) error {
+	if secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
 	}
-	return err
+	return &scrubbedError{msg: strings.ReplaceAll(err.Error(), secret, "<redacted>"), err: err}
 }
 
 func (a *attempt) scrub(s string) string {
