@@ -196,7 +196,7 @@ func adjustRun(ctx context.Context, opts *adjustOptions) error {
 	if err := l.Adjust(ctx, c.Credential, b.Name, opts.Used); err != nil {
 		return err
 	}
-	counted := countedAfter(ctx, l, c, b.Name, opts.Used)
+	counted := max(opts.Used, countedAfter(ctx, l, c)[b.Name])
 	if opts.json {
 		return opts.printJSON(adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, opts.Used, counted, b.Limit})
 	}
@@ -206,21 +206,20 @@ func adjustRun(ctx context.Context, opts *adjustOptions) error {
 	return printHeld(opts.io.Out, opts.Used, counted)
 }
 
-// countedAfter returns what the store counts of budget for c after an
-// adjust to used. Adjust keeps the blocks leases of running processes took
-// within their lease time (open leases go on admitting from them), so it
-// may be more than used.
-func countedAfter(ctx context.Context, l *quota.Limiter, c cred, budget string, used int64) int64 {
+// countedAfter returns what the store counts of each budget for c after an
+// adjust (nil when it cannot be read). Adjust keeps the blocks leases of
+// running processes took within their lease time (open leases go on
+// admitting from them), so it may be more than the adjust set.
+func countedAfter(ctx context.Context, l *quota.Limiter, c cred) map[string]int64 {
 	us, err := l.StatusOf(ctx, c.Account)
 	if err != nil {
-		return used
+		return nil
 	}
+	out := make(map[string]int64, len(us))
 	for _, u := range us {
-		if u.Budget == budget {
-			return max(used, u.Used)
-		}
+		out[u.Budget] = u.Used
 	}
-	return used
+	return out
 }
 
 // printHeld says so when the store counts more than an adjust set.
@@ -287,7 +286,11 @@ func resetRun(ctx context.Context, opts *resetOptions) error {
 		if err := l.Adjust(ctx, c.Credential, b.Name, 0); err != nil {
 			return err
 		}
-		out = append(out, adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, 0, countedAfter(ctx, l, c, b.Name, 0), b.Limit})
+		out = append(out, adjustedJSON{info.Name, b.Name, c.Account, c.Label, c.Fingerprint, 0, 0, b.Limit})
+	}
+	counted := countedAfter(ctx, l, c) // one read for every budget reset
+	for i := range out {
+		out[i].Counted = counted[out[i].Budget]
 	}
 	if opts.json {
 		return opts.printJSON(out)
