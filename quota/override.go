@@ -122,7 +122,8 @@ const overrideLeaseTTL = 5 * time.Second
 // (StateStore.AcquireLease, across processes and hosts) and writes with
 // SaveStateFenced, so a writer whose lease expired mid-update writes
 // nothing. An update that finds the lease held waits for it, up to ctx's
-// deadline or twice the lease's lifetime.
+// deadline, for as long as other updates make progress (see
+// acquireOverrides).
 func updateOverrides(ctx context.Context, st Store, api string, change func(map[string]Override) bool) (bool, error) {
 	ss, ok := st.(StateStore)
 	if !ok {
@@ -158,13 +159,17 @@ func updateOverrides(ctx context.Context, st Store, api string, change func(map[
 }
 
 // acquireOverrides takes the lease on the overrides' key, waiting while
-// another update holds it.
+// another update holds it. Many updates at once take turns: the wait goes on
+// while the lease changes hands (each turn a new token), and gives up only
+// when one holder keeps it for twice the lease's lifetime, which a live
+// update never does (it holds the lease for one read and one write).
 func acquireOverrides(ctx context.Context, ss StateStore, key string) (StateLease, error) {
 	holder := "override update"
 	if h, err := os.Hostname(); err == nil {
 		holder = fmt.Sprintf("%s:%d override update", h, os.Getpid())
 	}
-	give := time.Now().Add(2 * overrideLeaseTTL)
+	var last int64 // the token of the holder seen last
+	var give time.Time
 	wait := 5 * time.Millisecond
 	for {
 		lease, err := ss.AcquireLease(ctx, &StateLeaseRequest{Key: key, Holder: holder, TTL: overrideLeaseTTL})
@@ -172,7 +177,10 @@ func acquireOverrides(ctx context.Context, ss StateStore, key string) (StateLeas
 		if !errors.As(err, &held) {
 			return lease, err
 		}
-		if time.Now().After(give) {
+		if give.IsZero() || held.Held.Token != last {
+			// a new turn: progress, the wait starts over
+			last, give = held.Held.Token, time.Now().Add(2*overrideLeaseTTL)
+		} else if time.Now().After(give) {
 			return StateLease{}, fmt.Errorf("quota: overrides are being updated by another process: %w", err)
 		}
 		t := time.NewTimer(wait)

@@ -136,3 +136,69 @@ func TestOverrideRefreshBacksOff(t *testing.T) {
 func TestConcurrentOverrides(t *testing.T) {
 	storetest.ConcurrentOverrides(t, []quota.Store{quota.NewMemoryStore()})
 }
+
+// TestOverrideUpdateWaitsWhileOthersProgress: an update queued behind many
+// others (a burst of `quotactl budget set` from a deploy script, a slow
+// store) waits as long as the lease keeps changing hands, however long that
+// takes in all; it gives up only on one holder keeping the lease for twice
+// its lifetime. It used to give up after a fixed 10 s of waiting.
+func TestOverrideUpdateWaitsWhileOthersProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := quota.NewMemoryStore()
+		key := "quota/overrides/api"
+		take := func(holder string) quota.StateLease {
+			l, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: key, Holder: holder, TTL: 5 * time.Second})
+			if err != nil {
+				t.Fatalf("%s: %v", holder, err)
+			}
+			return l
+		}
+		// six updates, one after another, each holding the lease for 4 s:
+		// 24 s in all, every hand-over with no instant between them
+		l := take("update 0")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 1; i <= 6; i++ {
+				<-time.After(4 * time.Second) // synctest: the bubble's clock moves, no real wait
+				if err := st.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: key, Token: l.Token}); err != nil {
+					t.Error(err)
+				}
+				if i < 6 {
+					l = take(fmt.Sprint("update ", i))
+				}
+			}
+		}()
+		start := time.Now()
+		b := quota.Budget{Name: "units", Limit: 5, Window: quota.Daily(time.UTC)}
+		err := quota.SetOverride(ctx, st, "api", b, start)
+		waited := time.Since(start)
+		<-done
+		if err != nil {
+			t.Fatalf("an update behind six others that made progress: %v", err)
+		}
+		if waited < 24*time.Second {
+			t.Fatalf("the update went through after %v, while others held the lease", waited)
+		}
+
+		// one holder that never lets go (a process paused mid-update, its
+		// lease renewed by a bug): the update gives up, naming the holder
+		stuck := take("stuck")
+		renewed := make(chan struct{})
+		go func() {
+			defer close(renewed)
+			for range 5 {
+				<-time.After(4 * time.Second)
+				if _, err := st.RenewLease(ctx, &quota.StateLeaseRequest{Key: key, Token: stuck.Token, TTL: 5 * time.Second}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+		err = quota.SetOverride(ctx, st, "api", b, time.Now())
+		<-renewed
+		if !errors.Is(err, quota.ErrLeaseHeld) {
+			t.Fatalf("an update behind a holder that never lets go: %v; want ErrLeaseHeld", err)
+		}
+	})
+}
