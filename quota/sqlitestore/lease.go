@@ -55,10 +55,10 @@ func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) 
 	if err := quota.CheckStateLease("acquire lease", req); err != nil {
 		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
-	now := nowOr(req.Now).UnixMicro()
 	var out quota.StateLease
 	var held *quota.StateLeaseHeldError
 	err := s.write(ctx, "acquire lease", func(tx *sql.Tx) error {
+		now := nowOr(req.Now).UnixMicro() // under the write lock (see Store.now)
 		r, _, err := getLease(ctx, tx, req.Key)
 		if err != nil {
 			return err
@@ -88,10 +88,10 @@ func (s *Store) RenewLease(ctx context.Context, req *quota.StateLeaseRequest) (q
 	if err := quota.CheckStateLease("renew lease", req); err != nil {
 		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
-	now := nowOr(req.Now).UnixMicro()
 	var out quota.StateLease
 	lost := false
 	err := s.write(ctx, "renew lease", func(tx *sql.Tx) error {
+		now := nowOr(req.Now).UnixMicro() // under the write lock (see Store.now)
 		r, _, err := getLease(ctx, tx, req.Key)
 		if err != nil {
 			return err
@@ -119,9 +119,9 @@ func (s *Store) ReleaseLease(ctx context.Context, req *quota.StateLeaseRequest) 
 	if err := quota.CheckStateLease("release lease", req); err != nil {
 		return fmt.Errorf("sqlitestore: %w", err)
 	}
-	now := nowOr(req.Now).UnixMicro()
 	var n int64
 	err := s.write(ctx, "release lease", func(tx *sql.Tx) error {
+		now := nowOr(req.Now).UnixMicro() // under the write lock (see Store.now)
 		res, err := tx.ExecContext(ctx, `UPDATE leases SET holder = '', expires = 0 WHERE key = ? AND token = ? AND expires > ?`, req.Key, req.Token, now)
 		if err != nil {
 			return err
