@@ -29,6 +29,9 @@ type MemoryStore struct {
 	ops     uint64
 	use     map[useKey]*useRow // Breakdown rows
 	marks   map[markKey]int64  // MarkCrossing: lapses at (µs)
+	// ChangeVersion per API and owner, bumped by Adjust and Exhaust; never
+	// dropped, so a version never comes back
+	vers map[verKey]int64
 	// the log used last, so a run of decisions on one budget skips the
 	// map; cleared when the sweep drops logs
 	lastKey logKey
@@ -41,6 +44,9 @@ type MemoryStore struct {
 
 var _ Store = (*MemoryStore)(nil)
 var _ StateStore = (*MemoryStore)(nil)
+var _ ChangeVersioner = (*MemoryStore)(nil)
+
+type verKey struct{ api, owner string }
 
 type logKey struct{ api, cred, budget string }
 
@@ -637,6 +643,7 @@ func (s *MemoryStore) Exhaust(ctx context.Context, req *ExhaustRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Owner, req.Budget, now)
+	s.bump(req.API, req.Owner)
 	lg.exh = 0
 	if u := ClampTime(req.Until).UnixMicro(); !req.Until.IsZero() && u > now {
 		lg.exh = u
@@ -650,6 +657,7 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Owner, req.Budget, now)
+	s.bump(req.API, req.Owner)
 	// Entries held past now are open leases' blocks (TakeRequest.Hold):
 	// their leases go on admitting from them, so they stay.
 	var held []memEntry
@@ -675,6 +683,27 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 		lg.sum += h.cost
 	}
 	return nil
+}
+
+// bump changes the owner's ChangeVersion; its caller holds s.mu.
+func (s *MemoryStore) bump(api, owner string) {
+	if s.vers == nil {
+		s.vers = make(map[verKey]int64)
+	}
+	s.vers[verKey{api, owner}]++
+}
+
+// ChangeVersion implements ChangeVersioner.
+func (s *MemoryStore) ChangeVersion(ctx context.Context, api, owner string) (int64, error) {
+	if ctx == nil {
+		return 0, invalidf("memory store: nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.vers[verKey{api, owner}], nil
 }
 
 // Usage implements Store.

@@ -104,6 +104,31 @@ type Store interface {
 	Close() error
 }
 
+// ChangeVersioner is implemented by a Store that keeps a change version
+// per API and owner: a number that every Adjust and every Exhaust (a clear
+// included) of any of the owner's budgets changes, in the same atomic step
+// as its write, whichever process or store handle makes it. A lease
+// (WithLeases) reads it now and then to learn that another process lowered
+// what is left (the upstream counts more used, or said the budget is
+// spent): the change ends the lease, as its expiry would, instead of
+// reaching it only when it ends. Take, Refund and Settle leave it as it
+// is: a take is bounded by what each lease set aside, and a refund or
+// settle only gives units back.
+//
+// The version is opaque: callers compare it for equality only. It never
+// changes back to a value it had while any entry of the owner is held
+// (TakeRequest.Hold) in the store. Reading it records nothing and costs
+// one cheap store call (a map read, one SQLite row, one Redis HGET).
+//
+// A Store without it keeps the older bound: a change made by another
+// process reaches an open lease only when the lease ends (LeaseOptions
+// MaxTime). Every store in this module implements it.
+type ChangeVersioner interface {
+	// ChangeVersion returns the owner's change version in api (0 when no
+	// change was ever recorded, or the store no longer holds one).
+	ChangeVersion(ctx context.Context, api, owner string) (int64, error)
+}
+
 // Debit is one budget's part of a charge.
 type Debit struct {
 	Budget

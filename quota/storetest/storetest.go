@@ -82,6 +82,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"BudgetLeases", s.budgetLeases},
 		{"LeaseBreakdownAcrossHour", s.leaseBreakdownAcrossHour},
 		{"AdjustKeepsOpenLeases", s.adjustKeepsOpenLeases},
+		{"ChangeVersion", s.changeVersion},
 		{"LocalRefusals", s.localRefusals},
 		{"Exhaust", s.exhaust},
 		{"Adjust", s.adjust},
