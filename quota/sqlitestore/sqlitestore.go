@@ -409,7 +409,7 @@ func (s *Store) init(dsn string) error {
 		}
 	}
 	if v == schemaVersion {
-		return s.ensureLeases(ctx, conn)
+		return s.ensureTables(ctx, conn)
 	}
 	// Another process may be creating the schema too: decide under the
 	// write lock.
@@ -445,7 +445,7 @@ func (s *Store) init(dsn string) error {
 	if err := tx.Commit(); err != nil {
 		return s.openErr(err)
 	}
-	return s.ensureLeases(ctx, conn)
+	return s.ensureTables(ctx, conn)
 }
 
 // check reads the schema version, and refuses a newer one or another

@@ -24,6 +24,7 @@ type stmts struct {
 	spend        *stmt // add to a breakdown row
 	dropHours    *stmt // breakdown rows the sweep drops
 	dropCrossing *stmt // crossing marks the sweep drops
+	bump         *stmt // change an owner's ChangeVersion
 }
 
 // prepare prepares the statements on c; on an error, none of them.
@@ -57,6 +58,7 @@ func (st *stmts) prepare(c *conn) error {
 		{&st.spend, spendSQL},
 		{&st.dropHours, `DELETE FROM usage_hours WHERE keep <= ?`},
 		{&st.dropCrossing, `DELETE FROM crossings WHERE until <= ?`},
+		{&st.bump, bumpSQL},
 	} {
 		s, err := c.prepare(p.sql)
 		if err != nil {

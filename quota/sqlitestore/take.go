@@ -594,6 +594,9 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 		if err := w.trim(lg, req.Budget.Window, now); err != nil {
 			return err
 		}
+		if err := w.st.bump.text(1, req.API).text(2, req.Owner).exec(); err != nil {
+			return err
+		}
 		lg.exh = 0
 		if u := quota.ClampTime(req.Until).UnixMicro(); !req.Until.IsZero() && u > n {
 			lg.exh = u
@@ -620,6 +623,9 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 		n := now.UnixMicro()
 		lg, err := w.log(req.API, req.Owner, req.Budget, now, true)
 		if err != nil {
+			return err
+		}
+		if err := w.st.bump.text(1, req.API).text(2, req.Owner).exec(); err != nil {
 			return err
 		}
 		// Entries held past now are open leases' blocks
