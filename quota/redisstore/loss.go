@@ -1,11 +1,17 @@
 package redisstore
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/quota"
 )
 
 // The store-loss marker (lua/lib.lua has the layout): each owner's hash
@@ -124,4 +130,28 @@ func (s *Store) sawMark(mk string, rest []any) error {
 	}
 	s.marks.saw(mk, v[0], v[1], false, false)
 	return nil
+}
+
+var _ quota.ChangeVersioner = (*Store)(nil)
+
+// ChangeVersion implements quota.ChangeVersioner: the field v of the
+// owner's marker (lua/lib.lua), which adjust.lua and exhaust.lua bump in
+// the same script as their write; one HGET of one key (a Cluster sends it
+// to the owner's slot). No marker, or none with v: 0.
+func (s *Store) ChangeVersion(ctx context.Context, api, owner string) (int64, error) {
+	if err := checkCred(api, owner); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := s.do(ctx, func(ctx context.Context) (err error) {
+		v, err = s.rdb.HGet(ctx, s.markKey(api, owner), "v").Int64()
+		if errors.Is(err, redis.Nil) {
+			v, err = 0, nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, failed(ctx, "change version", err)
+	}
+	return v, nil
 }

@@ -3,7 +3,7 @@
 -- (open leases' blocks), and clear its exhaustion mark,
 -- store-loss marks included. The marker's k:NAME and d:NAME (see take.lua)
 -- go too: the next take renews the keys' lifetimes and checks the log's
--- day again.
+-- day again. The marker's v (the owner's change version) is bumped.
 --
 -- KEYS: log, sum, exh, keep, the owner's store-loss marker (see lib.lua).
 -- ARGV[1] now or ''; ARGV[2] USED; ARGV[3] nonce; ARGV[4..8] a window
@@ -47,6 +47,7 @@ if total > 0 then
 end
 local mk, name = KEYS[5], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e')
+redis.call('HINCRBY', mk, 'v', 1) -- the owner's change version (see lib.lua)
 redis.call('HDEL', mk, 'l:' .. name)
 local seq, mu = remark(mk, tonumber(mv[1]) or 0, 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0, e, now,
   {'b:' .. name, int(e), 'x:' .. name, '0', 'k:' .. name, '0', 'd:' .. name, '0'})

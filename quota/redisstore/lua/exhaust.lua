@@ -10,7 +10,8 @@
 -- The key expires at UNTIL. Its lifetime is set relative to the script's
 -- now (SET PX UNTIL-now), which is PEXPIREAT UNTIL when now is the server
 -- clock, and stays right when a test injects its own now. A positive UNTIL
--- never shortens an active store-loss mark; a clear clears it too.
+-- never shortens an active store-loss mark; a clear clears it too. Either
+-- bumps the marker's v, the owner's change version.
 --
 -- Reply: {1, NOW, SEQ, U} (the marker after this call).
 
@@ -28,6 +29,7 @@ local mk, name = KEYS[2], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e', 'l:' .. name)
 local seq, mu, me = tonumber(mv[1]) or 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
 local lm = tonumber(mv[4]) or 0
+redis.call('HINCRBY', mk, 'v', 1) -- the owner's change version (see lib.lua)
 local fields = {}
 if until_ > now then
   if loss then

@@ -311,6 +311,13 @@ end
 --           once other processes' writes took seq back past what it saw
 --   r       the seq the marker started afresh at after a loss was found:
 --           an admission at or below it is covered by that finding
+--   v       the owner's change version (quota.ChangeVersioner): bumped by
+--           every adjust and exhaust, in the same script, and by nothing
+--           else (take, refund and settle leave it); read with one HGET.
+--           It lives and goes with the marker, which lives while any
+--           entry of the owner is held (its b:NAME), so it never comes
+--           back to a value an open lease saw; a loss that drops the
+--           marker drops it too (read as 0)
 -- and two fields take.lua keeps so that a decision does less (not about
 -- loss: a missing one only costs the next decision a renewal or a read):
 --   k:NAME  µs until which NAME's log, sum and keep keys are known to live
