@@ -25,7 +25,20 @@ type LeaseOptions struct {
 	// window at most a tenth of the window). A lease never crosses a daily
 	// reset.
 	MaxTime time.Duration
+	// CheckEvery bounds how long a lease admits locally without confirming
+	// that no process changed the budget's owner in the store since its
+	// block was taken (an Adjust or Exhaust, any budget, any process; see
+	// ChangeVersioner): a charge that finds its lease unconfirmed for
+	// longer reads the owner's change version first (one cheap store
+	// call). If it changed, or cannot be read, the lease ends at once, as
+	// at its MaxTime (its unused units go back), and the charge goes to
+	// the store for a decision. Default 100ms; at most MaxTime. With a
+	// store that does not implement ChangeVersioner there is no check.
+	CheckEvery time.Duration
 }
+
+// defaultCheckEvery is LeaseOptions.CheckEvery's default.
+const defaultCheckEvery = 100 * time.Millisecond
 
 // WithLeases makes the limiter take budget units from the store in blocks
 // (leases) and admit charges locally from them: one store call per block
@@ -43,15 +56,20 @@ type LeaseOptions struct {
 //
 // This limiter's Exhaust and Adjust end its lease of the budget first (and
 // Adjust drops that lease's block: what it admitted is in the usage set).
-// An adjust made by another process keeps every block still held
-// (recorded after its now, so taken within the last MaxTime) on top of the
-// usage it sets: the open leases go on admitting from them, and the store
-// goes on counting them. What those blocks admitted before the adjust then
-// counts twice until it expires: conservative, and at most a lease time's
-// spending of each process (another adjust after MaxTime sets usage
-// exactly). An exhaust made by another process reaches a lease when it
-// ends: until then (at most MaxTime) the lease may still admit its unused
-// units, which the store counts.
+// An adjust or exhaust made by another process (or another Limiter)
+// reaches an open lease within CheckEvery (default 100ms) of the lease's
+// clock: a lease that admitted for longer than that since it last
+// confirmed reads the owner's change version (ChangeVersioner) before
+// admitting more, and a change ends it at once, settled as at its MaxTime,
+// so the next charge is decided by the store as the change left it. Until
+// then (at most CheckEvery after the change) the lease may still admit
+// its unused units, which the store counts. An adjust keeps every block
+// still held (recorded after its now, so taken within the last MaxTime)
+// on top of the usage it sets, until its lease ends and settles it: what
+// those blocks admitted before the adjust then counts twice until it
+// expires, which is conservative (another adjust after MaxTime sets usage
+// exactly). With a store that does not implement ChangeVersioner, such a
+// change reaches a lease only when it ends: up to MaxTime.
 //
 // A block take that fails (a store stalled past the caller's deadline may
 // still record it) is not retried whole: until a take succeeds, the lease
@@ -70,6 +88,10 @@ func WithLeases(o LeaseOptions) Option {
 	if o.MaxTime <= 0 {
 		o.MaxTime = time.Second
 	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = defaultCheckEvery
+	}
+	o.CheckEvery = min(o.CheckEvery, o.MaxTime)
 	return func(l *Limiter) { l.leases = &leasing{opts: o} }
 }
 
@@ -90,6 +112,11 @@ type leaseSlot struct {
 	// unknown (a store that timed out may still record the block, counted
 	// and never used), so takes are of the charge alone until one succeeds
 	failed bool
+	// ver is the owner's change version as read at verAt (local clock;
+	// zero: not read, or forgotten): the version a new lease checks
+	// against, when read recently enough (see baseVersion)
+	ver   int64
+	verAt time.Time
 }
 
 // lease is one block of units taken from the store.
@@ -108,6 +135,12 @@ type lease struct {
 	usage   Usage     // the budget after the block was taken
 	storeAt time.Time // the store's now at the take...
 	local   time.Time // ...and the local clock's when its reply came
+	// base is the owner's change version read before the take (based:
+	// read at all), which the lease checks the store's against;
+	// confirmed is the local instant since which it admits unconfirmed
+	base      int64
+	based     bool
+	confirmed time.Time
 }
 
 // lifetime returns how long a lease of b may admit, or 0 when b's window is
@@ -192,7 +225,7 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
 	now := l.localNow()
-	if ls := slot.cur; ls != nil && now.Before(ls.ends) && ls.size-ls.used >= d.Cost {
+	if ls := slot.cur; ls != nil && now.Before(ls.ends) && ls.size-ls.used >= d.Cost && l.confirmed(ctx, slot, ls, now) {
 		ls.used += d.Cost
 		return ls, nil, nil
 	}
@@ -213,6 +246,7 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 				"api", l.api, "budget", old.budget.Name, "unused", old.size-old.used, "error", err)
 		}
 	}
+	base, based := l.baseVersion(ctx, slot, id.account, life, now)
 	size := d.Cost
 	switch b := l.leases.opts.Block; {
 	case slot.failed:
@@ -240,8 +274,56 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 	}
 	if ls != nil {
 		ls.used = d.Cost
+		ls.base, ls.based = base, based
 	}
 	return ls, res, err
+}
+
+// confirmed reports whether the lease ls may admit at now: it has admitted
+// unconfirmed for no longer than CheckEvery, or the owner's change version
+// is still the one read before its block was taken. Otherwise (another
+// process adjusted or exhausted one of the owner's budgets, or the
+// version cannot be read) the lease ends at now, and its caller takes the
+// charge to the store. Its caller holds the slot's lock.
+func (l *Limiter) confirmed(ctx context.Context, slot *leaseSlot, ls *lease, now time.Time) bool {
+	cv, ok := l.store.(ChangeVersioner)
+	if !ok || now.Sub(ls.confirmed) <= l.leases.opts.CheckEvery {
+		return true
+	}
+	v, err := cv.ChangeVersion(ctx, l.api, ls.owner)
+	if err != nil {
+		slot.verAt = time.Time{}
+		ls.ends = now // unconfirmed: the store decides
+		return false
+	}
+	slot.ver, slot.verAt = v, now
+	if !ls.based || v != ls.base {
+		ls.ends = now // changed: settled as at its time
+		return false
+	}
+	ls.confirmed = now
+	return true
+}
+
+// baseVersion returns the owner's change version for a lease of life about
+// to be taken at now, and whether it is known: the one the slot read last
+// if no older than life, else read now. A change between that read and the
+// take ends the lease at its first check, needlessly but safely; one after
+// the take is what the check is for. Its caller holds the slot's lock.
+func (l *Limiter) baseVersion(ctx context.Context, slot *leaseSlot, owner string, life time.Duration, now time.Time) (int64, bool) {
+	cv, ok := l.store.(ChangeVersioner)
+	if !ok || life <= 0 {
+		return 0, false
+	}
+	if !slot.verAt.IsZero() && !now.Before(slot.verAt) && now.Sub(slot.verAt) <= life {
+		return slot.ver, true
+	}
+	v, err := cv.ChangeVersion(ctx, l.api, owner)
+	if err != nil {
+		return 0, false // the lease ends at its first check
+	}
+	slot.ver, slot.verAt = v, now
+	return v, true
 }
 
 // endLease ends slot's current lease when it holds units it has not
@@ -295,7 +377,7 @@ func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, meth
 	}
 	ls := &lease{
 		slot: slot, owner: owner, budget: d.Budget, stamp: HeldAt(d.Window, res.At, hold), nonce: nonce, method: method, job: job,
-		size: size, usage: res.Usage[0], storeAt: res.At, local: l.localNow(),
+		size: size, usage: res.Usage[0], storeAt: res.At, local: l.localNow(), confirmed: before,
 	}
 	// The lease admits until its life has passed since before the take (the
 	// store decided after that), and never past the daily reset.
@@ -470,6 +552,7 @@ func (l *Limiter) endLeases(ctx context.Context, owner, budget string) *lease {
 	slot := v.(*leaseSlot)
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
+	slot.verAt = time.Time{} // the caller changes the version: the next lease reads it
 	ls := slot.cur
 	if ls != nil {
 		slot.cur = nil

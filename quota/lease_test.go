@@ -414,3 +414,95 @@ func TestLeaseAfterFailedTake(t *testing.T) {
 		t.Fatalf("once a take succeeded the store counts %d, want 203 (whole blocks again)", u)
 	}
 }
+
+// versionStore is a MemoryStore that counts ChangeVersion reads and fails
+// them while fail is set.
+type versionStore struct {
+	*quota.MemoryStore
+	reads atomic.Int64
+	fail  atomic.Bool
+}
+
+func (s *versionStore) ChangeVersion(ctx context.Context, api, owner string) (int64, error) {
+	s.reads.Add(1)
+	if s.fail.Load() {
+		return 0, fmt.Errorf("%w: test", quota.ErrStoreUnavailable)
+	}
+	return s.MemoryStore.ChangeVersion(ctx, api, owner)
+}
+
+// noVersions hides the store's ChangeVersioner: a store without one.
+type noVersions struct{ quota.Store }
+
+// TestLeaseVersionChecks: a lease reads the owner's change version once
+// before its block and then at most once per CheckEvery of admissions, not
+// per charge; a read that fails ends the lease (the store decides); and
+// with a store that keeps no version, another limiter's Adjust reaches
+// the lease only at its end (the older bound).
+func TestLeaseVersionChecks(t *testing.T) {
+	ctx := context.Background()
+	b := []quota.Budget{{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)}}
+	cred := quota.Credential{Secret: "version-checks"}
+	opts := quota.LeaseOptions{Block: 100, MaxFraction: 0.2, MaxTime: time.Second, CheckEvery: 100 * time.Millisecond}
+
+	t.Run("reads", func(t *testing.T) {
+		clock := storetest.NewClock(storetest.T0)
+		st := &versionStore{MemoryStore: quota.NewMemoryStore()}
+		l, err := quota.New(st, "api", b, quota.WithClock(clock.Now), quota.WithLeases(opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 { // within CheckEvery: no read past the first
+			mustTakeT(t, l, cred)
+			clock.Add(time.Millisecond)
+		}
+		if n := st.reads.Load(); n != 1 {
+			t.Fatalf("%d version reads for 50 charges within CheckEvery of one lease, want 1 (before its block)", n)
+		}
+		clock.Add(opts.CheckEvery)
+		for range 10 {
+			mustTakeT(t, l, cred)
+		}
+		if n := st.reads.Load(); n != 2 {
+			t.Fatalf("%d version reads after CheckEvery passed, want 2: one check confirms the lease for another CheckEvery", n)
+		}
+		// A read that fails ends the lease: its unused units go back, and
+		// the charge is decided by the store (here: a new block).
+		clock.Add(opts.CheckEvery + time.Millisecond)
+		st.fail.Store(true)
+		mustTakeT(t, l, cred)
+		if u := storeUsed(t, l, cred); u != 60+100 {
+			t.Fatalf("after a failed check the store counts %d, want 160: the 60 admitted, and a new block of 100", u)
+		}
+	})
+
+	t.Run("no ChangeVersioner", func(t *testing.T) {
+		clock := storetest.NewClock(storetest.T0)
+		st := quota.NewMemoryStore()
+		l, err := quota.New(noVersions{st}, "api", b, quota.WithClock(clock.Now), quota.WithLeases(opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, err := quota.New(st, "api", b, quota.WithClock(clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustTakeT(t, l, cred)
+		if err := op.Adjust(ctx, cred, "units", 990); err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(opts.CheckEvery + time.Millisecond)
+		for i := range 99 {
+			if _, err := l.Take(ctx, cred, quota.Units("units", 1)); err != nil {
+				t.Fatalf("take %d from the open lease of a store without versions: %v (it keeps the older bound, MaxTime)", i, err)
+			}
+		}
+	})
+}
+
+func mustTakeT(t *testing.T, l *quota.Limiter, cred quota.Credential) {
+	t.Helper()
+	if _, err := l.Take(context.Background(), cred, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+}

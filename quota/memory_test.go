@@ -77,3 +77,10 @@ func TestMemoryStoreNonces(t *testing.T) {
 		t.Fatalf("status after the refund: %v, %v; want 2 used", us, err)
 	}
 }
+
+// TestMemoryLeasesSeeChanges: another Limiter's Adjust and Exhaust on the
+// same memory store reach an open lease within CheckEvery.
+func TestMemoryLeasesSeeChanges(t *testing.T) {
+	st := quota.NewMemoryStore()
+	storetest.LeasesSeeChanges(t, st, st)
+}

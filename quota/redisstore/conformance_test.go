@@ -42,3 +42,18 @@ func TestConcurrentOverrides(t *testing.T) {
 		})
 	})
 }
+
+// TestLeasesSeeChanges: an Adjust or Exhaust made through another client
+// (what another process has) reaches an open lease within CheckEvery.
+func TestLeasesSeeChanges(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		p := redistest.Prefix(t)
+		storetest.LeasesSeeChanges(t,
+			redisstore.New(redistest.Client(t), redisstore.WithPrefix(p)),
+			redisstore.New(redistest.Client(t), redisstore.WithPrefix(p)))
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		m := redistest.Mini(t)
+		storetest.LeasesSeeChanges(t, redisstore.New(redistest.MiniClient(t, m)), redisstore.New(redistest.MiniClient(t, m)))
+	})
+}

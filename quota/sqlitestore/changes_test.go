@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
+	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 // TestChangesOnOlderFile: a file made before the changes table existed
@@ -83,4 +84,17 @@ func checkBumps(t *testing.T, st *sqlitestore.Store, b quota.Budget) {
 	if v2, err := st.ChangeVersion(ctx, "api", "o"); err != nil || v2 == v1 || v2 == v0 {
 		t.Fatalf("ChangeVersion after Exhaust = %d, %v; it was %d, then %d", v2, err, v0, v1)
 	}
+}
+
+// TestLeasesSeeChanges: an Adjust or Exhaust made through another Store on
+// the same file (what another process has) reaches an open lease within
+// CheckEvery.
+func TestLeasesSeeChanges(t *testing.T) {
+	a, path := openTemp(t)
+	b, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	storetest.LeasesSeeChanges(t, a, b)
 }

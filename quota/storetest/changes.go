@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -141,5 +142,84 @@ func (s suite) changeVersion(t *testing.T) {
 	}
 	if v := version("api", "version-project"); v == v1 || v == before {
 		t.Fatalf("Limiter.Exhaust: the owner's version %d, after %d and %d", v, before, v1)
+	}
+}
+
+// LeasesSeeChanges: limiter A holds an open lease (WithLeases) with unused
+// units of its block on store a; limiter B, on store b (another handle on
+// the same store: what another process has), adjusts the budget to leave
+// 10 units, or exhausts it. Once A's clock has passed the lease's
+// CheckEvery (and well within its MaxTime), A admits at most what the
+// change left: its lease ends on the change, gives its unused units back,
+// and the store decides. a and b may be the same store (the memory store).
+// Nothing sleeps: both limiters run on one fake clock.
+func LeasesSeeChanges(t *testing.T, a, b quota.Store) {
+	ctx := context.Background()
+	clock := NewClock(T0)
+	budget := quota.Budget{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)}
+	opts := quota.LeaseOptions{Block: 100, MaxFraction: 0.2, MaxTime: time.Second, CheckEvery: 100 * time.Millisecond}
+	la, err := quota.New(a, "api", []quota.Budget{budget}, quota.WithClock(clock.Now), quota.WithLeases(opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := quota.New(b, "api", []quota.Budget{budget}, quota.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "leases-see-changes", Owner: "project"}
+	spend := func() (n int64) {
+		t.Helper()
+		for range 200 {
+			_, err := la.Take(ctx, cred, quota.Units("units", 1))
+			if errors.Is(err, quota.ErrExhausted) {
+				return n
+			}
+			if err != nil {
+				t.Fatalf("A's take: %v", err)
+			}
+			n++
+		}
+		return n
+	}
+
+	// Adjust: the upstream counts 990 used, 10 left.
+	mustTake(t, la, cred, quota.Units("units", 1)) // a block of 100, 99 unused
+	clock.Add(10 * time.Millisecond)
+	if err := lb.Adjust(ctx, cred, "units", 990); err != nil {
+		t.Fatalf("B's Adjust: %v", err)
+	}
+	clock.Add(opts.CheckEvery + time.Millisecond) // past CheckEvery, within MaxTime
+	got := spend()
+	t.Logf("after another process adjusted to leave 10 units, A admitted %d more", got)
+	if got > 10 {
+		t.Fatalf("after another process's Adjust left 10 units, the open lease admitted %d more: %d over what the upstream allows", got, got-10)
+	}
+	if got < 9 {
+		t.Fatalf("after the Adjust left 10 units (1 of them admitted from the lease before it, counted twice), A admitted %d, want 9", got)
+	}
+	if u := used(t, lb, cred, "units"); u > budget.Limit {
+		t.Fatalf("the store counts %d units, over the limit %d", u, budget.Limit)
+	}
+
+	// Exhaust: the upstream says the budget is spent.
+	clock.Add(2 * time.Second)
+	if err := lb.Adjust(ctx, cred, "units", 0); err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, la, cred, quota.Units("units", 1)) // a new block, 99 unused
+	clock.Add(10 * time.Millisecond)
+	if err := lb.Exhaust(ctx, cred, "units", clock.Now().Add(time.Hour)); err != nil {
+		t.Fatalf("B's Exhaust: %v", err)
+	}
+	// Within CheckEvery the lease may still admit (the documented bound)...
+	clock.Add(opts.CheckEvery / 2)
+	mustTake(t, la, cred, quota.Units("units", 1))
+	// ...and not once it has passed.
+	clock.Add(opts.CheckEvery)
+	if got := spend(); got != 0 {
+		t.Fatalf("after another process's Exhaust, the open lease admitted %d more, want 0", got)
+	}
+	if err := la.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
