@@ -903,9 +903,10 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 // Adjust sets budget's usage for cred to used units recorded now, dropping
 // its log and any exhaustion mark: to match the upstream's console. Adjust
 // with used 0 resets the budget. The blocks other processes' leases took
-// within their lease time (WithLeases) stay counted on top of used, since
-// open leases go on admitting from them: Status may show more than used
-// (see WithLeases).
+// within their lease time (WithLeases) stay counted on top of used until
+// those leases end, since they may admit from them until then: Status may
+// show more than used. The adjust bumps the owner's change version, which
+// ends those leases within their CheckEvery (see WithLeases).
 func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, used int64) error {
 	if err := checkContext(ctx, "adjust"); err != nil {
 		return err

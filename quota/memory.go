@@ -659,7 +659,8 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	lg := s.log(req.API, req.Owner, req.Budget, now)
 	s.bump(req.API, req.Owner)
 	// Entries held past now are open leases' blocks (TakeRequest.Hold):
-	// their leases go on admitting from them, so they stay.
+	// their leases may admit from them until they see the version bumped
+	// above (LeaseOptions.CheckEvery), so they stay.
 	var held []memEntry
 	drop := int64(-1)
 	if !req.DropAt.IsZero() {

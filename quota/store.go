@@ -45,14 +45,17 @@ type Store interface {
 	Settle(ctx context.Context, req *SettleRequest) (map[string]int64, error)
 
 	// Exhaust marks a budget spent until req.Until; a zero or past Until
-	// clears the mark.
+	// clears the mark. A store that implements ChangeVersioner bumps the
+	// owner's version in the same step.
 	Exhaust(ctx context.Context, req *ExhaustRequest) error
 
 	// Adjust replaces a budget's log for one credential with a single entry
 	// of req.Used units at now (none if Used is 0) and clears any exhaustion
 	// mark: it resets a budget, or sets it to match the upstream's console.
 	// It keeps the entries recorded after now (TakeRequest.Hold): open
-	// leases' blocks, which their leases still admit from.
+	// leases' blocks, which their leases may admit from until they end. A
+	// store that implements ChangeVersioner bumps the owner's version in
+	// the same step, so that those leases end within their CheckEvery.
 	Adjust(ctx context.Context, req *AdjustRequest) error
 
 	// Usage returns current usage of each budget for one credential, after

@@ -629,8 +629,9 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 			return err
 		}
 		// Entries held past now are open leases' blocks
-		// (TakeRequest.Hold): their leases go on admitting from them, so
-		// they stay.
+		// (TakeRequest.Hold): their leases may admit from them until they
+		// see the version bumped above (LeaseOptions.CheckEvery), so they
+		// stay.
 		var held, newest int64
 		drop := int64(-1) // but the caller's own ended lease's
 		if !req.DropAt.IsZero() {

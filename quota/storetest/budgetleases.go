@@ -167,8 +167,10 @@ func (s suite) leaseBreakdownAcrossHour(t *testing.T) {
 
 // adjustKeepsOpenLeases: an operator's Adjust (here from a limiter without
 // leases, as `quotactl adjust` is) while another process holds a lease
-// keeps the lease's block counted: the lease goes on admitting its unused
-// units locally until it ends, so the store must go on counting them, or
+// keeps the lease's block counted: the lease may go on admitting its unused
+// units locally until it ends (until it sees the change, within
+// LeaseOptions.CheckEvery: here the whole test runs within the 100ms
+// after the lease's take), so the store must go on counting them, or
 // the other processes are let spend them a second time. The block stays
 // whole (its used part is counted twice, conservatively) until the lease
 // is settled. For a daily window too: the block is held (stamped at the
@@ -207,7 +209,8 @@ func (s suite) adjustKeepsOpenLeases(t *testing.T) {
 			if err != nil || len(es) != 2 || es[0].Cost != 500 || es[1].Cost != 100 {
 				t.Fatalf("entries after Adjust = %+v, %v; want the adjusted 500, then the held block of 100", es, err)
 			}
-			// The lease admits its 99 unused units, locally.
+			// The lease admits its 99 unused units, locally (within
+			// CheckEvery of its take: it has not checked yet).
 			for i := range 99 {
 				if _, err := leased.Take(ctx, key, quota.Units("units", 1)); err != nil {
 					t.Fatalf("leased take %d: %v", i, err)
