@@ -106,11 +106,19 @@ func (n *nonceBuf) is(s, pfx string) bool {
 // window is shortened, entries that a longer window it had would count stay
 // in the log, uncounted, and count again if the window grows back. The
 // entries the current window counts are those from start(now) on.
+//
+// A log kept for a daily window does not drop the entries its day ends:
+// it sets them aside, in the ring just before head, out of the running
+// sum, and keeps each for DailyKeep after its instant (then drops it), so
+// that a budget redefined with another zone or a sliding window counts
+// them again (unarchive). Memory stays bounded: a daily log holds its
+// day's entries and DailyKeep's worth of set-aside ones at most.
 type memLog struct {
 	ring   []memEntry // len is a power of two (or 0)
 	head   int        // index of the oldest kept entry
 	n      int        // kept entries
-	sum    int64      // costs of the kept entries
+	old    int        // set-aside entries, oldest first, just before head
+	sum    int64      // costs of the kept entries (not the set-aside ones)
 	exh    int64      // exhausted until, µs; 0 if not marked
 	window Window
 	kept   Window // what the log keeps entries for: window, unless shortened
@@ -129,15 +137,45 @@ type memLog struct {
 
 func (lg *memLog) at(i int) *memEntry { return &lg.ring[(lg.head+i)&(len(lg.ring)-1)] }
 
+// aside returns the set-aside entry i (0 the oldest, to old-1).
+func (lg *memLog) aside(i int) *memEntry {
+	return &lg.ring[(lg.head-lg.old+i)&(len(lg.ring)-1)]
+}
+
+// unarchive puts the set-aside entries recorded in the last DailyKeep at
+// now back in the log, and their costs in its sum (a definition change:
+// the new window may count them); the older ones go.
+func (lg *memLog) unarchive(now int64) {
+	lg.trimAside(now)
+	for i := range lg.old {
+		lg.sum += lg.aside(i).cost
+	}
+	lg.head = (lg.head - lg.old) & (len(lg.ring) - 1)
+	lg.n += lg.old
+	lg.old = 0
+}
+
+// trimAside drops the set-aside entries recorded more than DailyKeep
+// before now.
+func (lg *memLog) trimAside(now int64) {
+	from := now - DailyKeep.Microseconds() + 1
+	for lg.old > 0 && lg.aside(0).at < from {
+		lg.old--
+	}
+}
+
 // push makes room for an entry recorded at at, among the others in order,
 // and returns it with at set: the caller sets the rest in place.
 func (lg *memLog) push(at int64) *memEntry {
-	if lg.n == len(lg.ring) {
+	if lg.old+lg.n == len(lg.ring) {
 		ring := make([]memEntry, max(8, 2*len(lg.ring)))
-		for i := range lg.n {
-			ring[i] = *lg.at(i)
+		for i := range lg.old {
+			ring[i] = *lg.aside(i)
 		}
-		lg.ring, lg.head = ring, 0
+		for i := range lg.n {
+			ring[lg.old+i] = *lg.at(i)
+		}
+		lg.ring, lg.head = ring, lg.old
 	}
 	// Keep the log ordered by instant: an entry recorded at an instant
 	// earlier than the newest (a clock stepped back) moves in among them.
@@ -172,6 +210,8 @@ func (lg *memLog) use(w Window, now int64) counted {
 		lg.window = w
 		lg.row = nil // its keep is the old window's
 	}
+	// what the old daily window set aside may count under the new one
+	lg.unarchive(now)
 	lg.prune(now)
 	if lg.sum == 0 {
 		lg.kept = w // nothing kept: start afresh
@@ -194,7 +234,7 @@ func (lg *memLog) find(at int64, nonce, pfx string) *memEntry {
 	return nil
 }
 
-func (lg *memLog) clear() { lg.ring, lg.head, lg.n, lg.sum, lg.exh = nil, 0, 0, 0, 0 }
+func (lg *memLog) clear() { lg.ring, lg.head, lg.n, lg.old, lg.sum, lg.exh = nil, 0, 0, 0, 0, 0 }
 
 // sweepEvery is how many decisions pass between sweeps that drop the logs of
 // idle credentials.
@@ -245,22 +285,27 @@ func (lg *memLog) day(now int64) int64 {
 	return lg.dayStart
 }
 
-// prune drops the entries the kept window no longer keeps at now, and an
-// exhaustion mark that has ended.
+// prune drops the entries the kept window no longer keeps at now (a daily
+// window sets them aside), and an exhaustion mark that has ended.
 func (lg *memLog) prune(now int64) {
 	var start int64
 	if lg.kept.IsZero() || lg.kept.Equal(lg.window) {
 		start = lg.start(now) // the hot path: the day cached
 	} else {
-		start = lg.kept.Start(time.UnixMicro(now)).UnixMicro()
+		start = KeptSince(lg.kept, time.UnixMicro(now)).UnixMicro()
 	}
 	lg.pruneBefore(start, now)
 }
 
 // pruneBefore drops the entries recorded before start, and an exhaustion
-// mark that has ended by now.
+// mark that has ended by now. A log kept for a daily window sets them
+// aside instead, until DailyKeep after their instant (see memLog).
 func (lg *memLog) pruneBefore(start, now int64) {
 	lg.seen = max(lg.seen, now)
+	aside := lg.kept.IsDaily()
+	if !aside {
+		lg.old = 0 // (none: a log that stops being daily takes them back)
+	}
 	for lg.n > 0 {
 		e := lg.at(0)
 		if e.at >= start {
@@ -269,8 +314,14 @@ func (lg *memLog) pruneBefore(start, now int64) {
 		lg.sum -= e.cost
 		lg.head = (lg.head + 1) & (len(lg.ring) - 1)
 		lg.n--
+		if aside {
+			lg.old++
+		}
 	}
-	if lg.n == 0 && len(lg.ring) > 1024 {
+	if lg.old > 0 {
+		lg.trimAside(now)
+	}
+	if lg.n == 0 && lg.old == 0 && len(lg.ring) > 1024 {
 		lg.ring, lg.head = nil, 0 // let a burst's buffer go
 	}
 	if lg.exh != 0 && lg.exh <= now {
@@ -278,7 +329,7 @@ func (lg *memLog) pruneBefore(start, now int64) {
 	}
 }
 
-func (lg *memLog) idle() bool { return lg.n == 0 && lg.exh == 0 }
+func (lg *memLog) idle() bool { return lg.n == 0 && lg.old == 0 && lg.exh == 0 }
 
 // first returns the index of the first entry the window counts at now, and
 // the units of the kept entries before it (uncounted): 0 and 0 unless the
@@ -365,6 +416,12 @@ func (t *tally) fill(u *Usage, b *Budget) {
 // only the ones the log still keeps.
 func (lg *memLog) peek(b Budget, now int64) (Usage, int) {
 	lg.prune(now)
+	if lg.old > 0 && !b.Window.Equal(lg.window) {
+		// another window than the log's may count what its day set
+		// aside; the next decision under the log's window sets them aside
+		// again
+		lg.unarchive(now)
+	}
 	first, gap := lg.from(b.Window.Start(time.UnixMicro(now)).UnixMicro())
 	u := Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum - gap}
 	if lg.exh > now {

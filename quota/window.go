@@ -251,7 +251,11 @@ func (w Window) Equal(v Window) bool {
 //     spans at most 26 hours).
 //
 // A store prunes a log's entries only once they leave both its current
-// window and its kept window, and counts only the current window's.
+// window and its kept window, and counts only the current window's. A log
+// kept for a daily window does not lose the entries its day ends: it sets
+// them aside, uncounted, for DailyKeep after their instant, and takes them
+// back when the budget's window changes, so that another zone's day, or a
+// sliding window, counts every entry it holds (see KeptSince).
 func Retain(kept, w Window) Window {
 	switch {
 	case kept.IsZero(), kept.Equal(w):
@@ -270,8 +274,44 @@ func PruneBefore(kept, w Window, now time.Time) time.Time {
 	if kept.IsZero() || kept.Equal(w) {
 		return s
 	}
-	if k := kept.Start(now); k.Before(s) {
+	if k := KeptSince(kept, now); k.Before(s) {
 		return k
 	}
 	return s
 }
+
+// KeptSince returns the first instant a log kept for kept still holds at
+// now, for a window other than kept: kept's start for a sliding window;
+// for a daily one, DailyKeep back, since a daily log keeps its entries
+// DailyKeep after their instant (see DailyKeep), not only until its own
+// day ends. What is older is gone for every window, even a longer one.
+func KeptSince(kept Window, now time.Time) time.Time {
+	if kept.kind == kindDaily {
+		return now.Truncate(time.Microsecond).Add(-DailyKeep + time.Microsecond)
+	}
+	return kept.Start(now)
+}
+
+// KeptUntil returns when a log kept for kept may drop an entry recorded at
+// at: its expiry, or, for a daily window, DailyKeep after it if later.
+func KeptUntil(kept Window, at time.Time) time.Time {
+	e := kept.Expiry(at)
+	if kept.kind == kindDaily {
+		if k := at.Truncate(time.Microsecond).Add(DailyKeep); k.After(e) {
+			return k
+		}
+	}
+	return e
+}
+
+// DailyKeep is how long a store keeps an entry of a log kept for a daily
+// window after the instant it was recorded at, even once its own day has
+// ended (uncounted, set aside from the running sum): the longest a local
+// day can be (longestDay). Whatever the budget is redefined to, another
+// zone's day (which holds the entry's instant for at most longestDay after
+// it, whatever the spread of UTC offsets) or a sliding window up to that
+// long, an entry the new window holds still counts: a daily budget moved
+// from UTC to America/Los_Angeles at 05:00 UTC counts what the Los Angeles
+// day spent before 00:00 UTC. A sliding window longer than DailyKeep set
+// after a daily one counts what was recorded in the last DailyKeep only.
+const DailyKeep = longestDay
