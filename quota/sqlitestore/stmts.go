@@ -9,6 +9,9 @@ type stmts struct {
 	updateLog    *stmt
 	dropLog      *stmt
 	prune        *stmt // delete expired entries, returning their costs
+	setAside     *stmt // set a daily log's expired entries aside, returning their costs
+	trimAside    *stmt // delete the set-aside entries older than DailyKeep
+	unarchive    *stmt // put set-aside entries back, returning their costs
 	oldest       *stmt // the oldest counted entry's instant
 	gap          *stmt // units of the kept entries the window no longer counts
 	newest       *stmt // the newest entry's instant
@@ -43,6 +46,10 @@ func (st *stmts) prepare(c *conn) error {
 		{&st.updateLog, `UPDATE sums SET "window" = ?, used = ?, exhausted_until = ?, idle_after = ? WHERE id = ?`},
 		{&st.dropLog, `DELETE FROM sums WHERE id = ?`},
 		{&st.prune, `DELETE FROM entries WHERE log = ? AND at < ? RETURNING cost`},
+		// a log's set-aside entries are its entries under log = -id
+		{&st.setAside, `UPDATE entries SET log = -log WHERE log = ? AND at < ? RETURNING cost`},
+		{&st.trimAside, `DELETE FROM entries WHERE log = -? AND at < ?`},
+		{&st.unarchive, `UPDATE entries SET log = -log WHERE log = -? AND at >= ? RETURNING cost`},
 		{&st.oldest, `SELECT min(at) FROM entries WHERE log = ? AND at >= ?`},
 		{&st.gap, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = ? AND at < ?`},
 		{&st.newest, `SELECT max(at) FROM entries WHERE log = ?`},
@@ -51,7 +58,7 @@ func (st *stmts) prepare(c *conn) error {
 		{&st.reservation, `SELECT rowid, cost FROM entries WHERE log = ? AND at = ? AND nonce = ? LIMIT 1`},
 		{&st.dropEntry, `DELETE FROM entries WHERE rowid = ?`},
 		{&st.shrinkEntry, `UPDATE entries SET cost = ? WHERE rowid = ?`},
-		{&st.clearLog, `DELETE FROM entries WHERE log = ?`},
+		{&st.clearLog, `DELETE FROM entries WHERE log IN (?, -?)`},
 		{&st.clearUpTo, `DELETE FROM entries WHERE log = ? AND (at <= ? OR at = ? AND nonce = ?)`},
 		{&st.held, `SELECT coalesce(sum(cost), 0), max(at) FROM entries WHERE log = ? AND at > ? AND NOT (at = ? AND nonce = ?)`},
 		{&st.idleLogs, `SELECT id FROM sums WHERE idle_after <= ? ORDER BY idle_after LIMIT ?`},

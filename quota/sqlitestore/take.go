@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -160,7 +161,13 @@ func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("log of budget %q: stored window %q: %w", lg.budget, lg.window, err)
 	}
-	if err := w.prune(lg, old.Start(now).UnixMicro(), now.UnixMicro()); err != nil {
+	if old.IsDaily() {
+		// what the old daily window set aside may count under the new one
+		if err := w.unarchive(lg, now); err != nil {
+			return err
+		}
+	}
+	if err := w.prune(lg, quota.KeptSince(old, now).UnixMicro(), now.UnixMicro(), false); err != nil {
 		return err
 	}
 	kept := win
@@ -186,7 +193,7 @@ func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
 	lg.idle = lg.exh
 	if valid {
 		at := time.UnixMicro(newest)
-		lg.idle = max(lg.idle, win.Expiry(at).UnixMicro(), kept.Expiry(at).UnixMicro())
+		lg.idle = max(lg.idle, win.Expiry(at).UnixMicro(), quota.KeptUntil(kept, at).UnixMicro())
 	}
 	return nil
 }
@@ -198,9 +205,9 @@ func (w *wtx) trim(lg *logRow, win quota.Window, now time.Time) error {
 	start := win.Start(now).UnixMicro()
 	if lg.kept.IsZero() {
 		lg.gap = 0
-		return w.prune(lg, start, now.UnixMicro())
+		return w.prune(lg, start, now.UnixMicro(), win.IsDaily())
 	}
-	if err := w.prune(lg, quota.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro()); err != nil {
+	if err := w.prune(lg, quota.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro(), false); err != nil {
 		return err
 	}
 	s := w.st.gap.int(1, lg.id).int(2, start)
@@ -213,24 +220,41 @@ func (w *wtx) trim(lg *logRow, win quota.Window, now time.Time) error {
 // expiry returns when an entry recorded at now leaves both the budget's
 // window and the kept one (µs).
 func (lg *logRow) expiry(win quota.Window, now time.Time) int64 {
-	e := win.Expiry(now).UnixMicro()
+	e := quota.KeptUntil(win, now).UnixMicro()
 	if !lg.kept.IsZero() {
-		e = max(e, lg.kept.Expiry(now).UnixMicro())
+		e = max(e, quota.KeptUntil(lg.kept, now).UnixMicro())
 	}
 	return e
 }
 
 // prune deletes the log's entries recorded before start (µs), subtracting
 // their costs from the running sum: O(expired entries). It also drops an
-// exhaustion mark that has ended by now.
-func (w *wtx) prune(lg *logRow, start, now int64) error {
+// exhaustion mark that has ended by now. With aside (a log kept for a
+// daily window), it sets the entries aside instead (log = -id), out of the
+// sum, and deletes those set aside more than quota.DailyKeep before now:
+// a budget redefined with another zone or a sliding window counts the
+// others again (unarchive). The set-aside entries are trimmed when more
+// are set aside, at a day's first decision; whatever their number, none
+// older than DailyKeep counts again.
+func (w *wtx) prune(lg *logRow, start, now int64, aside bool) error {
 	var freed int64
-	s := w.st.prune.int(1, lg.id).int(2, start)
+	moved := false
+	q := w.st.prune
+	if aside {
+		q = w.st.setAside
+	}
+	s := q.int(1, lg.id).int(2, start)
 	for s.next() {
 		freed += s.col(0)
+		moved = true
 	}
 	if err := s.done(); err != nil {
 		return err
+	}
+	if aside && moved {
+		if err := w.st.trimAside.int(1, lg.id).int(2, now-quota.DailyKeep.Microseconds()+1).exec(); err != nil {
+			return err
+		}
 	}
 	if freed != 0 {
 		lg.used -= freed
@@ -241,6 +265,27 @@ func (w *wtx) prune(lg *logRow, start, now int64) error {
 		lg.dirty = true
 	}
 	return nil
+}
+
+// unarchive puts the log's set-aside entries recorded in the last
+// quota.DailyKeep back in it, and their costs in its running sum, and
+// deletes the older ones: the log's window changed, and the new one may
+// count them.
+func (w *wtx) unarchive(lg *logRow, now time.Time) error {
+	from := quota.KeptSince(quota.Daily(time.UTC), now).UnixMicro()
+	var back int64
+	s := w.st.unarchive.int(1, lg.id).int(2, from)
+	for s.next() {
+		back += s.col(0)
+	}
+	if err := s.done(); err != nil {
+		return err
+	}
+	if back != 0 {
+		lg.used += back
+		lg.dirty = true
+	}
+	return w.st.trimAside.int(1, lg.id).int(2, from).exec()
 }
 
 // retryAt walks the log oldest first until deficit units are covered and
@@ -294,7 +339,7 @@ func (w *wtx) save(lg *logRow) error {
 
 // drop deletes a log and its entries.
 func (w *wtx) drop(id int64) error {
-	if err := w.st.clearLog.int(1, id).exec(); err != nil {
+	if err := w.st.clearLog.int(1, id).int(2, id).exec(); err != nil {
 		return err
 	}
 	return w.st.dropLog.int(1, id).exec()
@@ -647,6 +692,10 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 		if err := w.st.clearUpTo.int(1, lg.id).int(2, n).int(3, drop).text(4, req.DropNonce).exec(); err != nil {
 			return err
 		}
+		// and what a daily window set aside: the adjusted log starts afresh
+		if err := w.st.trimAside.int(1, lg.id).int(2, math.MaxInt64).exec(); err != nil {
+			return err
+		}
 		lg.used, lg.exh, lg.idle, lg.dirty = held, 0, 0, true
 		lg.window, lg.kept = w.winText(req.Budget.Window), quota.Window{} // a new log: nothing kept
 		if held > 0 {
@@ -695,21 +744,26 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 			if err != nil {
 				return err
 			}
-			start, err := countFrom(b.Window, kept, now)
+			start, aside, err := countFrom(b.Window, kept, now)
 			if err != nil {
 				return err
 			}
-			var expired int64
+			var expired, back int64
 			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = ? AND at < ?`, id, start).Scan(&expired); err != nil {
 				return err
 			}
-			u.Used = used - expired
+			if aside {
+				if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = -? AND at >= ?`, id, start).Scan(&back); err != nil {
+					return err
+				}
+			}
+			u.Used = used - expired + back
 			if exh > n {
 				u.ExhaustedUntil = time.UnixMicro(exh)
 			}
 			if !b.Window.IsDaily() {
 				var oldest sql.NullInt64
-				if err := tx.QueryRowContext(ctx, `SELECT min(at) FROM entries WHERE log = ? AND at >= ?`, id, start).Scan(&oldest); err != nil {
+				if err := tx.QueryRowContext(ctx, `SELECT min(at) FROM entries WHERE log IN (?, ?) AND at >= ?`, id, asideID(id, aside), start).Scan(&oldest); err != nil {
 					return err
 				}
 				if oldest.Valid {
@@ -739,22 +793,22 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 	var out []quota.Entry
 	err := s.read(ctx, "entries", func(tx *sql.Tx) error {
 		out = nil
+		var id int64
 		var kept string
-		err := tx.QueryRowContext(ctx, `SELECT "window" FROM sums WHERE api = ? AND cred = ? AND budget = ?`,
-			req.API, req.Owner, req.Budget.Name).Scan(&kept)
+		err := tx.QueryRowContext(ctx, `SELECT id, "window" FROM sums WHERE api = ? AND cred = ? AND budget = ?`,
+			req.API, req.Owner, req.Budget.Name).Scan(&id, &kept)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		start, err := countFrom(req.Budget.Window, kept, now)
+		start, aside, err := countFrom(req.Budget.Window, kept, now)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT e.at, e.cost, e.nonce FROM entries e JOIN sums s ON e.log = s.id
-			WHERE s.api = ? AND s.cred = ? AND s.budget = ? AND e.at >= ? ORDER BY e.at, e.rowid`,
-			req.API, req.Owner, req.Budget.Name, start)
+		rows, err := tx.QueryContext(ctx, `SELECT at, cost, nonce FROM entries WHERE log IN (?, ?) AND at >= ? ORDER BY at, rowid`,
+			id, asideID(id, aside), start)
 		if err != nil {
 			return err
 		}
@@ -779,17 +833,28 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 // countFrom returns the first instant (µs) a read counts at now for window
 // win, of a log that keeps its entries for the window whose text is kept:
 // win's start, or later where kept no longer keeps what win would count
-// (entries a decision would delete first; see setWindow).
-func countFrom(win quota.Window, kept string, now time.Time) (int64, error) {
+// (entries a decision would delete first; see setWindow); and whether the
+// log's set-aside entries count too (kept is a daily window, and win
+// another: a decision would put them back first).
+func countFrom(win quota.Window, kept string, now time.Time) (int64, bool, error) {
 	start := win.Start(now).UnixMicro()
 	if kept == win.String() {
-		return start, nil
+		return start, false, nil
 	}
 	k, err := quota.ParseWindow(kept)
 	if err != nil {
-		return 0, fmt.Errorf("stored window %q: %w", kept, err)
+		return 0, false, fmt.Errorf("stored window %q: %w", kept, err)
 	}
-	return max(start, k.Start(now).UnixMicro()), nil
+	return max(start, quota.KeptSince(k, now).UnixMicro()), k.IsDaily(), nil
+}
+
+// asideID returns the log id under which the set-aside entries of log id
+// count in a read: -id when they count (see countFrom), else id again.
+func asideID(id int64, aside bool) int64 {
+	if aside {
+		return -id
+	}
+	return id
 }
 
 func checkTake(req *quota.TakeRequest) error {
