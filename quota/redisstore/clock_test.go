@@ -97,8 +97,8 @@ func TestServerClockDailyDST(t *testing.T) {
 				t.Fatalf("reservation at %v: At %v Reset %v Used %d; want At %v Reset %v Used 4", now, r.At, r.Usage[0].Reset, r.Usage[0].Used, now, next)
 			}
 			logKey := "quota:{youtube/" + fingerprint(secret) + "}:log:units"
-			if ttl, want := m.TTL(logKey), next.Sub(now); ttl != want {
-				t.Fatalf("TTL of %s = %v, want %v (until the reset)", logKey, ttl, want)
+			if ttl, want := m.TTL(logKey), next.Sub(now)+quota.DailyKeep; ttl != want {
+				t.Fatalf("TTL of %s = %v, want %v (until DailyKeep past the reset)", logKey, ttl, want)
 			}
 
 			now = tc.day.Add(tc.hours - time.Hour) // 23:00 local
@@ -202,7 +202,8 @@ func TestServerClockFarFromHost(t *testing.T) {
 
 // TestKeysExpire: every key of a credential carries its hash tag, expires
 // no later than the window (twice a sliding window: its lifetime is renewed
-// once a window), and is gone once that has passed.
+// once a window; DailyKeep past the reset, a daily one: its entries are set
+// aside for another zone's day), and is gone once that has passed.
 func TestKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	m := redistest.Mini(t)
@@ -232,10 +233,10 @@ func TestKeysExpire(t *testing.T) {
 		"app1:" + tag + ":log:units":  2 * (time.Hour + 6*time.Minute),
 		"app1:" + tag + ":sum:units":  2 * (time.Hour + 6*time.Minute),
 		"app1:" + tag + ":exh:units":  10 * time.Minute,
-		"app1:" + tag + ":log:daily":  4 * time.Hour,
-		"app1:" + tag + ":sum:daily":  4 * time.Hour,
+		"app1:" + tag + ":log:daily":  4*time.Hour + quota.DailyKeep,
+		"app1:" + tag + ":sum:daily":  4*time.Hour + quota.DailyKeep,
 		"app1:" + tag + ":keep:units": 2 * (time.Hour + 6*time.Minute),
-		"app1:" + tag + ":keep:daily": 4 * time.Hour,
+		"app1:" + tag + ":keep:daily": 4*time.Hour + quota.DailyKeep,
 		// the store-loss marker: twice the longest, extended once a window
 		"app1:" + tag + ":mark": 8 * time.Hour,
 		// the breakdown hash of the hour: kept an hour (the hour's end)
@@ -276,13 +277,13 @@ func TestKeysExpire(t *testing.T) {
 	}
 	m.FastForward(time.Hour + 48*time.Minute)
 	for _, k := range m.Keys() {
-		if strings.Contains(k, tag) && !strings.HasSuffix(k, ":mark") && !strings.Contains(k, ":use:") {
+		if strings.Contains(k, tag) && !strings.HasSuffix(k, ":mark") && !strings.Contains(k, ":use:") && !strings.HasSuffix(k, ":daily") {
 			t.Fatalf("after the daily reset key %s remains", k)
 		}
 	}
 	m.FastForward(4 * time.Hour)
-	if keys := m.Keys(); len(keys) != 4 || !strings.Contains(keys[3], ":use:") {
-		t.Fatalf("after twice the longest window: keys %q; want the catalog's and the hour's breakdown hash", keys)
+	if keys := m.Keys(); len(keys) != 7 || !strings.Contains(keys[6], ":use:") {
+		t.Fatalf("after twice the longest window: keys %q; want the catalog's, the daily log's and the hour's breakdown hash", keys)
 	}
 	// Redis's clock moves with the keys: nothing is counted any more.
 	m.SetTime(now.Add(4 * time.Hour))

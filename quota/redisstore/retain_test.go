@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -70,5 +71,63 @@ func TestTimeStepsBackReset(t *testing.T) {
 	}
 	if want := t0.Add(time.Hour); !r.At.Equal(t0) || !r.Usage[0].Reset.Equal(want) {
 		t.Fatalf("at %v, Reset %v; want at %v, Reset %v", r.At, r.Usage[0].Reset, t0, want)
+	}
+}
+
+// TestRezonedDayKeepsKeys: a daily UTC budget redefined at 05:00 UTC in
+// America/Los_Angeles still counts the 5 units of 20:00 UTC (12:00 in Los
+// Angeles, the same local day) once the server's clock has moved past UTC
+// midnight: the daily log's keys outlive their reset by DailyKeep, and a
+// decision of the new UTC day sets the old day's entries aside rather
+// than deleting them. The keys used to expire at UTC midnight, and the
+// budget admitted 10 more units in that Los Angeles day.
+func TestRezonedDayKeepsKeys(t *testing.T) {
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	for _, between := range []bool{false, true} {
+		ctx := context.Background()
+		m := redistest.Mini(t)
+		st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("rezone:"))
+		lu, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Daily(time.UTC)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ll, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Daily(la)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetTime(day.Add(20 * time.Hour))
+		if _, err := lu.Take(ctx, secret, quota.Units("units", 5)); err != nil {
+			t.Fatal(err)
+		}
+		spent := int64(5)
+		if between {
+			m.FastForward(5 * time.Hour)
+			m.SetTime(day.Add(25 * time.Hour)) // 01:00 UTC: a new UTC day
+			if r, err := lu.Take(ctx, secret, quota.Units("units", 1)); err != nil || r.Usage[0].Used != 1 {
+				t.Fatalf("a new UTC day: %v, %v; want used 1", r, err)
+			}
+			spent++
+			m.FastForward(4 * time.Hour)
+		} else {
+			m.FastForward(9 * time.Hour)
+		}
+		m.SetTime(day.Add(29 * time.Hour)) // 05:00 UTC, 21:00 in Los Angeles
+		admitted := int64(0)
+		for {
+			if _, err := ll.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+				if !errors.Is(err, quota.ErrExhausted) {
+					t.Fatal(err)
+				}
+				break
+			}
+			admitted++
+		}
+		if admitted != 10-spent {
+			t.Fatalf("decision between %v: the Los Angeles day admitted %d more units after %d, limit 10", between, admitted, spent)
+		}
 	}
 }

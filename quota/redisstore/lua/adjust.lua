@@ -22,7 +22,8 @@ end
 -- entries held past now are open leases' blocks (take.lua's HOLD): their
 -- leases go on admitting from them, so they stay
 local held = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int(now), '+inf', 'WITHSCORES')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) -- a new log keeps nothing older
+-- a new log keeps nothing older, nor what a daily window set aside
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], asidekey(KEYS[1]))
 local total, last = tonumber(ARGV[2]), now
 if total > 0 then
   redis.call('ZADD', KEYS[1], int(now), ARGV[3] .. ':' .. ARGV[2])

@@ -70,7 +70,8 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
     local held = tonumber(v[1])
     local total, oldest, drop = held, false, false
     local ok = held + c <= limit
-    local need, stamp = r, now
+    -- (a daily log's keys live DAILYKEEP past the reset: see take.lua)
+    local need, stamp = r + 93600000000, now
     local u, e = tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
     if win > 0 then
       -- the two oldest entries: in steady state one expires per decision

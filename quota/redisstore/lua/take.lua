@@ -50,7 +50,7 @@
 -- The keys' lifetimes are not renewed on every admission: the marker's
 -- k:NAME says until when the log, sum and keep keys are known to live,
 -- and they are renewed (for twice the window, a sliding window's; until
--- the reset, a daily one's) only when an admission needs them to live
+-- DAILYKEEP past the reset, a daily one's) only when an admission needs them to live
 -- longer, or when one of them was found missing.
 
 local now = fnow or clock(ARGV[1]) -- fnow, fmv, fv: see fast.lua
@@ -210,6 +210,11 @@ for d = 1, n do
     u, o, kept, held, empty = total, false, w, total, false
     had = redis.call('EXISTS', KEYS[k]) == 1
   else
+    if v[3] and v[3] ~= w and isdaily(v[3]) then
+      -- the daily window changed: what it set aside may count now
+      -- (v is a fresh table: MGET's reply, or fast.lua's, not used again)
+      v[1] = back(KEYS[k], KEYS[k + 1], v[1], now)
+    end
     kept = retain(v[3], w)
     local kstart = alive(v[3], w, start, now)
     if win > 0 then
@@ -226,7 +231,7 @@ for d = 1, n do
       end
     else
       -- load leaves the sum right, or deletes it with an empty log
-      total, o, had = load(KEYS[k], KEYS[k + 1], kstart, v[1])
+      total, o, had = load(KEYS[k], KEYS[k + 1], kstart, v[1], nil, asidefor(v[3], w), now)
       o = o or false
       held = o and total
     end
@@ -456,7 +461,9 @@ for d = 1, n do
     -- window longer than its newest entry's time
     ms = math.ceil(win / 1000) + math.ceil(win / 10000)
   else
-    ms = math.max(1, math.ceil((r - now) / 1000))
+    -- until DAILYKEEP past the reset: the day's entries are set aside,
+    -- by the next day's first decision, for DAILYKEEP past their time
+    ms = math.max(1, math.ceil((r + DAILYKEEP - now) / 1000))
   end
   local w = ARGV[a + 8]
   if kept ~= w then
@@ -464,12 +471,12 @@ for d = 1, n do
   end
   -- k:NAME says until when the keys are known to live: renew their
   -- lifetimes when that is short of what this entry needs, or when a key
-  -- was missing. A daily log's keys live until the reset, so they are
-  -- renewed once a day; a sliding log's for twice what the entry needs,
+  -- was missing. A daily log's keys live until DAILYKEEP past the reset
+  -- (see lib.lua's setaside), so they are renewed once a day; a sliding log's for twice what the entry needs,
   -- so that a steady stream renews them once a window (an idle log's
   -- keys go within twice its window). SET with PX writes the new sum and
   -- its lifetime in one call.
-  local need, claim = r, r
+  local need, claim = r + DAILYKEEP, r + DAILYKEEP
   if win > 0 or kept ~= w then
     -- (less the millisecond a PEXPIRE rounds to: k:NAME never claims
     -- more than the keys' TTL gives)

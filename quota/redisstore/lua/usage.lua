@@ -22,8 +22,12 @@ for b = 1, n do
   local v = redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + b])
   local w = ARGV[1 + 5 * n + b]
   local kstart = alive(v[3], w, start, now)
-  local u, o = load(KEYS[k], KEYS[k + 1], kstart, v[1], KEYS[#KEYS])
+  local u, o = load(KEYS[k], KEYS[k + 1], kstart, v[1], KEYS[#KEYS], asidefor(v[3], w), now)
   u, o = counted(KEYS[k], start, kstart, u, o)
+  if v[3] and v[3] ~= w and isdaily(v[3]) then
+    -- what the old daily window set aside counts too
+    u, o = asideused(KEYS[k], math.max(start, kstart), u, o)
+  end
   reply[#reply + 1] = u
   reply[#reply + 1] = nextreset(a, r, o)
   local exh = exhausted(v[2], now)
