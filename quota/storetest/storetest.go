@@ -105,6 +105,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"ClockStepsBack", s.clockStepsBack},
 		{"Extremes", s.extremes},
 		{"Redefine", s.redefine},
+		{"RedefineKeepsDay", s.redefineKeepsDay},
 		{"StateStoreLeases", s.leases},
 		{"BreakdownByMethod", s.breakdownByMethod},
 		{"Crossings", s.crossings},
