@@ -25,9 +25,10 @@ type granted struct {
 // on three budgets (two sliding windows and a daily one): charges of
 // one or several budgets, refunds (by reservation, and of every budget as a
 // refund by ID is), exhaustion marks set and cleared, adjustments, budgets
-// redefined with other windows (sliding and daily, two zones), and a clock
-// that moves forward by minutes and now and then by hours, across daily
-// resets. After every step it compares the answers, and the usage and
+// redefined with other windows (sliding, one longer than quota.DailyKeep,
+// and daily in three zones: what a daily log set aside must count after
+// it), and a clock that moves forward by minutes and now and then by
+// hours, across daily resets. After every step it compares the answers, and the usage and
 // entries of the credential charged (of every credential every 25 steps):
 // they must be identical. A clock stepping back is not in the run (after
 // one, what each store had already dropped as expired depends on when it
@@ -48,9 +49,14 @@ func MatchesMemory(t *testing.T, st quota.Store, seed uint64) {
 		steps = 200
 	}
 	ctx := context.Background()
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
 	windows := []quota.Window{
 		quota.Sliding(5 * time.Minute), quota.Sliding(10 * time.Minute), quota.Sliding(time.Hour),
 		quota.Sliding(3 * time.Hour), quota.Daily(la), quota.Daily(time.UTC),
+		quota.Daily(tokyo), quota.Sliding(30 * time.Hour),
 	}
 	ref := quota.NewMemoryStore()
 	rng := rand.New(rand.NewPCG(seed, 99))
