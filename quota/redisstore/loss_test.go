@@ -678,3 +678,34 @@ func flushKeys(t *testing.T, c redis.UniversalClient, prefix string) {
 		t.Fatal(err)
 	}
 }
+
+// TestChangeVersionOutlivesLoss: after a loss drops the owner's marker (a
+// flush, a failover to a replica that had not seen it), the next adjust
+// does not bring the owner's change version back to one an open lease read
+// before the loss: that lease would take it as unchanged and go on
+// admitting from its block after the adjust.
+func TestChangeVersionOutlivesLoss(t *testing.T) {
+	onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		st := redisstore.New(c, redisstore.WithPrefix(prefix))
+		owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "version-owner")
+		b := quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}
+		adjust := func(nonce string) int64 {
+			t.Helper()
+			if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 50, Nonce: nonce, Now: t0}); err != nil {
+				t.Fatal(err)
+			}
+			v, err := st.ChangeVersion(ctx, "api", owner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		before := adjust("a1")
+		flushKeys(t, c, prefix)
+		if after := adjust("a2"); after == before {
+			t.Fatalf("the first adjust after a loss set the change version to %d, the value an open lease read before the loss", after)
+		}
+	})
+}
