@@ -12,3 +12,11 @@ var TakeSHA = takeScript.Hash()
 // OwnBucket sets the marker field of s's own admissions to w:B, so that a
 // test's stores do not share one by chance.
 func OwnBucket(s *Store, b int) { s.own = "w:" + strconv.Itoa(b) }
+
+// PipelineQueued reports whether n decisions of s wait for a lane
+// (WithPipelining).
+func PipelineQueued(s *Store, n int) bool {
+	s.pipe.mu.Lock()
+	defer s.pipe.mu.Unlock()
+	return len(s.pipe.queue) == n
+}

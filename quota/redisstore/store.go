@@ -72,6 +72,8 @@ type Store struct {
 	replicas       int           // WithReplicas: WAIT for this many
 	replicaTimeout time.Duration // and this long
 
+	pipe *pipeliner // WithPipelining
+
 	general bool // tests only: every take runs take.lua's general path
 }
 

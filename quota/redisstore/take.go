@@ -84,6 +84,8 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		)
 		if s.replicas > 0 {
 			reply, short, err = s.runWait(ctx, takeScript, keys, args)
+		} else if s.pipe != nil {
+			reply, err = s.runPiped(ctx, takeScript, keys, args)
 		} else {
 			reply, err = s.run(ctx, takeScript, keys, args)
 		}

@@ -1,0 +1,165 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// WithPipelining makes the store send the decisions that concurrent callers
+// make at once together: at most lanes pipelines are in flight, and each
+// carries every decision that was waiting when it left (up to
+// maxPipelined), one script call each. A decision is still one script,
+// atomic on the server and exact; what the callers share is the round trip
+// and the system calls on both ends, which on a busy Redis cost more than
+// the script itself. A decision made alone goes at once, in a pipeline of
+// one. lanes <= 0 means 4.
+//
+// A caller whose context ends while its decision waits for a lane returns
+// the context's error, and the decision is not sent. Once sent, a decision
+// abandoned at its deadline may still be recorded, as without pipelining.
+// A store with WithReplicas does not pipeline its decisions (each waits
+// for its replicas on its own connection).
+//
+// It is off by default: with a handful of callers it only adds a hand-off
+// between goroutines to each decision. It pays with many goroutines
+// deciding at once on one store (BENCHMARKS.md).
+func WithPipelining(lanes int) Option {
+	if lanes <= 0 {
+		lanes = 4
+	}
+	return func(s *Store) { s.pipe = &pipeliner{lanes: lanes} }
+}
+
+// maxPipelined bounds the decisions of one pipeline.
+const maxPipelined = 128
+
+// pipeliner queues script calls for WithPipelining.
+type pipeliner struct {
+	lanes  int
+	mu     sync.Mutex
+	queue  []*pipedCall
+	flying int // pipelines being sent
+}
+
+// pipedCall is one script call waiting for, or riding in, a pipeline.
+type pipedCall struct {
+	ctx   context.Context
+	sc    *redis.Script
+	keys  []string
+	args  []any
+	reply []any
+	err   error
+	done  chan struct{}
+}
+
+// runPiped is run through the pipeliner.
+func (s *Store) runPiped(ctx context.Context, sc *redis.Script, keys []string, args []any) ([]any, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &pipedCall{ctx: ctx, sc: sc, keys: keys, args: args, done: make(chan struct{})}
+	p := s.pipe
+	p.mu.Lock()
+	p.queue = append(p.queue, c)
+	lead := p.flying < p.lanes
+	if lead {
+		p.flying++
+	}
+	p.mu.Unlock()
+	switch {
+	case lead && ctx.Done() == nil:
+		// a caller that cannot give up sends what waits itself, until
+		// its own reply is in; then a goroutine sends the rest
+		s.sendPiped(c)
+	case lead:
+		go s.sendPiped(nil)
+	}
+	select {
+	case <-c.done:
+		return c.reply, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// sendPiped sends pipelines until the queue is empty. With own, it runs on
+// that caller's goroutine until own is answered, and goes on in a
+// goroutine of its own.
+func (s *Store) sendPiped(own *pipedCall) {
+	p := s.pipe
+	for {
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			p.flying--
+			p.mu.Unlock()
+			return
+		}
+		n := min(len(p.queue), maxPipelined)
+		batch := make([]*pipedCall, n)
+		copy(batch, p.queue)
+		p.queue = append(p.queue[:0], p.queue[n:]...)
+		p.mu.Unlock()
+		s.sendBatch(batch)
+		if own != nil {
+			select {
+			case <-own.done:
+				go s.sendPiped(nil)
+				return
+			default:
+			}
+		}
+	}
+}
+
+// sendBatch sends batch in one pipeline and answers every call of it.
+func (s *Store) sendBatch(batch []*pipedCall) {
+	live := batch[:0]
+	var last time.Time
+	bounded := true
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err // abandoned before it was sent: not recorded
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+		if d, ok := c.ctx.Deadline(); !ok {
+			bounded = false
+		} else if d.After(last) {
+			last = d
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	// the pipeline lives as long as its longest-lived caller wants it;
+	// each caller gives up at its own deadline (runPiped)
+	ctx := context.Background()
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, last)
+		defer cancel()
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(live))
+	for i, c := range live {
+		cmds[i] = c.sc.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	for i, c := range live {
+		v, err := replySlice(cmds[i])
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// the server lost its scripts (a restart, SCRIPT FLUSH): this
+			// one goes alone, loading the script (nothing ran)
+			v, err = replySlice(c.sc.Run(ctx, s.rdb, c.keys, c.args...))
+		}
+		c.reply, c.err = s.reloadOn(v, err)
+		close(c.done)
+	}
+}
