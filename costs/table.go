@@ -3,6 +3,7 @@ package costs
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"sort"
@@ -460,7 +461,8 @@ func (t *Table) Charge(method string) (quota.Charge, error) {
 
 // Estimate returns the units per budget that counts calls of each method
 // would take: the cost of a planned run. Counts must be >= 0; a method the
-// table does not know is priced as Charge prices it.
+// table does not know is priced as Charge prices it. A run whose cost in a
+// budget does not fit in an int64 is an error wrapping quota.ErrInvalid.
 func (t *Table) Estimate(counts map[string]int64) (map[string]int64, error) {
 	out := make(map[string]int64, len(t.Budgets))
 	for _, name := range slices.Sorted(maps.Keys(counts)) {
@@ -472,7 +474,14 @@ func (t *Table) Estimate(counts map[string]int64) (map[string]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		for b, units := range ch.Units {
+		for _, b := range slices.Sorted(maps.Keys(ch.Units)) {
+			units := ch.Units[b]
+			// units > 0 (New checks it); an overflowing product or sum would
+			// wrap to a negative cost that "fits" in any budget.
+			if n > 0 && (units > math.MaxInt64/n || out[b] > math.MaxInt64-units*n) {
+				return nil, fmt.Errorf("%w: costs: %s: count %d for method %q: the run would cost more than %d units of budget %q",
+					quota.ErrInvalid, t.API, n, name, int64(math.MaxInt64), b)
+			}
 			out[b] += units * n
 		}
 	}

@@ -3,6 +3,7 @@ package costs_test
 import (
 	"errors"
 	"maps"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -132,6 +133,17 @@ func TestChargeAndEstimate(t *testing.T) {
 	}
 	if _, err := tb.Estimate(map[string]int64{"nope": 1}); !errors.Is(err, costs.ErrUnknownMethod) {
 		t.Fatalf("unknown method: %v", err)
+	}
+	// A count whose cost overflows int64 must not wrap to a negative cost
+	// that fits in any budget.
+	for _, counts := range []map[string]int64{
+		{"items.list": math.MaxInt64, "items.get": 1},
+		{"items.get": math.MaxInt64/2 + 1},
+		{"items.list": math.MaxInt64 - 5, "items.get": 3},
+	} {
+		if est, err := tb.Estimate(counts); !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), `budget "units"`) {
+			t.Fatalf("Estimate(%v) = %v, %v; want an error naming the budget", counts, est, err)
+		}
 	}
 	m, ok := tb.Method("files.chunk")
 	if !ok || !m.Free || m.Charge().Method != "files.chunk" {

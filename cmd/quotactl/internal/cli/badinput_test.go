@@ -114,6 +114,7 @@ func TestBadInput(t *testing.T) {
 		{"history too many buckets", []string{"history", "youtube", "--label", "yt-key-1", "--every", "1s"}, ExitUsage, []string{"buckets over the window; at most 1000"}},
 		{"estimate unknown method", []string{"costs", "estimate", "youtube", "videos.watch=3"}, ExitUsage, []string{`table youtube has no method "videos.watch"`}},
 		{"estimate bad count", []string{"costs", "estimate", "youtube", "videos.list=many"}, ExitUsage, []string{`"videos.list=many": want METHOD=COUNT`}},
+		{"estimate overflowing count", []string{"costs", "estimate", "youtube", "captions.update=9223372036854775807"}, ExitUsage, []string{`count 9223372036854775807 for method "captions.update": the run would cost more than`}},
 		{"costs for an API without a table", []string{"costs", "show", "vimeo"}, ExitUsage, []string{`no built-in cost table for "vimeo"`}},
 		{"unknown job", []string{"jobs", "nightly"}, ExitUsage, []string{`no runs of job "nightly"`}},
 		{"completion for an unknown shell", []string{"completion", "tcsh"}, ExitUsage, []string{`unknown command "tcsh"`}},
