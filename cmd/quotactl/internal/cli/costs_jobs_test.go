@@ -391,3 +391,39 @@ func TestJobsFitsEveryWidth(t *testing.T) {
 		t.Errorf("piped, rows keep their full times:\n%s", out)
 	}
 }
+
+// A job's expected cost is held against what its credential's owner has
+// left: with a named owner, usage is kept under the owner's name, not the
+// credential's fingerprint.
+func TestJobsExpectedCostOfNamedOwner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g, _, _ := e.g()
+	ss := g.store.(quota.StateStore)
+	ctx := context.Background()
+	l, err := quota.New(g.store, "youtube", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}}, quota.WithClock(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := quota.Credential{Secret: "AIzaSy-key-one", Label: "yt-key-1", Owner: "my-project"}
+	sched := jobs.New(ss, jobs.WithClock(e.clock.Now), jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err := sched.Add("trending", "", func(ctx context.Context, run *jobs.Run) error {
+		_, err := l.Take(ctx, key, quota.Units("units", 7))
+		return err
+	}, jobs.WithPlan("youtube", "", map[string]int64{"videos.list": 5})); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := sched.RunOnce(ctx, "trending"); err != nil || rec.Outcome != jobs.OK {
+		t.Fatalf("trending: %+v, %v", rec, err)
+	}
+	var list []struct {
+		Expected []estimateBudgetJSON
+	}
+	decode(t, e.ok("--json", "jobs"), &list)
+	if len(list) != 1 || len(list[0].Expected) != 1 {
+		t.Fatalf("jobs --json: %+v", list)
+	}
+	if x := list[0].Expected[0]; x.Budget != "units" || x.Cost != 5 || x.Left != 3 || x.After != -2 || x.Fits {
+		t.Errorf("expected cost of trending with 7 of 10 units spent by my-project: %+v; want 5 of 3 left, does not fit", x)
+	}
+}

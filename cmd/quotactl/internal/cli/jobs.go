@@ -329,7 +329,7 @@ func (opts *jobsOptions) planCost(ctx context.Context, p *jobs.Plan) ([]estimate
 		if err != nil {
 			return nil, err
 		}
-		us, err := l.StatusOf(ctx, info.Credentials[0].ID)
+		us, err := l.StatusOf(ctx, info.Credentials[0].Owner) // the account, not the fingerprint
 		if err != nil {
 			return nil, err
 		}
