@@ -86,6 +86,7 @@ func TestBadInput(t *testing.T) {
 		{"rotate to the same key", []string{"credential", "rotate", "youtube", "yt-key-1", "--credential-env", "KEY1"}, ExitUsage, []string{"the new secret is the credential's own"}},
 		{"relabel unknown", []string{"credential", "relabel", "youtube", "yt-key-7", "new"}, ExitUsage, []string{`"yt-key-7"`}},
 		{"relabel to nothing", []string{"credential", "relabel", "youtube", "yt-key-1", " "}, ExitUsage, []string{"empty NEW-LABEL"}},
+		{"relabel to a control character", []string{"credential", "relabel", "youtube", "yt-key-1", "yt-key-\x1b[2J"}, ExitUsage, []string{`NEW-LABEL "yt-key-\x1b[2J": control characters are not allowed in a label`}},
 		{"forget unknown", []string{"credential", "forget", "youtube", "yt-key-7"}, ExitUsage, []string{`"yt-key-7"`}},
 		{"credential list unknown API", []string{"credential", "list", "vimeo"}, ExitUsage, []string{`unknown API "vimeo"`}},
 		{"credential env unset", []string{"take", "youtube", "--credential-env", "NO_SUCH_VAR", "--cost", "1"}, ExitUsage, []string{"$NO_SUCH_VAR is not set"}},

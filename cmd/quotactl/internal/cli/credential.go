@@ -62,7 +62,7 @@ func shortFP(fp string) string {
 // credential resolves the credential flags against the store's credentials
 // of info's API. A label alone must name a credential the store knows.
 func (g *globals) credential(ctx context.Context, c credFlags, info quota.APIInfo) (cred, error) {
-	if err := checkLabel(c.Label); err != nil {
+	if err := checkLabel("--label", c.Label); err != nil {
 		return cred{}, err
 	}
 	secret, err := g.secret(c)
@@ -399,6 +399,9 @@ JSON fields: api, label, fingerprint, owner.`,
 func credentialRelabelRun(ctx context.Context, opts *credentialRelabelOptions) error {
 	if strings.TrimSpace(opts.To) == "" {
 		return usageErrorf("empty NEW-LABEL")
+	}
+	if err := checkLabel("NEW-LABEL", opts.To); err != nil {
+		return err
 	}
 	l, info, err := opts.limiter(ctx, opts.API)
 	if err != nil {

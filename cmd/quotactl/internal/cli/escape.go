@@ -68,12 +68,12 @@ func escapeText(s string) string {
 }
 
 // checkLabel refuses a label holding control characters: it would print
-// raw on every operator's terminal.
-func checkLabel(label string) error {
+// raw on every operator's terminal. what names the argument ("--label").
+func checkLabel(what, label string) error {
 	for i := 0; i < len(label); {
 		r, n := utf8.DecodeRuneInString(label[i:])
 		if mustEscape(r, n) || r == '\n' || r == '\t' {
-			return usageErrorf("--label %q: control characters are not allowed in a label", label)
+			return usageErrorf("%s %q: control characters are not allowed in a label", what, label)
 		}
 		i += n
 	}
