@@ -3,6 +3,8 @@ package promquota
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,9 +45,10 @@ var (
 // Cardinality: one series of each kind per (api, budget, owner) the store
 // lists: bounded by the budgets defined and the credentials recorded, never by
 // traffic. The owner label is the owner's name; for a credential that is its
-// own owner, its label, or the first 8 digits of its fingerprint when it has
-// none (the same short form quotactl prints); never a secret, which the
-// store never holds.
+// own owner (and the keys rotated under it), its label, or the first 8
+// digits of its fingerprint when it has none or a named owner of the API
+// bears that label (the same short form quotactl prints): each account has
+// its own series; never a secret, which the store never holds.
 //
 // A StoreCollector is safe for concurrent use. Build one with
 // NewStoreCollector.
@@ -132,13 +135,8 @@ func (c *StoreCollector) read(ctx context.Context) ([]prometheus.Metric, error) 
 		if err != nil {
 			return nil, fmt.Errorf("promquota: stored budgets of %s: %w", a.Name, err)
 		}
-		seen := make(map[string]bool, len(a.Credentials))
-		for _, cred := range a.Credentials {
-			key, owner := ownerOf(cred)
-			if seen[key] {
-				continue // another credential of the same owner: one set of series
-			}
-			seen[key] = true
+		for _, acct := range ownerLabels(a.Credentials) {
+			key, owner := acct[0], acct[1]
 			us, err := l.StatusOf(ctx, key)
 			if err != nil {
 				return nil, fmt.Errorf("promquota: usage of %s: %w", a.Name, err)
@@ -197,16 +195,62 @@ func accountOf(c quota.CredentialInfo) string {
 	return c.ID
 }
 
-// ownerOf returns the account a credential's budgets are kept under in the
-// store and the owner label value: a named owner's name; for a credential
-// that is its own owner, its label, else the short form of its fingerprint.
-func ownerOf(c quota.CredentialInfo) (key, label string) {
-	key = accountOf(c)
-	switch {
-	case key != c.ID:
-		return key, key
-	case c.Label != "":
-		return key, c.Label
+// ownerLabels returns, for each account of one API's credentials, sorted by
+// account, the account and its owner label value: a named owner's name; for
+// an account that is a credential's fingerprint (a credential that is its
+// own owner, and the keys rotated under it), the label of that credential,
+// else the short form of the fingerprint. Label values are unique within
+// the API: a credential's label that a named owner also bears (a key
+// labelled "k1" and a project named "k1") would merge two accounts into one
+// set of series, and the registry would drop one of them; such an account
+// is labelled by its short fingerprint (the full one if that too is taken),
+// as quotactl status shows it.
+func ownerLabels(creds []quota.CredentialInfo) [][2]string {
+	selfLabel := map[string]string{} // fingerprint account -> its credential's label
+	for _, c := range creds {
+		acct := accountOf(c)
+		if _, ok := selfLabel[acct]; !ok && isFingerprint(acct) {
+			selfLabel[acct] = ""
+		}
+		if acct == c.ID && c.Label != "" {
+			selfLabel[acct] = c.Label
+		}
 	}
-	return key, c.ID[:min(shortFingerprintChars, len(c.ID))]
+	taken := map[string]bool{}
+	var named, self []string
+	for _, c := range creds {
+		acct := accountOf(c)
+		if _, ok := selfLabel[acct]; ok {
+			if !slices.Contains(self, acct) {
+				self = append(self, acct)
+			}
+		} else if !taken[acct] {
+			taken[acct] = true
+			named = append(named, acct)
+		}
+	}
+	slices.Sort(self)
+	out := make([][2]string, 0, len(named)+len(self))
+	for _, acct := range named {
+		out = append(out, [2]string{acct, acct})
+	}
+	for _, acct := range self {
+		v := acct
+		for _, try := range []string{selfLabel[acct], acct[:min(shortFingerprintChars, len(acct))]} {
+			if try != "" && !taken[try] {
+				v = try
+				break
+			}
+		}
+		taken[v] = true
+		out = append(out, [2]string{acct, v})
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
+
+// isFingerprint reports whether an account is a credential's fingerprint
+// rather than an owner's name.
+func isFingerprint(account string) bool {
+	return len(account) == quota.FingerprintLen && strings.Trim(account, "0123456789abcdef") == ""
 }

@@ -146,3 +146,61 @@ func ExampleNewStoreCollector() {
 	// quota_store_up 1
 	// quota_store_used_units 1200
 }
+
+// TestStoreCollectorOwnerLabelsUnique: a key labelled "k1" that is its own
+// owner and a project named "k1" are two accounts; each keeps its own
+// series (the registry drops a second series with the same labels, and a
+// scrape then hides one account's usage). A rotated key's account is named
+// by the same value whatever order the store lists its credentials in.
+func TestStoreCollectorOwnerLabelsUnique(t *testing.T) {
+	st, err := sqlitestore.Open(filepath.Join(t.TempDir(), "quota.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	l, err := quota.New(st, "youtube", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}}, quota.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	take := func(c quota.Credential, n int64) {
+		t.Helper()
+		if _, err := l.Take(ctx, c, quota.Units("units", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take(quota.Credential{Secret: "secret-k1", Label: "k1"}, 4)
+	take(quota.Credential{Secret: "secret-k3", Label: "k3", Owner: "k1"}, 2)
+	take(quota.Credential{Secret: "secret-old", Label: "rot"}, 5)
+	if _, err := l.Rotate(ctx, "rot", quota.Credential{Secret: "secret-new"}); err != nil {
+		t.Fatal(err)
+	}
+	take(quota.Credential{Secret: "secret-new", Label: "rot"}, 1)
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(promquota.NewStoreCollector(st, promquota.WithStoreClock(clock)))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	used := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != promquota.StoreUsedName {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "owner" {
+					used[lp.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	fp := func(s string) string { return quota.DefaultFingerprint(s)[:8] }
+	want := map[string]float64{"k1": 2, fp("secret-k1"): 4, fp("secret-old"): 6}
+	if fmt.Sprint(used) != fmt.Sprint(want) {
+		t.Errorf("quota_store_used_units by owner = %v, want %v", used, want)
+	}
+}
