@@ -115,7 +115,7 @@ func (s *Scheduler) now() time.Time { return s.clock() }
 
 // Add registers fn as the job name, run on spec: a cron spec with five
 // fields ("*/15 * * * *"), or six with leading seconds ("30 */15 * * * *"),
-// or a descriptor ("@hourly", "@every 15m"), optionally prefixed with
+// or a descriptor ("@hourly", "@every 15m": at least 1s), optionally prefixed with
 // "CRON_TZ=Zone " to read it in that zone. An empty spec registers a job that
 // runs only through RunOnce. Names are letters, digits, '.', '_' and '-'.
 // Jobs may be added while Run is running.

@@ -64,5 +64,16 @@ func readSpec(spec string) (sched cron.Schedule, err error) {
 		s = "CRON_TZ=" + zone + " " + body
 		break
 	}
+	// robfig/cron reads "@every D" with any D and runs a D under one second
+	// (zero and negative ones included) every second.
+	body := s
+	if strings.HasPrefix(body, "CRON_TZ=") {
+		_, body, _ = strings.Cut(body, " ")
+	}
+	if d, ok := strings.CutPrefix(body, "@every "); ok {
+		if every, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && every < time.Second {
+			return nil, fmt.Errorf("@every %v: the interval must be at least 1s", every)
+		}
+	}
 	return specParser.Parse(s)
 }

@@ -40,6 +40,12 @@ var badSpecs = []string{
 	"0 0 * * 8",
 	"a b c d e",
 	"@every 1h CRON_TZ=UTC",
+	// robfig/cron runs these every second: a typo would spend the budget
+	// at the fastest rate cron has.
+	"@every -5m",
+	"@every 0s",
+	"@every 500ms",
+	"CRON_TZ=UTC @every -1h",
 }
 
 func TestBadSpecs(t *testing.T) {
