@@ -606,3 +606,39 @@ func TestResetSecondsWhileMarkedSpent(t *testing.T) {
 		t.Errorf("/metrics lacks %s:\n%s", want, metrics)
 	}
 }
+
+// TestRotatedKeyOwnerName: after a key rotation the account is the old
+// key's fingerprint; the page names it by its first 8 digits, as quotactl
+// status and /metrics do, never by the whole fingerprint.
+func TestRotatedKeyOwnerName(t *testing.T) {
+	st, err := sqlitestore.Open(t.TempDir() + "/quota.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := storetest.NewClock(t0)
+	l, err := quota.New(st, "youtube", []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Daily(la)}}, quota.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Take(ctx, quota.Credential{Secret: "AIza-old-key", Label: "yt-key-1"}, quota.Units("units", 5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Rotate(ctx, "yt-key-1", quota.Credential{Secret: "AIza-new-key"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Take(ctx, quota.Credential{Secret: "AIza-new-key", Label: "yt-key-1"}, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	old := quota.DefaultFingerprint("AIza-old-key")
+	srv := serve(t, &world{store: st, clock: c})
+	_, page := get(t, srv, "/")
+	if want := `<span class="oname">` + old[:8] + `</span>`; !strings.Contains(page, want) || strings.Contains(page, `<span class="oname">`+old+`</span>`) {
+		t.Errorf("the page does not name the rotated key's owner %s", want)
+	}
+	_, metrics := get(t, srv, "/metrics")
+	if want := `quota_store_used_units{api="youtube",budget="units",owner="` + old[:8] + `"} 6`; !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %s:\n%s", want, metrics)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quotactl/quotactl/jobs"
@@ -83,9 +84,13 @@ func unlabelled(c quota.CredentialInfo) int {
 
 // OwnerName is how an owner is shown: a named owner's name; for a
 // credential that is its own owner, its label, else the first 8 digits of
-// its fingerprint.
+// its fingerprint; for a key rotated under another key's account, the first
+// 8 digits of that account's fingerprint.
 func OwnerName(account, label, fingerprint string) string {
 	if account != "" && account != fingerprint {
+		if len(account) == quota.FingerprintLen && strings.Trim(account, "0123456789abcdef") == "" {
+			return account[:8]
+		}
 		return account
 	}
 	if label != "" {
