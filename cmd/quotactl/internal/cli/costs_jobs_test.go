@@ -394,7 +394,7 @@ func TestJobsFitsEveryWidth(t *testing.T) {
 
 // A job's expected cost is held against what its credential's owner has
 // left: with a named owner, usage is kept under the owner's name, not the
-// credential's fingerprint.
+// credential's fingerprint, and several keys of it are one owner.
 func TestJobsExpectedCostOfNamedOwner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -425,5 +425,14 @@ func TestJobsExpectedCostOfNamedOwner(t *testing.T) {
 	}
 	if x := list[0].Expected[0]; x.Budget != "units" || x.Cost != 5 || x.Left != 3 || x.After != -2 || x.Fits {
 		t.Errorf("expected cost of trending with 7 of 10 units spent by my-project: %+v; want 5 of 3 left, does not fit", x)
+	}
+	// A second key of the same project: still one account to price against.
+	if _, err := l.Take(ctx, quota.Credential{Secret: "AIzaSy-key-two", Label: "yt-key-2", Owner: "my-project"}, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	list = nil
+	decode(t, e.ok("--json", "jobs"), &list)
+	if x := list[0].Expected[0]; x.Left != 2 || x.Fits {
+		t.Errorf("expected cost of trending with 8 of 10 units spent by my-project's two keys: %+v; want 5 of 2 left, does not fit", x)
 	}
 }

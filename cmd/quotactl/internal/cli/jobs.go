@@ -41,8 +41,9 @@ Piped, rows are tab-separated without a header, with full times.
 
 The expected cost is the job's plan (jobs.WithPlan: calls per method) priced
 with the cost table, as 'quotactl costs estimate' does, held against what is
-left for the API's only credential (whole budgets when it has none or
-several).
+left for the API's only owner: its one credential, or its several keys of
+one owner (a project, a rotated key); whole budgets when it has no
+credential or several owners.
 
 JSON: without NAME, an array of {job, last, checkpoint, lease, waiting, next,
 plan, expected}; with NAME, {job, runs, checkpoint}. A run has the jobs
@@ -297,8 +298,8 @@ func (opts *jobsOptions) jobNow(ctx context.Context, ss quota.StateStore, lease 
 }
 
 // planCost prices p with its cost table, as costs estimate does, against
-// what is left now for the API's only credential (whole budgets when there
-// is none or there are several).
+// what is left now for the API's only owner (whole budgets when there is
+// none or there are several).
 func (opts *jobsOptions) planCost(ctx context.Context, p *jobs.Plan) ([]estimateBudgetJSON, error) {
 	_, tb, err := loadTable(p.API, p.Table)
 	if err != nil {
@@ -324,12 +325,22 @@ func (opts *jobsOptions) planCost(ctx context.Context, p *jobs.Plan) ([]estimate
 	}
 	budgets := mergeBudgets(tb.Budgets, info.Budgets)
 	usage := map[string]quota.Usage{}
-	if len(info.Credentials) == 1 {
+	// The API's only account: one credential, or several of one owner (a
+	// key rotated, a project's keys), whose usage is kept under the owner.
+	account := ""
+	for i, c := range info.Credentials {
+		if i > 0 && c.Owner != account {
+			account = ""
+			break
+		}
+		account = c.Owner
+	}
+	if account != "" {
 		l, err := quota.New(st, p.API, budgets, opts.limiterOptions()...)
 		if err != nil {
 			return nil, err
 		}
-		us, err := l.StatusOf(ctx, info.Credentials[0].Owner) // the account, not the fingerprint
+		us, err := l.StatusOf(ctx, account) // the account, not a fingerprint
 		if err != nil {
 			return nil, err
 		}
