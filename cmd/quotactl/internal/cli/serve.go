@@ -82,11 +82,18 @@ Stop it with Ctrl-C (SIGINT) or SIGTERM.`,
 	return c
 }
 
-// token returns the token from --token, --token-file or the environment.
+// token returns the token from --token, --token-file or the environment,
+// without surrounding spaces (clients' headers are read trimmed, so a token
+// kept with them could never match); one that is only spaces is an error,
+// not a token no one can send.
 func (opts *serveOptions) token() (string, error) {
 	switch {
 	case opts.Token != "":
-		return opts.Token, nil
+		tok := strings.TrimSpace(opts.Token)
+		if tok == "" {
+			return "", usageErrorf("--token is blank")
+		}
+		return tok, nil
 	case opts.TokenFile != "":
 		b, err := os.ReadFile(opts.TokenFile)
 		if err != nil {
@@ -100,7 +107,10 @@ func (opts *serveOptions) token() (string, error) {
 		return line, nil
 	}
 	v, _ := opts.env(tokenEnv)
-	return v, nil
+	if tok := strings.TrimSpace(v); tok != "" || v == "" {
+		return tok, nil
+	}
+	return "", usageErrorf("$%s is blank: set it to the token, or unset it", tokenEnv)
 }
 
 // isLoopback reports whether a listen address only accepts connections from

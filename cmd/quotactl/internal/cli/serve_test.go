@@ -164,3 +164,31 @@ func TestServeBadListen(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTokenSpaces: the dashboard reads a client's token trimmed, so a
+// token given with surrounding spaces is kept without them (it could never
+// match otherwise), and one that is only spaces is a usage error rather than
+// a dashboard no one can sign in to.
+func TestServeTokenSpaces(t *testing.T) {
+	e := newEnv(t)
+	g, _, _ := e.g()
+	for _, tc := range []struct {
+		flag, env, want string
+		blank           bool
+	}{
+		{flag: "  tok-0123456789  ", want: "tok-0123456789"},
+		{env: "tok-0123456789 \t", want: "tok-0123456789"},
+		{flag: " ", blank: true},
+		{env: "  ", blank: true},
+		{env: "", want: ""},
+	} {
+		e.vars[tokenEnv] = tc.env
+		got, err := (&serveOptions{globals: g, Token: tc.flag}).token()
+		switch {
+		case tc.blank && (err == nil || !strings.Contains(err.Error(), "blank")):
+			t.Errorf("token (--token %q, $%s %q) = %q, %v; want a usage error saying it is blank", tc.flag, tokenEnv, tc.env, got, err)
+		case !tc.blank && (err != nil || got != tc.want):
+			t.Errorf("token (--token %q, $%s %q) = %q, %v; want %q", tc.flag, tokenEnv, tc.env, got, err, tc.want)
+		}
+	}
+}
