@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -78,4 +79,20 @@ func checkLabel(what, label string) error {
 		i += n
 	}
 	return nil
+}
+
+// cellEscaper shows a tab, newline or carriage return inside one cell as
+// text: a label a program recorded with one (the library takes any label)
+// would otherwise split the cell into two columns or the row into two
+// lines of the tab-separated output that cut and awk read.
+var cellEscaper = strings.NewReplacer("\t", `\x09`, "\n", `\x0a`, "\r", `\x0d`)
+
+// joinCells joins a row's cells with tabs, each cell's own tabs and line
+// breaks escaped.
+func joinCells(cells []string) string {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = cellEscaper.Replace(c)
+	}
+	return strings.Join(out, "\t")
 }

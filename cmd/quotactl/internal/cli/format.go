@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,16 +41,16 @@ func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
 func (t *table) print(w io.Writer, tty bool) error {
 	if !tty {
 		for _, r := range t.rows {
-			if _, err := fmt.Fprintln(w, strings.Join(r, "\t")); err != nil {
+			if _, err := fmt.Fprintln(w, joinCells(r)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	fmt.Fprintln(tw, joinCells(t.header))
 	for _, r := range t.rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		fmt.Fprintln(tw, joinCells(r))
 	}
 	return tw.Flush()
 }

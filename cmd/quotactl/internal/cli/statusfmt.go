@@ -128,7 +128,7 @@ func (g *globals) printStatus(w io.Writer, t *statusTable) error {
 	t.sort()
 	if !g.io.TTY {
 		for _, r := range t.rows {
-			if _, err := fmt.Fprintln(w, strings.Join(g.statusCells(r, statusLayouts[0]), "\t")); err != nil {
+			if _, err := fmt.Fprintln(w, joinCells(g.statusCells(r, statusLayouts[0]))); err != nil {
 				return err
 			}
 		}
@@ -142,9 +142,9 @@ func (g *globals) printStatus(w io.Writer, t *statusTable) error {
 		header, rows := g.statusGrid(t, l)
 		if gridWidth(header, rows) <= width {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, strings.Join(header, "\t"))
+			fmt.Fprintln(tw, joinCells(header))
 			for _, r := range rows {
-				fmt.Fprintln(tw, strings.Join(r, "\t"))
+				fmt.Fprintln(tw, joinCells(r))
 			}
 			return tw.Flush()
 		}
@@ -323,7 +323,7 @@ func wrap(text string, width int) string {
 func (g *globals) printFitted(w io.Writer, header []string, layouts ...[][]string) error {
 	if !g.io.TTY {
 		for _, r := range layouts[0] {
-			if _, err := fmt.Fprintln(w, strings.Join(r, "\t")); err != nil {
+			if _, err := fmt.Fprintln(w, joinCells(r)); err != nil {
 				return err
 			}
 		}
@@ -332,9 +332,9 @@ func (g *globals) printFitted(w io.Writer, header []string, layouts ...[][]strin
 	width := g.width()
 	aligned := func(header []string, rows [][]string) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		fmt.Fprintln(tw, joinCells(header))
 		for _, r := range rows {
-			fmt.Fprintln(tw, strings.Join(r, "\t"))
+			fmt.Fprintln(tw, joinCells(r))
 		}
 		return tw.Flush()
 	}
