@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quotactl/quotactl/costs"
@@ -96,9 +97,12 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 	// the simulator or --upstream (Google, or a proxy in front of it): price
 	// requests to that host.
 	u, err := url.Parse(base)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("--upstream %q: want a base URL such as https://www.googleapis.com", base)
 	}
+	// The job appends "/youtube/v3/...": "https://www.googleapis.com/" is
+	// the same base, not a path "//youtube/v3/..." no route matches.
+	base = strings.TrimRight(base, "/")
 	if table, err = table.WithHosts(u.Host); err != nil {
 		return nil, fmt.Errorf("--upstream %q: %w", base, err)
 	}

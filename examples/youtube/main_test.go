@@ -277,7 +277,8 @@ func TestRealUpstreamMode(t *testing.T) {
 	defer upstream.Close()
 	t.Setenv("TEST_YT_KEY", "real-looking-key")
 	cfg := testConfig(t, clock)
-	cfg.upstream, cfg.keyEnv, cfg.headroom = upstream.URL(), "TEST_YT_KEY", 500
+	// As people write it, with a trailing slash: the same base URL.
+	cfg.upstream, cfg.keyEnv, cfg.headroom = upstream.URL()+"/", "TEST_YT_KEY", 500
 	var progress, logs syncBuf
 	a := openApp(t, cfg, &progress, &logs)
 	defer a.Close()
@@ -307,6 +308,7 @@ func TestConfigErrors(t *testing.T) {
 		{"empty key", func(c *config) { c.upstream, c.keyEnv = "http://127.0.0.1:1", "EMPTY_KEY" }, "--api-key-env VAR"},
 		{"upstream without scheme", func(c *config) { c.upstream, c.keyEnv = "www.googleapis.com", "A_KEY" }, `--upstream "www.googleapis.com": want a base URL such as https://www.googleapis.com`},
 		{"upstream bad host", func(c *config) { c.upstream, c.keyEnv = "https://*.googleapis.com", "A_KEY" }, "wildcards are not supported"},
+		{"upstream with a query", func(c *config) { c.upstream, c.keyEnv = "https://www.googleapis.com/?alt=json", "A_KEY" }, `--upstream "https://www.googleapis.com/?alt=json": want a base URL`},
 		{"headroom too big", func(c *config) { c.headroom = 40 }, "--headroom 40: must be from 0 to less than youtube-sim/units' limit of 40"},
 		{"negative headroom", func(c *config) { c.headroom = -1 }, "--headroom -1"},
 		{"bad schedule", func(c *config) { c.schedule = "every tuesday" }, "schedule"},
