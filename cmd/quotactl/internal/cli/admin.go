@@ -99,6 +99,18 @@ func (g *globals) target(ctx context.Context, api string, cf credFlags, budget s
 	if err != nil {
 		return nil, info, cred{}, b, err
 	}
+	// --owner names where the credential's budgets are kept; the limiter
+	// would move a credential the store keeps elsewhere to that owner, as
+	// a charge does, and act on the other owner's budgets (a reset would
+	// drop every budget of it). An admin command moves nothing: say so.
+	if cf.Owner != "" {
+		for _, k := range info.Credentials {
+			if k.ID == c.Fingerprint && k.Owner != cf.Owner {
+				return nil, info, cred{}, b, usageErrorf("--owner %q: credential %s of %s is kept under owner %s, and exhaust, adjust and reset move no credential to another owner; leave --owner out to act on %s's budgets ('quotactl take … --owner' moves a credential)",
+					cf.Owner, credName(k), info.Name, ownerName(k.Owner), ownerName(k.Owner))
+			}
+		}
+	}
 	return l, info, c, b, nil
 }
 

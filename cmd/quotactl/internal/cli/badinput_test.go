@@ -105,6 +105,11 @@ func TestBadInput(t *testing.T) {
 		{"malformed store URL", []string{"--store", "sqlite:", "list"}, ExitUsage, []string{`bad store URL "sqlite:": missing path`}},
 		{"unknown store scheme", []string{"--store", "postgres://db/quota", "list"}, ExitUsage, []string{`unknown scheme "postgres"`}},
 		{"reset without --yes", []string{"reset", "youtube", "--label", "yt-key-1"}, ExitUsage, []string{"add --yes to confirm"}},
+		// yt-key-1 is its own owner: --owner would move it and act on
+		// another owner's budgets.
+		{"reset under another owner", []string{"reset", "youtube", "--label", "yt-key-1", "--owner", "other-proj", "--yes"}, ExitUsage, []string{`--owner "other-proj": credential yt-key-1 of youtube is kept under owner`, "move no credential"}},
+		{"adjust under another owner", []string{"adjust", "youtube", "--label", "yt-key-1", "--owner", "other-proj", "--budget", "units", "--used", "0"}, ExitUsage, []string{`--owner "other-proj"`, "move no credential"}},
+		{"exhaust under another owner", []string{"exhaust", "youtube", "--label", "yt-key-1", "--owner", "other-proj", "--budget", "units", "--until", "1h"}, ExitUsage, []string{`--owner "other-proj"`, "move no credential"}},
 		{"refund bad ID", []string{"refund", "not-an-id"}, ExitUsage, []string{`bad reservation ID "not-an-id"`}},
 		{"refund unknown reservation", []string{"refund", "youtube/0123456789abcdef01234567/1a2b3c4d5e.XYZ"}, ExitError, []string{"not found"}},
 		{"exhaust in the past", []string{"exhaust", "youtube", "--label", "yt-key-1", "--budget", "units", "--until", "2020-01-01T00:00:00Z"}, ExitUsage, []string{"is not in the future"}},
