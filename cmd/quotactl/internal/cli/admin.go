@@ -103,15 +103,27 @@ func (g *globals) target(ctx context.Context, api string, cf credFlags, budget s
 	// would move a credential the store keeps elsewhere to that owner, as
 	// a charge does, and act on the other owner's budgets (a reset would
 	// drop every budget of it). An admin command moves nothing: say so.
-	if cf.Owner != "" {
-		for _, k := range info.Credentials {
-			if k.ID == c.Fingerprint && k.Owner != cf.Owner {
-				return nil, info, cred{}, b, usageErrorf("--owner %q: credential %s of %s is kept under owner %s, and exhaust, adjust and reset move no credential to another owner; leave --owner out to act on %s's budgets ('quotactl take … --owner' moves a credential)",
-					cf.Owner, credName(k), info.Name, ownerName(k.Owner), ownerName(k.Owner))
-			}
-		}
+	if err := otherOwner(cf, c, info, "exhaust, adjust and reset move no credential to another owner", "act on"); err != nil {
+		return nil, info, cred{}, b, err
 	}
 	return l, info, c, b, nil
+}
+
+// otherOwner is a usage error when --owner names another owner than the
+// one the store keeps the credential under, for a command that moves no
+// credential (only a charge, 'quotactl take --owner', does): what says why,
+// verb what the command does with the recorded owner's budgets.
+func otherOwner(cf credFlags, c cred, info quota.APIInfo, what, verb string) error {
+	if cf.Owner == "" {
+		return nil
+	}
+	for _, k := range info.Credentials {
+		if k.ID == c.Fingerprint && k.Owner != cf.Owner {
+			return usageErrorf("--owner %q: credential %s of %s is kept under owner %s, and %s; leave --owner out to %s %s's budgets ('quotactl take … --owner' moves a credential)",
+				cf.Owner, credName(k), info.Name, ownerName(k.Owner), what, verb, ownerName(k.Owner))
+		}
+	}
+	return nil
 }
 
 func exhaustRun(ctx context.Context, opts *exhaustOptions) error {

@@ -109,6 +109,7 @@ func TestBadInput(t *testing.T) {
 		// another owner's budgets.
 		{"reset under another owner", []string{"reset", "youtube", "--label", "yt-key-1", "--owner", "other-proj", "--yes"}, ExitUsage, []string{`--owner "other-proj": credential yt-key-1 of youtube is kept under owner`, "move no credential"}},
 		{"adjust under another owner", []string{"adjust", "youtube", "--label", "yt-key-1", "--owner", "other-proj", "--budget", "units", "--used", "0"}, ExitUsage, []string{`--owner "other-proj"`, "move no credential"}},
+		{"estimate under another owner", []string{"costs", "estimate", "youtube", "videos.list=5", "--label", "yt-key-1", "--owner", "other-proj"}, ExitUsage, []string{`--owner "other-proj": credential yt-key-1 of youtube is kept under owner`, "only reads"}},
 		{"exhaust under another owner", []string{"exhaust", "youtube", "--label", "yt-key-1", "--owner", "other-proj", "--budget", "units", "--until", "1h"}, ExitUsage, []string{`--owner "other-proj"`, "move no credential"}},
 		{"refund bad ID", []string{"refund", "not-an-id"}, ExitUsage, []string{`bad reservation ID "not-an-id"`}},
 		{"refund unknown reservation", []string{"refund", "youtube/0123456789abcdef01234567/1a2b3c4d5e.XYZ"}, ExitError, []string{"not found"}},

@@ -311,6 +311,9 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 		if c, err = opts.credential(ctx, opts.Cred, info); err != nil {
 			return err
 		}
+		if err := otherOwner(opts.Cred, c, info, "an estimate only reads: it moves no credential to another owner", "hold the run against"); err != nil {
+			return err
+		}
 	case len(info.Credentials) == 1:
 		c = cred{Credential: quota.Credential{Label: info.Credentials[0].Label}, Fingerprint: info.Credentials[0].ID, Account: info.Credentials[0].Owner}
 	case len(info.Credentials) > 1:
