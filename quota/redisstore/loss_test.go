@@ -691,9 +691,9 @@ func TestChangeVersionOutlivesLoss(t *testing.T) {
 		st := redisstore.New(c, redisstore.WithPrefix(prefix))
 		owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "version-owner")
 		b := quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}
-		adjust := func(nonce string) int64 {
+		adjust := func(nonce string, at time.Time) int64 {
 			t.Helper()
-			if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 50, Nonce: nonce, Now: t0}); err != nil {
+			if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 50, Nonce: nonce, Now: at}); err != nil {
 				t.Fatal(err)
 			}
 			v, err := st.ChangeVersion(ctx, "api", owner)
@@ -702,9 +702,9 @@ func TestChangeVersionOutlivesLoss(t *testing.T) {
 			}
 			return v
 		}
-		before := adjust("a1")
+		before := adjust("a1", t0)
 		flushKeys(t, c, prefix)
-		if after := adjust("a2"); after == before {
+		if after := adjust("a2", t0.Add(time.Second)); after == before {
 			t.Fatalf("the first adjust after a loss set the change version to %d, the value an open lease read before the loss", after)
 		}
 	})

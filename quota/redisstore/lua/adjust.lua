@@ -48,7 +48,7 @@ if total > 0 then
 end
 local mk, name = KEYS[5], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e')
-bumpversion(mk) -- the owner's change version (see lib.lua)
+bumpversion(mk, now) -- the owner's change version (see lib.lua)
 redis.call('HDEL', mk, 'l:' .. name)
 local seq, mu = remark(mk, tonumber(mv[1]) or 0, 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0, e, now,
   {'b:' .. name, int(e), 'x:' .. name, '0', 'k:' .. name, '0', 'd:' .. name, '0'})

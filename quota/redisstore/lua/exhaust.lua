@@ -32,7 +32,7 @@ local mk, name = KEYS[2], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e', 'l:' .. name)
 local seq, mu, me = tonumber(mv[1]) or 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
 local lm = tonumber(mv[4]) or 0
-bumpversion(mk) -- the owner's change version (see lib.lua)
+bumpversion(mk, now) -- the owner's change version (see lib.lua)
 local fields = {}
 if until_ > now then
   if loss then

@@ -433,7 +433,7 @@ end
 --           It lives and goes with the marker, which lives while any
 --           entry of the owner is held (its b:NAME); a loss that drops the
 --           marker drops it too (read as 0), and the next bump starts it
---           at the server's clock in µs (bumpversion), so that it never
+--           at the script's now in µs (bumpversion), so that it never
 --           comes back to a value an open lease read before the loss
 -- and two fields take.lua keeps so that a decision does less (not about
 -- loss: a missing one only costs the next decision a renewal or a read):
@@ -461,13 +461,12 @@ local FRESH = 4503599627370496 -- 2^52: seqs stay below 2^53, exact
 
 -- bumpversion changes the owner's change version, field v of marker mk:
 -- one more, or on a marker without it (made afresh, or after a loss
--- dropped it) the server's clock in µs, not 1: a version an open lease
--- read before a loss does not come back with the next adjust or exhaust.
--- (TIME, not the script's now: a test's injected now may stand still.)
-local function bumpversion(mk)
+-- dropped it) now in µs, not 1: a version an open lease read before a
+-- loss does not come back with the next adjust or exhaust (no count of
+-- bumps since an earlier start reaches the microseconds since then).
+local function bumpversion(mk, now)
   if redis.call('HINCRBY', mk, 'v', 1) == 1 then
-    local t = redis.call('TIME')
-    redis.call('HSET', mk, 'v', int(tonumber(t[1]) * 1000000 + tonumber(t[2])))
+    redis.call('HSET', mk, 'v', int(now))
   end
 end
 
