@@ -16,16 +16,19 @@ import (
 var ErrReplaced = errors.New("sqlitestore: database file deleted or replaced since it was opened")
 
 // ident is the identity (device and inode, through os.SameFile) of the
-// files a Store opened: the database and its WAL.
+// files a Store opened: the database, its WAL and its shared memory (the
+// -shm file, which holds SQLite's locks in WAL mode: a process that makes a
+// new one after it was deleted takes its write lock there, unseen by the
+// processes still holding the old one, and both write at once).
 type ident struct {
-	path, walPath string      // absolute: a later Chdir changes nothing
-	db, wal       os.FileInfo // wal nil when there was none to see
-	lost          atomic.Pointer[error]
+	path, walPath, shmPath string      // absolute: a later Chdir changes nothing
+	db, wal, shm           os.FileInfo // wal, shm nil when there was none to see
+	lost                   atomic.Pointer[error]
 }
 
 // remember records the identity of the files at path now.
 func (id *ident) remember(path string) error {
-	id.path, id.walPath = path, path+"-wal"
+	id.path, id.walPath, id.shmPath = path, path+"-wal", path+"-shm"
 	fi, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -34,13 +37,16 @@ func (id *ident) remember(path string) error {
 	if fi, err := os.Stat(id.walPath); err == nil {
 		id.wal = fi
 	}
+	if fi, err := os.Stat(id.shmPath); err == nil {
+		id.shm = fi
+	}
 	return nil
 }
 
 // check reports an error wrapping ErrReplaced when the file at the path
-// (or its WAL) is no longer the one the Store opened. Once it has, it
-// always does. Two stat calls: cheap enough for every decision (see
-// BenchmarkIdentityCheck).
+// (or its WAL, or its shared memory) is no longer the one the Store
+// opened. Once it has, it always does. Three stat calls: cheap enough for
+// every decision (see BenchmarkIdentityCheck).
 func (id *ident) check() error {
 	if p := id.lost.Load(); p != nil {
 		return *p
@@ -57,16 +63,25 @@ func (id *ident) check() error {
 	case !os.SameFile(fi, id.db):
 		return id.lose(fmt.Errorf("%w: %s is another file now; restart to open it", ErrReplaced, path))
 	}
-	if id.wal == nil {
+	if err := id.checkCompanion(id.walPath, id.wal, "WAL"); err != nil {
+		return err
+	}
+	return id.checkCompanion(id.shmPath, id.shm, "shared memory (its lock file)")
+}
+
+// checkCompanion checks that the file at path is still want, the WAL or
+// shared memory the Store opened (nothing to check when want is nil).
+func (id *ident) checkCompanion(path string, want os.FileInfo, what string) error {
+	if want == nil {
 		return nil
 	}
-	switch fi, err := os.Stat(id.walPath); {
+	switch fi, err := os.Stat(path); {
 	case errors.Is(err, os.ErrNotExist):
-		return id.lose(fmt.Errorf("%w: its WAL %s-wal no longer exists; restart to open the database again", ErrReplaced, path))
+		return id.lose(fmt.Errorf("%w: its %s %s no longer exists; restart to open the database again", ErrReplaced, what, path))
 	case err != nil:
 		return err
-	case !os.SameFile(fi, id.wal):
-		return id.lose(fmt.Errorf("%w: its WAL %s-wal is another file now; restart to open the database again", ErrReplaced, path))
+	case !os.SameFile(fi, want):
+		return id.lose(fmt.Errorf("%w: its %s %s is another file now; restart to open the database again", ErrReplaced, what, path))
 	}
 	return nil
 }

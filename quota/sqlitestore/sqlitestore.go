@@ -286,7 +286,7 @@ func openReadOnly(path, abs string, cfg config) (*Store, error) {
 				s.Close()
 				return nil, s.openErr(err)
 			}
-			s.ident.wal = nil // another process's WAL may come and go
+			s.ident.wal, s.ident.shm = nil, nil // another process's WAL and shared memory may come and go
 			return s, nil
 		}
 		if errors.Is(err, quota.ErrInvalid) {
