@@ -98,6 +98,7 @@ func (s *Scheduler) leaseNow() time.Time {
 // acquire takes run's lease. held is set, and err nil, when another run
 // holds it.
 func (s *Scheduler) acquire(ctx context.Context, run *Run) (held *quota.StateLeaseHeldError, err error) {
+	sent := time.Now()
 	l, err := s.store.AcquireLease(ctx, &quota.StateLeaseRequest{
 		Key: checkpointKey(run.job.name), Holder: processName + " run " + run.id, TTL: s.leaseTTL, Now: s.leaseNow(),
 	})
@@ -107,32 +108,69 @@ func (s *Scheduler) acquire(ctx context.Context, run *Run) (held *quota.StateLea
 	if err != nil {
 		return nil, fmt.Errorf("jobs: lease for %q: %w", run.job.name, err)
 	}
-	run.lease = l
+	run.lease, run.leaseSent = l, sent
 	return nil, nil
 }
 
 // renew keeps run's lease alive every third of its TTL until done is
-// closed. When the lease is lost it cancels the run with ErrLeaseLost.
+// closed. When the lease is lost it cancels the run with ErrLeaseLost; so
+// it does when the lease may have ended in the store without a renewal
+// getting through (the store unreachable or locked for a whole TTL, the
+// process paused): the store counts the TTL from an instant no earlier than
+// when the request that granted or renewed the lease was sent, so past
+// that instant plus the TTL, another process's run may hold the lease.
 func (s *Scheduler) renew(run *Run, cancel context.CancelCauseFunc, done <-chan struct{}) {
 	every := s.leaseTTL / 3
+	valid := run.leaseSent.Add(s.leaseTTL) // the lease is surely ours until then
 	t := time.NewTimer(every)
 	defer t.Stop()
+	expired := time.NewTimer(time.Until(valid))
+	defer expired.Stop()
+	lapse := func(err error) {
+		args := []any{"ttl", s.leaseTTL}
+		if err != nil {
+			args = append(args, "error", err)
+		}
+		run.log.Error("jobs: run's lease ran out before it could be renewed: cancelling it; another run may hold the lease now", args...)
+		cancel(fmt.Errorf("jobs: %s: %w: not renewed within its TTL of %v", run.job.name, ErrLeaseLost, s.leaseTTL))
+	}
+	var lastErr error
 	for {
 		select {
 		case <-done:
 			return
+		case <-expired.C:
+			lapse(lastErr)
+			return
 		case <-t.C:
 		}
-		ctx, stop := context.WithTimeout(context.Background(), every)
+		sent := time.Now()
+		if !sent.Before(valid) { // the process was paused past it: no renewal can help
+			lapse(lastErr)
+			return
+		}
+		deadline := sent.Add(every)
+		if valid.Before(deadline) {
+			deadline = valid
+		}
+		ctx, stop := context.WithDeadline(context.Background(), deadline)
 		_, err := s.store.RenewLease(ctx, &quota.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, TTL: s.leaseTTL, Now: s.leaseNow()})
 		stop()
-		if errors.Is(err, quota.ErrLeaseLost) {
+		switch {
+		case errors.Is(err, quota.ErrLeaseLost):
 			run.log.Error("jobs: run lost its lease (expired or taken over): cancelling it; its checkpoint writes are refused", "error", err)
 			cancel(fmt.Errorf("jobs: %s: %w", run.job.name, ErrLeaseLost))
 			return
-		}
-		if err != nil {
-			run.log.Warn("jobs: lease renewal failed; retrying", "error", err)
+		case err != nil:
+			if !time.Now().Before(valid) {
+				lapse(err)
+				return
+			}
+			lastErr = err
+			run.log.Warn("jobs: lease renewal failed; retrying", "error", err, "lease_valid_for", time.Until(valid).Round(time.Millisecond))
+		default:
+			valid, lastErr = sent.Add(s.leaseTTL), nil
+			expired.Reset(time.Until(valid))
 		}
 		t.Reset(every)
 	}

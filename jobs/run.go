@@ -31,6 +31,10 @@ type Run struct {
 	start   time.Time
 	log     *slog.Logger
 	lease   quota.StateLease // the job's lease, held for the run's duration
+	// leaseSent is when the request that granted the lease was sent (the
+	// local, monotonic clock): the lease is surely the run's until then
+	// plus the TTL, whatever the store's clock.
+	leaseSent time.Time
 
 	mu        sync.Mutex
 	spent     map[string]int64

@@ -2,9 +2,12 @@ package jobs_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quotactl/quotactl/jobs"
@@ -82,4 +85,62 @@ func TestSQLiteAcrossProcesses(t *testing.T) {
 	if err != nil || !slices.Equal(names, []string{"ingest"}) {
 		t.Errorf("Names %v %v", names, err)
 	}
+}
+
+// TestLeaseNotRenewedInTime: a run whose lease renewals fail (here another
+// process holds the SQLite write lock longer than the busy timeout; on Redis,
+// a partition from the server) must stop once its lease may have run out in
+// the store, not when a renewal finally gets through: by then the store may
+// have granted the lease to another process's run, and the two overlap.
+// Staged on Redis with a proxy paused for 6s under a 3s lease, the holder's
+// run went on past its lease while the other process's run started.
+func TestLeaseNotRenewedInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "quota.db")
+		store, err := sqlitestore.Open(path, sqlitestore.WithBusyTimeout(500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		const ttl = 3 * time.Second
+		var logs logBuf
+		s := jobs.New(store, jobs.WithLogger(logs.logger()), jobs.WithLeaseTTL(ttl))
+		started, stopped := make(chan time.Time, 1), make(chan time.Time, 1)
+		s.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
+			started <- time.Now()
+			context.AfterFunc(ctx, func() { stopped <- time.Now() })
+			for ctx.Err() == nil { // work that does not touch the store
+				time.Sleep(100 * time.Millisecond)
+			}
+			return context.Cause(ctx)
+		})
+		done := make(chan jobs.Record, 1)
+		go func() { rec, _ := s.RunOnce(context.Background(), "ingest"); done <- rec }()
+		start := <-started
+
+		// Another process takes the write lock and keeps it for 20s.
+		other, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		tx, err := other.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(`INSERT INTO state (key, value) VALUES ('other', x'00')`); err != nil {
+			t.Fatal(err)
+		}
+		advance(20 * time.Second)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		rec := <-done
+		if ran := (<-stopped).Sub(start); ran > ttl {
+			t.Errorf("the run went on %v after its lease was granted for %v and never renewed", ran, ttl)
+		}
+		if rec.Outcome != jobs.Cancelled || !strings.Contains(rec.Error, "lease lost") {
+			t.Errorf("run: %s %q; want cancelled, lease lost", rec.Outcome, rec.Error)
+		}
+	})
 }
