@@ -276,3 +276,82 @@ func TestReadOnlySeesLaterWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterRefusesUnwritableFile: a read-write Open of a database this
+// process may read but not write (an operator running a writing command as
+// the wrong user) fails at once, saying so, and leaves nothing beside the
+// file. Before, it opened, failed every decision with "attempt to write a
+// readonly database", and left a -wal and -shm of its own user beside the
+// file: staged with the file's owner a third user, every decision of the
+// owner then failed the same way until someone deleted them.
+func TestWriterRefusesUnwritableFile(t *testing.T) {
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	dir, err := os.MkdirTemp("", "sqlitestore-unwritable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "quota.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, mpLimiter(t, st, 100, at), 42)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bin := os.Args[0]
+	var cred *syscall.Credential
+	mode := os.FileMode(0o444) // our own file, read-only
+	if os.Geteuid() == 0 {     // root ignores file modes: open it as nobody
+		bin = filepath.Join(dir, "sqlitestore.test")
+		copyFile(t, os.Args[0], bin, 0o755)
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+		mode = 0o644
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil { // anyone may create files beside it
+		t.Fatal(err)
+	}
+	before := fileSum(t, path)
+	open := func() (childLine, []byte) {
+		t.Helper()
+		js, _ := json.Marshal(childCfg{Path: path, Limit: 100, Clock: at})
+		cmd := exec.Command(bin, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=inspect", childCfgEnv+"="+string(js))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, _ := cmd.Output()
+		var l childLine
+		if err := json.Unmarshal(out, &l); err != nil {
+			t.Fatalf("child printed %q: %v", out, err)
+		}
+		return l, out
+	}
+	l, out := open()
+	if l.Event != "error" || !strings.Contains(l.Err, "not writable") || !strings.Contains(l.Err, path) {
+		t.Errorf("read-write open of a file this process cannot write: %s; want an error at open naming the file as not writable", out)
+	}
+	for _, f := range []string{path + "-wal", path + "-shm"} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s left behind by a process that could not write the database", filepath.Base(f))
+		}
+	}
+	if fileSum(t, path) != before {
+		t.Error("the file changed")
+	}
+
+	// The file writable, its directory not: SQLite cannot create the WAL
+	// and shared memory, and the error says where.
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(dir, 0o755)
+	if l, out := open(); l.Event != "error" || !strings.Contains(l.Err, "the directory "+dir+" is not writable") {
+		t.Errorf("read-write open in a directory this process cannot write: %s; want an error naming the directory", out)
+	}
+}

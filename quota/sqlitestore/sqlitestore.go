@@ -179,6 +179,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if cfg.readOnly {
 		return openReadOnly(path, abs, cfg)
 	}
+	if err := checkWritable(path); err != nil {
+		return nil, err
+	}
 	file := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?_pragma=synchronous(NORMAL)"
 	busy := "&_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
 	s := &Store{path: path, sweepMax: 256, busy: max(cfg.busy, 0), gate: newGate()}
@@ -366,10 +369,37 @@ func checkHeader(path string) error {
 	return nil
 }
 
+// checkWritable refuses, before SQLite opens it, an existing file this
+// process may not write. SQLite would open it, fail every decision with
+// "attempt to write a readonly database", and create the WAL and shared
+// memory beside it as this process's user: files that the owner of the
+// database, if they are not readable and writable by the owner too, cannot
+// use, so that every process of the owner fails the same way until they
+// are deleted.
+func checkWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, os.ErrNotExist):
+		return nil // created by Open
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("sqlitestore: open %s: %w: %s is not writable by this process (uid %d): %w; "+
+			"run as a user who may write it, or open it read-only (WithReadOnly; quotactl's inspecting commands do)",
+			path, quota.ErrStoreUnavailable, path, os.Geteuid(), err)
+	}
+	return nil // anything else: SQLite says what
+}
+
 // openErr wraps an error met while opening.
 func (s *Store) openErr(err error) error {
-	if code, ok := sqliteCode(err); ok && code&0xff == 26 { // SQLITE_NOTADB
+	code, ok := sqliteCode(err)
+	if ok && code&0xff == 26 { // SQLITE_NOTADB
 		return fmt.Errorf("sqlitestore: open %s: %w", s.path, ErrNotDatabase)
+	}
+	if ok && code == 1544 { // SQLITE_READONLY_DIRECTORY
+		return fmt.Errorf("sqlitestore: open %s: %w: the directory %s is not writable by this process (uid %d), and SQLite must create %s-wal and %s-shm there: %w",
+			s.path, quota.ErrStoreUnavailable, filepath.Dir(s.path), os.Geteuid(), filepath.Base(s.path), filepath.Base(s.path), err)
 	}
 	return fmt.Errorf("sqlitestore: open %s: %w: %w", s.path, quota.ErrStoreUnavailable, err)
 }
