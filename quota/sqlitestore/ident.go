@@ -13,6 +13,10 @@ import (
 // old file, while other processes open the new one, so going on would split
 // the accounting between two files (each admitting up to the limit). The
 // Store fails closed from then on; a new Open uses the file now at the path.
+// When the database file itself went, the first decision that finds it also
+// marks every budget the old file still counts as spent in the file now at
+// the path (creating it if need be) until that usage would have expired, so
+// that the processes opening the path from then on do not admit it again.
 var ErrReplaced = errors.New("sqlitestore: database file deleted or replaced since it was opened")
 
 // ident is the identity (device and inode, through os.SameFile) of the
@@ -24,6 +28,10 @@ type ident struct {
 	path, walPath, shmPath string      // absolute: a later Chdir changes nothing
 	db, wal, shm           os.FileInfo // wal, shm nil when there was none to see
 	lost                   atomic.Pointer[error]
+	// carry is set when the database file itself was deleted or replaced:
+	// the usage it records must be carried to the file at the path (see
+	// Store.carry), once.
+	carry atomic.Bool
 }
 
 // remember records the identity of the files at path now.
@@ -57,11 +65,11 @@ func (id *ident) check() error {
 	path := id.path
 	switch fi, err := os.Stat(path); {
 	case errors.Is(err, os.ErrNotExist):
-		return id.lose(fmt.Errorf("%w: %s no longer exists; restart to open a new one", ErrReplaced, path))
+		return id.loseFile(fmt.Errorf("%w: %s no longer exists; restart to open a new one", ErrReplaced, path))
 	case err != nil:
 		return err // transient: say so, decide nothing
 	case !os.SameFile(fi, id.db):
-		return id.lose(fmt.Errorf("%w: %s is another file now; restart to open it", ErrReplaced, path))
+		return id.loseFile(fmt.Errorf("%w: %s is another file now; restart to open it", ErrReplaced, path))
 	}
 	if err := id.checkCompanion(id.walPath, id.wal, "WAL"); err != nil {
 		return err
@@ -84,6 +92,14 @@ func (id *ident) checkCompanion(path string, want os.FileInfo, what string) erro
 		return id.lose(fmt.Errorf("%w: its %s %s is another file now; restart to open the database again", ErrReplaced, what, path))
 	}
 	return nil
+}
+
+// loseFile is lose for the database file itself.
+func (id *ident) loseFile(err error) error {
+	if id.lost.CompareAndSwap(nil, &err) {
+		id.carry.Store(true)
+	}
+	return *id.lost.Load()
 }
 
 // lose records err as the Store's loss of its file, unless one was

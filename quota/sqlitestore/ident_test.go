@@ -167,3 +167,64 @@ func BenchmarkIdentityCheck(b *testing.B) {
 		}
 	})
 }
+
+// TestFileDeletedCarriesUsage: the database file is deleted (or another
+// file is put at its path) under a running store that has charged 60 of
+// 100. The store's next decision finds it and is refused; from then on the
+// usage it recorded must still count for every process that opens the
+// path, or a process started afterwards (a restart, the next cron run)
+// counts from zero and admits the limit again. Staged with two processes
+// on a budget of 200, the old one had admitted 58 and the new one then
+// admitted 200: 258 in one window.
+func TestFileDeletedCarriesUsage(t *testing.T) {
+	for _, how := range []string{"deleted", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+			path := filepath.Join(t.TempDir(), "quota.db")
+			st, err := sqlitestore.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			const limit = 100
+			l := mpLimiter(t, st, limit, at)
+			mustTake(t, l, 60)
+			switch how {
+			case "deleted":
+				for _, f := range []string{path, path + "-wal", path + "-shm"} {
+					if err := os.Remove(f); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case "replaced": // say, an older backup restored over it
+				other := filepath.Join(t.TempDir(), "other.db")
+				o, err := sqlitestore.Open(other)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Close()
+				if err := os.Rename(other, path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = l.Take(ctx, childKey, quota.Units(childBudget, 1))
+			if !errors.Is(err, sqlitestore.ErrReplaced) {
+				t.Fatalf("old store's Take after the file was %s: %v; want ErrReplaced", how, err)
+			}
+			t.Logf("old store: %v", err)
+			if granted := chargeInChild(t, path, limit, at); granted > 0 {
+				t.Errorf("a new process was granted %d after the file was %s, on top of the 60 the old file recorded (limit %d)", granted, how, limit)
+			}
+			st2, err := sqlitestore.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st2.Close()
+			us, err := mpLimiter(t, st2, limit, at).Status(ctx, childKey)
+			if err != nil || us[0].ExhaustedUntil.Before(at.Add(24*time.Hour)) {
+				t.Fatalf("reopened: %+v, %v; want the budget spent until the old usage expires, %v", us, err, at.Add(24*time.Hour))
+			}
+		})
+	}
+}

@@ -609,6 +609,21 @@ func (s *Store) decide(ctx context.Context, op string, fn func(w *wtx) error) er
 	}
 	defer s.end()
 	err := s.ident.check() // under the write lock, as in write
+	if err != nil && !s.readOnly && s.ident.carry.CompareAndSwap(true, false) {
+		// The first decision since the file was deleted or replaced: what
+		// it records is lost to every process that opens the path now.
+		// Read it while the old file is still at hand, and mark it in the
+		// new one.
+		logs, lerr := lostLogs(c, s.now(time.Time{}))
+		if c.inTx() {
+			_ = c.rollback.exec()
+		}
+		what := s.carry(logs)
+		if lerr != nil {
+			what = fmt.Sprintf("reading the usage it recorded failed: %v", lerr)
+		}
+		return fail(op, fmt.Errorf("%w; %s", err, what))
+	}
 	if err == nil {
 		err = fn(&s.wtx)
 	}

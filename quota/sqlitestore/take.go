@@ -642,10 +642,15 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 		if err := w.st.bump.text(1, req.API).text(2, req.Owner).exec(); err != nil {
 			return err
 		}
-		lg.exh = 0
-		if u := quota.ClampTime(req.Until).UnixMicro(); !req.Until.IsZero() && u > n {
+		u := quota.ClampTime(req.Until).UnixMicro()
+		switch {
+		case req.StoreLoss && lg.exh >= u:
+			// a mark for lost usage never shortens a later one
+		case !req.Until.IsZero() && u > n:
 			lg.exh = u
 			lg.idle = max(lg.idle, u)
+		default:
+			lg.exh = 0
 		}
 		lg.dirty = true
 		return w.save(lg)
