@@ -9,6 +9,37 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
+// lossFound is called, under the gate and with no transaction open on the
+// decision connection, when the identity check found err. The first time
+// after the database file itself was deleted or replaced, it carries the
+// usage the old file still counts to the file now at the path (see carry);
+// the first time after the WAL was, it checkpoints the decisions only that
+// WAL holds into the database (see checkpointLost). It returns err with
+// what it did.
+func (s *Store) lossFound(err error) error {
+	if s.readOnly || s.dc == nil || s.closed {
+		return err
+	}
+	c := s.dc
+	switch {
+	case s.ident.carry.CompareAndSwap(true, false):
+		// What the old file records is lost to every process that opens
+		// the path now: read it while the old file is at hand, and mark
+		// it in the new one.
+		logs, lerr := lostLogs(c, s.now(time.Time{}))
+		if lerr != nil {
+			return fmt.Errorf("%w; reading the usage it recorded failed: %v", err, lerr)
+		}
+		return fmt.Errorf("%w; %s", err, s.carry(logs))
+	case s.ident.ckpt.CompareAndSwap(true, false):
+		// The decisions committed since the last checkpoint are only in
+		// the WAL this connection still holds: copy them into the
+		// database file, which every process reads, before they go.
+		return fmt.Errorf("%w; %s", err, s.checkpointLost(c))
+	}
+	return err
+}
+
 // lostLog is a budget's log that the file a Store opened still counts, read
 // from that file after it was deleted or replaced at its path.
 type lostLog struct {
@@ -78,4 +109,46 @@ func (s *Store) carry(logs []lostLog) string {
 		return "the budget with usage it recorded is marked spent in the file now at the path until that usage expires"
 	}
 	return fmt.Sprintf("the %d budgets with usage it recorded are marked spent in the file now at the path until that usage expires", len(logs))
+}
+
+// checkpointLost copies, on c, the frames of the WAL c still holds (deleted
+// or replaced at its path) into the database file, and says how it went.
+// Without it the decisions committed since the last checkpoint are lost when
+// this process closes the database while another has it open, or when
+// another process makes a new WAL.
+func (s *Store) checkpointLost(c *conn) string {
+	deadline := time.Now().Add(s.busy)
+	for {
+		busy, err := checkpoint(c)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("copying the decisions it still holds into the database failed: %v", err)
+		case !busy:
+			return "the decisions it still held are copied into the database"
+		case !time.Now().Before(deadline):
+			return "copying the decisions it still holds into the database did not finish within the busy timeout (other processes read it)"
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkpoint runs a TRUNCATE checkpoint on c; busy is true when a reader or
+// writer kept it from copying every frame.
+func checkpoint(c *conn) (busy bool, err error) {
+	n := len(c.stmts)
+	defer c.finalize(n)
+	st, err := c.prepare(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	if err != nil {
+		return false, err
+	}
+	for st.next() {
+		busy = st.col(0) != 0
+	}
+	if err := st.done(); err != nil {
+		if isBusy(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	return busy, nil
 }

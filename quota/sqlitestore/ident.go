@@ -32,6 +32,10 @@ type ident struct {
 	// the usage it records must be carried to the file at the path (see
 	// Store.carry), once.
 	carry atomic.Bool
+	// ckpt is set when the WAL was deleted or replaced: the decisions this
+	// Store committed since the last checkpoint are only in the WAL it
+	// still holds, and must be checkpointed into the database, once.
+	ckpt atomic.Bool
 }
 
 // remember records the identity of the files at path now.
@@ -71,40 +75,43 @@ func (id *ident) check() error {
 	case !os.SameFile(fi, id.db):
 		return id.loseFile(fmt.Errorf("%w: %s is another file now; restart to open it", ErrReplaced, path))
 	}
-	if err := id.checkCompanion(id.walPath, id.wal, "WAL"); err != nil {
+	if err := id.checkCompanion(id.walPath, id.wal, "WAL", &id.ckpt); err != nil {
 		return err
 	}
-	return id.checkCompanion(id.shmPath, id.shm, "shared memory (its lock file)")
+	return id.checkCompanion(id.shmPath, id.shm, "shared memory (its lock file)", nil)
 }
 
 // checkCompanion checks that the file at path is still want, the WAL or
 // shared memory the Store opened (nothing to check when want is nil).
-func (id *ident) checkCompanion(path string, want os.FileInfo, what string) error {
+// When this call finds it first, it sets first (if not nil).
+func (id *ident) checkCompanion(path string, want os.FileInfo, what string, first *atomic.Bool) error {
 	if want == nil {
 		return nil
 	}
+	var lost error
 	switch fi, err := os.Stat(path); {
 	case errors.Is(err, os.ErrNotExist):
-		return id.lose(fmt.Errorf("%w: its %s %s no longer exists; restart to open the database again", ErrReplaced, what, path))
+		lost = fmt.Errorf("%w: its %s %s no longer exists; restart to open the database again", ErrReplaced, what, path)
 	case err != nil:
 		return err
 	case !os.SameFile(fi, want):
-		return id.lose(fmt.Errorf("%w: its %s %s is another file now; restart to open the database again", ErrReplaced, what, path))
+		lost = fmt.Errorf("%w: its %s %s is another file now; restart to open the database again", ErrReplaced, what, path)
+	default:
+		return nil
 	}
-	return nil
+	return id.loseFirst(lost, first)
+}
+
+// loseFirst records err as the Store's loss of its file, unless one was
+// recorded first, and returns the one recorded; first (if not nil) is set
+// when err is.
+func (id *ident) loseFirst(err error, first *atomic.Bool) error {
+	if id.lost.CompareAndSwap(nil, &err) && first != nil {
+		first.Store(true)
+	}
+	return *id.lost.Load()
 }
 
 // loseFile is lose for the database file itself.
-func (id *ident) loseFile(err error) error {
-	if id.lost.CompareAndSwap(nil, &err) {
-		id.carry.Store(true)
-	}
-	return *id.lost.Load()
-}
+func (id *ident) loseFile(err error) error { return id.loseFirst(err, &id.carry) }
 
-// lose records err as the Store's loss of its file, unless one was
-// recorded first, and returns the one recorded.
-func (id *ident) lose(err error) error {
-	id.lost.CompareAndSwap(nil, &err)
-	return *id.lost.Load()
-}

@@ -228,3 +228,69 @@ func TestFileDeletedCarriesUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestWALDeletedKeepsDecisions: the WAL is deleted under a running store
+// (a cleanup script, an operator who takes it for a temporary file) while
+// the decisions since the last checkpoint are only in it. The store's next
+// decision finds it and is refused; the decisions it committed must not be
+// lost with the WAL it still holds. Staged with two processes on a budget
+// of 200, the old one had admitted 28 when the WAL went; the new one then
+// failed every decision with "disk I/O error (522)" until both had exited,
+// the 28 were gone, and the next process admitted 200.
+func TestWALDeletedKeepsDecisions(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	path := filepath.Join(t.TempDir(), "quota.db")
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 100
+	l := mpLimiter(t, st, limit, at)
+	mustTake(t, l, 60)
+	if err := os.Remove(path + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Take(ctx, childKey, quota.Units(childBudget, 1))
+	if !errors.Is(err, sqlitestore.ErrReplaced) {
+		t.Fatalf("Take after the WAL was deleted: %v; want ErrReplaced", err)
+	}
+	t.Logf("old store: %v", err)
+	// Another process opens the database, and still has it open when the
+	// old store closes.
+	cs := startAll(t, 1, "charge", childCfg{Path: path, Limit: limit, Goroutines: 1, Refusals: 3, Clock: at})
+	if err := st.Close(); err != nil {
+		t.Logf("old store's Close: %v", err)
+	}
+	release(t, cs)
+	var granted int64
+	var errs []string
+	for {
+		l, err := cs[0].next()
+		if err != nil {
+			break
+		}
+		switch l.Event {
+		case "ok":
+			granted += l.Cost
+		case "error":
+			errs = append(errs, l.Err)
+		}
+	}
+	_ = cs[0].cmd.Wait()
+	if len(errs) > 0 {
+		t.Errorf("the new process failed: %q", errs)
+	}
+	st2, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	us, err := mpLimiter(t, st2, limit, at).Status(ctx, childKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].Used < 60+granted || 60+granted > limit {
+		t.Fatalf("after the WAL was deleted: the store counts %d, the new process was granted %d on top of the old store's 60 (limit %d)", us[0].Used, granted, limit)
+	}
+}

@@ -575,7 +575,7 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	// writes, or the decision is refused (see ErrReplaced).
 	if err := s.ident.check(); err != nil {
 		_ = tx.Rollback()
-		return fail(op, err)
+		return fail(op, s.lossFound(err))
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
@@ -608,25 +608,13 @@ func (s *Store) decide(ctx context.Context, op string, fn func(w *wtx) error) er
 		return fail(op, err)
 	}
 	defer s.end()
-	err := s.ident.check() // under the write lock, as in write
-	if err != nil && !s.readOnly && s.ident.carry.CompareAndSwap(true, false) {
-		// The first decision since the file was deleted or replaced: what
-		// it records is lost to every process that opens the path now.
-		// Read it while the old file is still at hand, and mark it in the
-		// new one.
-		logs, lerr := lostLogs(c, s.now(time.Time{}))
+	if err := s.ident.check(); err != nil { // under the write lock, as in write
 		if c.inTx() {
 			_ = c.rollback.exec()
 		}
-		what := s.carry(logs)
-		if lerr != nil {
-			what = fmt.Sprintf("reading the usage it recorded failed: %v", lerr)
-		}
-		return fail(op, fmt.Errorf("%w; %s", err, what))
+		return fail(op, s.lossFound(err))
 	}
-	if err == nil {
-		err = fn(&s.wtx)
-	}
+	err := fn(&s.wtx)
 	if err == nil {
 		err = ctx.Err()
 	}
