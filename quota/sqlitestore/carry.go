@@ -26,11 +26,12 @@ func (s *Store) lossFound(err error) error {
 		// What the old file records is lost to every process that opens
 		// the path now: read it while the old file is at hand, and mark
 		// it in the new one.
-		logs, lerr := lostLogs(c, s.now(time.Time{}))
+		now := s.now(time.Time{})
+		logs, lerr := lostLogs(c, now)
 		if lerr != nil {
 			return fmt.Errorf("%w; reading the usage it recorded failed: %v", err, lerr)
 		}
-		return fmt.Errorf("%w; %s", err, s.carry(logs))
+		return fmt.Errorf("%w; %s", err, s.carry(logs, now))
 	case s.ident.ckpt.CompareAndSwap(true, false):
 		// The decisions committed since the last checkpoint are only in
 		// the WAL this connection still holds: copy them into the
@@ -84,7 +85,7 @@ func lostLogs(c *conn, now time.Time) ([]lostLog, error) {
 // is lost to every process that opens the path from now on, and going on
 // from zero would admit it again. It returns what it did, for the error of
 // the decision that found the loss.
-func (s *Store) carry(logs []lostLog) string {
+func (s *Store) carry(logs []lostLog, now time.Time) string {
 	if len(logs) == 0 {
 		return "nothing it recorded still counts"
 	}
@@ -96,7 +97,7 @@ func (s *Store) carry(logs []lostLog) string {
 	ctx := context.Background()
 	var failed []string
 	for _, l := range logs {
-		err := ns.Exhaust(ctx, &quota.ExhaustRequest{API: l.api, Owner: l.account, Budget: l.budget, Until: l.until, StoreLoss: true})
+		err := ns.Exhaust(ctx, &quota.ExhaustRequest{API: l.api, Owner: l.account, Budget: l.budget, Until: l.until, Now: now, StoreLoss: true})
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s/%s of %s: %v", l.api, l.budget.Name, l.account, err))
 		}

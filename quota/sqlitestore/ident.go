@@ -112,6 +112,6 @@ func (id *ident) loseFirst(err error, first *atomic.Bool) error {
 	return *id.lost.Load()
 }
 
-// loseFile is lose for the database file itself.
+// loseFile is loseFirst for the database file itself: its usage is to be
+// carried to the file now at the path.
 func (id *ident) loseFile(err error) error { return id.loseFirst(err, &id.carry) }
-

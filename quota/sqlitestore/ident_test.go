@@ -187,6 +187,7 @@ func TestFileDeletedCarriesUsage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
+			sqlitestore.SetClock(st, func() time.Time { return at.Add(time.Minute) }) // what the store carries counts then
 			const limit = 100
 			l := mpLimiter(t, st, limit, at)
 			mustTake(t, l, 60)
