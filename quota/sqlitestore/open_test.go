@@ -161,8 +161,9 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("Open(directory) = %v, want ErrInvalid naming it", err)
 	}
 	missing := filepath.Join(dir, "no", "such", "dir", "q.db")
-	if _, err := sqlitestore.Open(missing); !errors.Is(err, quota.ErrStoreUnavailable) || !strings.Contains(err.Error(), missing) {
-		t.Errorf("Open(in a missing directory) = %v, want ErrStoreUnavailable naming the path", err)
+	if _, err := sqlitestore.Open(missing); !errors.Is(err, quota.ErrStoreUnavailable) || !strings.Contains(err.Error(), missing) ||
+		!strings.Contains(err.Error(), "directory "+filepath.Dir(missing)+" does not exist") {
+		t.Errorf("Open(in a missing directory) = %v, want ErrStoreUnavailable naming the path and saying its directory does not exist", err)
 	}
 	// An empty file is an empty database: it is initialised.
 	empty := filepath.Join(dir, "empty.db")

@@ -182,6 +182,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := checkWritable(path); err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(filepath.Dir(abs)); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w: the directory %s does not exist (Open creates the file, not its directory)",
+			path, quota.ErrStoreUnavailable, filepath.Dir(abs))
+	}
 	file := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?_pragma=synchronous(NORMAL)"
 	busy := "&_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
 	s := &Store{path: path, sweepMax: 256, busy: max(cfg.busy, 0), gate: newGate()}
