@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -35,7 +36,12 @@ func (s *Store) lossFound(err error) error {
 	case s.ident.ckpt.CompareAndSwap(true, false):
 		// The decisions committed since the last checkpoint are only in
 		// the WAL this connection still holds: copy them into the
-		// database file, which every process reads, before they go.
+		// database file, which every process reads, before they go. Only
+		// while the shared memory is the one every process uses: it holds
+		// the locks that keep the copy from the others' reads and writes.
+		if fi, serr := os.Stat(s.ident.shmPath); serr != nil || s.ident.shm == nil || !os.SameFile(fi, s.ident.shm) {
+			return fmt.Errorf("%w; its shared memory went too, so the decisions only that WAL holds cannot be copied into the database safely: they are lost", err)
+		}
 		return fmt.Errorf("%w; %s", err, s.checkpointLost(c))
 	}
 	return err
