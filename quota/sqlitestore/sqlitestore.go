@@ -532,6 +532,14 @@ func (s *Store) Close() error {
 			// Wait for the decision under way, if any, and refuse
 			// those after.
 			s.gate.sem <- struct{}{}
+			if !s.readOnly {
+				// A file deleted or replaced since the last decision:
+				// what only this Store holds goes with it otherwise
+				// (see lossFound).
+				if err := s.ident.check(); err != nil {
+					_ = s.lossFound(err)
+				}
+			}
 			s.closed = true
 			errs = append(errs, s.dc.close())
 			<-s.gate.sem
@@ -553,6 +561,14 @@ func fail(op string, err error) error {
 	if errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrNotFound) || errors.Is(err, quota.ErrCostExceedsLimit) ||
 		errors.Is(err, quota.ErrLabelTaken) || errors.Is(err, quota.ErrUnknownCredential) {
 		return err
+	}
+	if code, ok := sqliteCode(err); ok && code == 522 { // SQLITE_IOERR_SHORT_READ
+		// What this looks like when the WAL was deleted under another
+		// process that has not noticed yet: the shared memory describes
+		// frames the new, empty WAL lacks.
+		return fmt.Errorf("sqlitestore: %s: %w: %w (a file of the database is shorter than SQLite expects: "+
+			"was its WAL deleted while another process had it open? That process copies its decisions back into "+
+			"the database at its next decision, or when it closes the database; until then this one cannot decide)", op, quota.ErrStoreUnavailable, err)
 	}
 	return fmt.Errorf("sqlitestore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)
 }
