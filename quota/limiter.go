@@ -40,6 +40,7 @@ type Limiter struct {
 	noncePfx  string
 	self      *resExt // what the reservations Take returns share
 	defined   atomic.Bool
+	defWarned atomic.Bool               // otherDefinitions has run
 	overEvery time.Duration             // WithOverrideRefresh
 	host      hostClock                 // the host clock, for decisions and overNext
 	overNext  atomic.Int64              // when to reload overrides, µs since the epoch
@@ -359,8 +360,43 @@ func (l *Limiter) define(ctx context.Context) {
 			own = append(own, b)
 		}
 	}
-	if len(own) == 0 || l.store.DefineBudgets(ctx, l.api, own) == nil {
+	if len(own) == 0 {
 		l.defined.Store(true)
+		return
+	}
+	l.otherDefinitions(ctx, own)
+	if l.store.DefineBudgets(ctx, l.api, own) == nil {
+		l.defined.Store(true)
+	}
+}
+
+// otherDefinitions warns, once, of each of own's budgets that the store's
+// catalog records with another definition: another program sharing the
+// store defines it otherwise, and each process admits up to its own
+// definition, so the looser one may spend what the upstream does not allow.
+func (l *Limiter) otherDefinitions(ctx context.Context, own []Budget) {
+	if l.defWarned.Swap(true) {
+		return
+	}
+	apis, err := l.store.List(ctx)
+	if err != nil {
+		l.defWarned.Store(false) // try again with the next definition
+		return
+	}
+	for _, a := range apis {
+		if a.Name != l.api {
+			continue
+		}
+		for _, rec := range a.Budgets {
+			for _, b := range own {
+				if b.Name == rec.Name && (b.Limit != rec.Limit || b.Window.String() != rec.Window.String()) {
+					l.log.Warn("quota: another program sharing the store defines this budget otherwise; each process decides with its own definition, "+
+						"so the looser one may admit what the upstream refuses: give every program the same definition, or set one for all with 'quotactl budget set'",
+						"api", l.api, "budget", b.Name, "limit", b.Limit, "window", b.Window.String(),
+						"recorded_limit", rec.Limit, "recorded_window", rec.Window.String())
+				}
+			}
+		}
 	}
 }
 

@@ -1,0 +1,54 @@
+package quota_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/quota"
+)
+
+// TestOtherProgramsDefinitionWarned: two programs share a store and define
+// one budget with different limits (a misconfigured deploy, a rollout half
+// done). Each decides with its own, so the looser one admits up to its own
+// limit: staged on SQLite with limits 100 and 300, the store ended at
+// 300/300 and the process defining 100 saw its budget overspent, with
+// nothing logged anywhere. The process that finds the other's definition
+// recorded says so, once.
+func TestOtherProgramsDefinitionWarned(t *testing.T) {
+	ctx := context.Background()
+	st := quota.NewMemoryStore()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clock := quota.WithClock(func() time.Time { return now })
+	var logA, logB bytes.Buffer
+	a, err := quota.New(st, "yt", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}}, clock,
+		quota.WithLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logA}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := quota.New(st, "yt", []quota.Budget{{Name: "units", Limit: 300, Window: quota.Sliding(time.Hour)}}, clock,
+		quota.WithLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logB}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "k", Label: "k"}
+	for range 3 {
+		if _, err := a.Take(ctx, cred, quota.Units("units", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Take(ctx, cred, quota.Units("units", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(logA.String(), "defines this budget otherwise") {
+		t.Errorf("the first program warned with nothing recorded before it: %s", logA.String())
+	}
+	warn := logB.String()
+	if n := strings.Count(warn, "defines this budget otherwise"); n != 1 ||
+		!strings.Contains(warn, "limit=300") || !strings.Contains(warn, "recorded_limit=100") || !strings.Contains(warn, "budget=units") {
+		t.Errorf("second program's log: %q; want one warning naming the budget, its limit 300 and the recorded 100", warn)
+	}
+}
