@@ -99,10 +99,10 @@ func TestBench(t *testing.T) {
 		t.Fatalf("bench: %v\nprogress:\n%s", err, progress.String())
 	}
 
-	// 2 goroutine counts × (ceiling + 8 limiters × 2 costs); 2 × 3 in-process limiters × 2 costs;
+	// 2 goroutine counts × (ceiling + 10 limiters × 2 costs); 2 × 3 in-process limiters × 2 costs;
 	// 2 × (ceiling + 3 limiters) refusing
-	if len(rep.decisions) != 34 || len(rep.local) != 12 || len(rep.refuse) != 8 {
-		t.Fatalf("%d Redis rows, %d local rows, %d refusing rows; want 34, 12 and 8", len(rep.decisions), len(rep.local), len(rep.refuse))
+	if len(rep.decisions) != 42 || len(rep.local) != 12 || len(rep.refuse) != 8 {
+		t.Fatalf("%d Redis rows, %d local rows, %d refusing rows; want 42, 12 and 8", len(rep.decisions), len(rep.local), len(rep.refuse))
 	}
 	localRefusals := 0
 	for _, r := range rep.refuse {
