@@ -321,7 +321,7 @@ func (r *runner) windowSizes(ctx context.Context, store quota.Store) ([]row, err
 	var fs []*filled
 	for _, fill := range r.cfg.fills {
 		name := "w" + strconv.Itoa(fill)
-		lim, err := quota.New(store, "bench", []quota.Budget{{Name: name, Limit: int64(fill + per*r.cfg.rounds), Window: quota.Sliding(24 * time.Hour)}})
+		lim, err := quota.New(store, "bench-window", []quota.Budget{{Name: name, Limit: int64(fill + per*r.cfg.rounds), Window: quota.Sliding(24 * time.Hour)}})
 		if err != nil {
 			return nil, err
 		}

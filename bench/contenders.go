@@ -61,7 +61,11 @@ func quotaTake(name, algo string, local bool, store quota.Store, budgets []quota
 	return contender{
 		name: name, algo: algo, local: local,
 		setup: func(_ context.Context, id string, cost int64) (op, error) {
-			lim, err := quota.New(store, "bench", budgets)
+			api := "bench-sliding" // one definition per API: a program defines it one way
+			if budgets[0].Window.IsDaily() {
+				api = "bench-daily"
+			}
+			lim, err := quota.New(store, api, budgets)
 			if err != nil {
 				return nil, err
 			}
@@ -166,7 +170,7 @@ func quotaLeased(name, algo string, store quota.Store, window time.Duration, blo
 	return contender{
 		name: name, algo: algo,
 		setup: func(_ context.Context, id string, cost int64) (op, error) {
-			lim, err := quota.New(store, "bench", quotaBudget(window), quota.WithLeases(quota.LeaseOptions{Block: block}))
+			lim, err := quota.New(store, "bench-sliding", quotaBudget(window), quota.WithLeases(quota.LeaseOptions{Block: block}))
 			if err != nil {
 				return nil, err
 			}
@@ -201,7 +205,7 @@ func quotaSpent(name, algo string, store quota.Store, opts ...quota.Option) cont
 	return contender{
 		name: name, algo: algo,
 		setup: func(ctx context.Context, id string, cost int64) (op, error) {
-			lim, err := quota.New(store, "bench", spentDaily, opts...)
+			lim, err := quota.New(store, "bench-spent", spentDaily, opts...)
 			if err != nil {
 				return nil, err
 			}
