@@ -1034,3 +1034,38 @@ func TestEmptyStoreURL(t *testing.T) {
 		t.Errorf("the default store: %v", err)
 	}
 }
+
+// TestOwnerByShortFingerprint: a key that is its own owner shows in status
+// under the short form of its fingerprint; that form (or any longer prefix)
+// names it in --owner, as the full fingerprint does.
+func TestOwnerByShortFingerprint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ok("budget", "set", "youtube/units", "--limit", "10", "--window", "1h")
+	e.vars["K"] = "AIzaSy-own-owner"
+	e.ok("take", "youtube", "--credential-env", "K", "--label", "k1", "--cost", "3")
+	var rows []statusJSON
+	decode(t, e.ok("--json", "status", "youtube"), &rows)
+	if len(rows) != 1 {
+		t.Fatalf("status --json = %+v", rows)
+	}
+	full := rows[0].Owner
+	short := full[:8]
+	if out := e.ok("status", "youtube"); !strings.Contains(out, short) {
+		t.Fatalf("status does not show the short fingerprint %s:\n%s", short, out)
+	}
+	for _, given := range []string{short, full[:12], full} {
+		decode(t, e.ok("--json", "status", "--owner", given), &rows)
+		if len(rows) != 1 || rows[0].Owner != full || rows[0].Used != 3 {
+			t.Errorf("status --owner %s = %+v; want the key's row, used 3", given, rows)
+		}
+		var hist []historyJSON
+		decode(t, e.ok("--json", "history", "youtube", "--owner", given), &hist)
+		if len(hist) != 1 || hist[0].Owner != full || hist[0].Used != 3 {
+			t.Errorf("history --owner %s = %+v; want the key's account, used 3", given, hist)
+		}
+	}
+	if r := e.run("status", "--owner", full[:7]); r.code != ExitUsage {
+		t.Errorf("status --owner with 7 digits: exit %d; want a usage error (shorter than status prints)", r.code)
+	}
+}

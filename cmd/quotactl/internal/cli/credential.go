@@ -179,6 +179,16 @@ func ownerName(account string) string {
 	return account
 }
 
+// ownerIs reports whether the --owner given names account: its name, or,
+// for an account that is a credential's own fingerprint, the fingerprint
+// or any prefix of it at least as long as the short form status prints.
+func ownerIs(account, given string) bool {
+	if account == given {
+		return true
+	}
+	return len(given) >= len(shortFP(account)) && ownerName(account) != account && strings.HasPrefix(account, given)
+}
+
 // owners groups info's credentials by account, in order of first
 // appearance after sorting by account.
 type ownerGroup struct {

@@ -321,8 +321,8 @@ func (opts *historyOptions) historyOf(ctx context.Context, info quota.APIInfo) (
 		}
 		var owners []string
 		for _, k := range info.Credentials {
-			if k.Owner == owner {
-				return cred{Account: owner}, nil
+			if ownerIs(k.Owner, owner) {
+				return cred{Account: k.Owner}, nil
 			}
 			owners = append(owners, k.Owner)
 		}

@@ -37,7 +37,8 @@ shares (a Google Cloud project for YouTube); OWNER is its name, or the first
 8 digits of the fingerprint of a credential that is its own owner, and
 CREDENTIALS lists the owner's credentials (labels, or short fingerprints).
 --label L shows the owner of the credential labelled L; --owner NAME shows
-that owner.
+that owner (for a credential that is its own owner, NAME may be the 8 digits
+shown here, or more of its fingerprint).
 
 On a terminal the table is aligned under a header and fits the terminal's
 width ($COLUMNS, else the terminal's, else 80): narrower bars and relative
@@ -68,7 +69,7 @@ exhausted_until mark is a store-loss reaction, absent otherwise.`,
 		},
 	}
 	c.Flags().StringVar(&opts.Label, "label", "", "only the owner of the credential with this label")
-	c.Flags().StringVar(&opts.Owner, "owner", "", "only this owner (its name, or a credential's fingerprint)")
+	c.Flags().StringVar(&opts.Owner, "owner", "", "only this owner (its name, or a credential's fingerprint: the 8 digits status shows, or more)")
 	return c
 }
 
@@ -120,7 +121,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 		labelSeen = labelSeen || len(creds) > 0
 		selected := map[string]bool{}
 		for _, c := range creds {
-			if opts.Owner == "" || c.Owner == opts.Owner {
+			if opts.Owner == "" || ownerIs(c.Owner, opts.Owner) {
 				selected[c.Owner] = true
 			}
 		}
