@@ -28,8 +28,11 @@ import (
 // Overrides live in the store's StateStore under "quota/overrides/API".
 
 // DefaultOverrideRefresh is how often, at most, a Limiter reloads the
-// operator overrides of its API from the store.
-const DefaultOverrideRefresh = 30 * time.Second
+// operator overrides of its API from the store: an operator's `quotactl
+// budget set` (a limit lowered because the upstream lowered it) reaches
+// every running limiter's decisions, and the blocks its leases take,
+// within it. One small store read per second per Limiter.
+const DefaultOverrideRefresh = time.Second
 
 // Override is an operator's definition of a budget and when it was set.
 type Override struct {
