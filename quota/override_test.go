@@ -202,3 +202,38 @@ func TestOverrideUpdateWaitsWhileOthersProgress(t *testing.T) {
 		}
 	})
 }
+
+// TestOverrideReachesRunningLimiterWithinASecond: an operator lowering a
+// limit (`quotactl budget set`, the upstream lowered it) is obeyed by a
+// running limiter of another process within DefaultOverrideRefresh (1 s):
+// it reloaded the overrides only every 30 s, and admitted to the old limit
+// until then.
+func TestOverrideReachesRunningLimiterWithinASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := quota.NewMemoryStore()
+		key := quota.Credential{Secret: "s", Label: "k"}
+		l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Take(ctx, key, quota.Units("units", 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := quota.SetOverride(ctx, st, "api", quota.Budget{Name: "units", Limit: 12, Window: quota.Daily(time.UTC)}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		<-time.After(time.Second) // synctest: the bubble's clock moves, no real wait
+		admitted := int64(10)
+		for range 10 {
+			if _, err := l.Take(ctx, key, quota.Units("units", 1)); err == nil {
+				admitted++
+			} else if !errors.Is(err, quota.ErrExhausted) {
+				t.Fatal(err)
+			}
+		}
+		if admitted != 12 {
+			t.Fatalf("1s after the limit was lowered to 12, the running limiter had admitted %d", admitted)
+		}
+	})
+}
