@@ -156,8 +156,14 @@ func (s *Store) sendBatch(batch []*pipedCall) {
 		v, err := replySlice(cmds[i])
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// the server lost its scripts (a restart, SCRIPT FLUSH): this
-			// one goes alone, loading the script (nothing ran)
-			v, err = replySlice(c.sc.Run(ctx, s.rdb, c.keys, c.args...))
+			// one goes alone, loading the script (nothing ran), unless its
+			// caller gave up meanwhile: it was told so, and a decision
+			// abandoned before it is sent is never recorded
+			if cerr := c.ctx.Err(); cerr != nil {
+				v, err = nil, cerr
+			} else {
+				v, err = replySlice(c.sc.Run(c.ctx, s.rdb, c.keys, c.args...))
+			}
 		}
 		c.reply, c.err = s.reloadOn(v, err)
 		close(c.done)

@@ -1,0 +1,91 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+)
+
+// TestPipelinedNoScriptAbandonedIsNotResent: a pipelined decision that
+// met NOSCRIPT (the server lost its scripts: nothing ran) and whose caller
+// gave up before it was sent again is not sent again: the caller was told
+// its context's error, so the store must not record it.
+func TestPipelinedNoScriptAbandonedIsNotResent(t *testing.T) {
+	srv := redistest.Server(t)
+	c := srv.Client(t)
+	h := &afterPipe{}
+	c.AddHook(h)
+	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
+	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	returned := make(chan error, 1)
+	h.set(func() {
+		// the pipeline came back with NOSCRIPT; the caller gives up and
+		// returns before its decision could be sent again
+		cancel()
+		<-h.wait
+	})
+	h.wait = make(chan struct{})
+	go func() {
+		_, err := l.Take(cctx, secret, quota.Units("units", 30))
+		returned <- err
+		close(h.wait)
+	}()
+	if err := <-returned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Take = %v; want context.Canceled", err)
+	}
+	// let the sender finish: another decision goes through the one lane
+	if _, err := l.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	us, err := l.Status(ctx, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].Used != 2 {
+		t.Fatalf("the store counts %d units; want 2: the abandoned decision of 30 was sent after its caller gave up", us[0].Used)
+	}
+}
+
+// afterPipe runs f once, after the first pipeline of script calls returns.
+type afterPipe struct {
+	mu   sync.Mutex
+	f    func()
+	wait chan struct{}
+}
+
+func (h *afterPipe) set(f func())                                         { h.mu.Lock(); h.f = f; h.mu.Unlock() }
+func (h *afterPipe) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *afterPipe) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *afterPipe) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.mu.Lock()
+		f := h.f
+		h.f = nil
+		h.mu.Unlock()
+		if f != nil {
+			f()
+		}
+		return err
+	}
+}
