@@ -27,12 +27,20 @@ func (s *Store) lossFound(err error) error {
 		// What the old file records is lost to every process that opens
 		// the path now: read it while the old file is at hand, and mark
 		// it in the new one.
+		// Until it is done, each decision (and Close) tries again: a
+		// failure here (the new file locked past the busy timeout by
+		// another process's transaction) would lose that usage for good.
 		now := s.now(time.Time{})
 		logs, lerr := lostLogs(c, now)
 		if lerr != nil {
-			return fmt.Errorf("%w; reading the usage it recorded failed: %v", err, lerr)
+			s.ident.carry.Store(true)
+			return fmt.Errorf("%w; reading the usage it recorded failed (the next decision tries again): %v", err, lerr)
 		}
-		return fmt.Errorf("%w; %s", err, s.carry(logs, now))
+		msg, ok := s.carry(logs, now)
+		if !ok {
+			s.ident.carry.Store(true)
+		}
+		return fmt.Errorf("%w; %s", err, msg)
 	case s.ident.ckpt.CompareAndSwap(true, false):
 		// The decisions committed since the last checkpoint are only in
 		// the WAL this connection still holds: copy them into the
@@ -42,7 +50,11 @@ func (s *Store) lossFound(err error) error {
 		if fi, serr := os.Stat(s.ident.shmPath); serr != nil || s.ident.shm == nil || !os.SameFile(fi, s.ident.shm) {
 			return fmt.Errorf("%w; its shared memory went too, so the decisions only that WAL holds cannot be copied into the database safely: they are lost", err)
 		}
-		return fmt.Errorf("%w; %s", err, s.checkpointLost(c))
+		msg, ok := s.checkpointLost(c)
+		if !ok {
+			s.ident.ckpt.Store(true) // the next decision (or Close) tries again
+		}
+		return fmt.Errorf("%w; %s", err, msg)
 	}
 	return err
 }
@@ -90,14 +102,14 @@ func lostLogs(c *conn, now time.Time) ([]lostLog, error) {
 // until that usage would have expired: the usage recorded in the old file
 // is lost to every process that opens the path from now on, and going on
 // from zero would admit it again. It returns what it did, for the error of
-// the decision that found the loss.
-func (s *Store) carry(logs []lostLog, now time.Time) string {
+// the decision that found the loss, and whether every budget was marked.
+func (s *Store) carry(logs []lostLog, now time.Time) (string, bool) {
 	if len(logs) == 0 {
-		return "nothing it recorded still counts"
+		return "nothing it recorded still counts", true
 	}
 	ns, err := Open(s.ident.path, WithBusyTimeout(s.busy), WithSweepEvery(0))
 	if err != nil {
-		return fmt.Sprintf("marking the budgets with usage it recorded (%d) as spent in the file now at the path failed: %v", len(logs), err)
+		return fmt.Sprintf("marking the budgets with usage it recorded (%d) as spent in the file now at the path failed (the next decision tries again): %v", len(logs), err), false
 	}
 	defer ns.Close()
 	ctx := context.Background()
@@ -109,31 +121,32 @@ func (s *Store) carry(logs []lostLog, now time.Time) string {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Sprintf("marking %d of the budgets with usage it recorded (%d) as spent in the file now at the path failed: %s",
-			len(failed), len(logs), strings.Join(failed, "; "))
+		return fmt.Sprintf("marking %d of the budgets with usage it recorded (%d) as spent in the file now at the path failed (the next decision tries again): %s",
+			len(failed), len(logs), strings.Join(failed, "; ")), false
 	}
 	if len(logs) == 1 {
-		return "the budget with usage it recorded is marked spent in the file now at the path until that usage expires"
+		return "the budget with usage it recorded is marked spent in the file now at the path until that usage expires", true
 	}
-	return fmt.Sprintf("the %d budgets with usage it recorded are marked spent in the file now at the path until that usage expires", len(logs))
+	return fmt.Sprintf("the %d budgets with usage it recorded are marked spent in the file now at the path until that usage expires", len(logs)), true
 }
 
 // checkpointLost copies, on c, the frames of the WAL c still holds (deleted
-// or replaced at its path) into the database file, and says how it went.
+// or replaced at its path) into the database file, and says how it went
+// and whether it copied them all.
 // Without it the decisions committed since the last checkpoint are lost when
 // this process closes the database while another has it open, or when
 // another process makes a new WAL.
-func (s *Store) checkpointLost(c *conn) string {
+func (s *Store) checkpointLost(c *conn) (string, bool) {
 	deadline := time.Now().Add(s.busy)
 	for {
 		busy, err := checkpoint(c)
 		switch {
 		case err != nil:
-			return fmt.Sprintf("copying the decisions it still holds into the database failed: %v", err)
+			return fmt.Sprintf("copying the decisions it still holds into the database failed (the next decision tries again): %v", err), false
 		case !busy:
-			return "the decisions it still held are copied into the database"
+			return "the decisions it still held are copied into the database", true
 		case !time.Now().Before(deadline):
-			return "copying the decisions it still holds into the database did not finish within the busy timeout (other processes read it)"
+			return "copying the decisions it still holds into the database did not finish within the busy timeout (other processes read it; the next decision tries again)", false
 		}
 		time.Sleep(time.Millisecond)
 	}
