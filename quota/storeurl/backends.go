@@ -49,6 +49,9 @@ func newRedisStore(ctx context.Context, c redis.UniversalClient, s *Spec) (quota
 	if s.Replicas > 0 {
 		opts = append(opts, redisstore.WithReplicas(s.Replicas, s.ReplicaTimeout))
 	}
+	if s.Pipelining > 0 {
+		opts = append(opts, redisstore.WithPipelining(s.Pipelining))
+	}
 	st, err := redisstore.Open(ctx, c, opts...)
 	if err != nil {
 		return nil, err

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -332,4 +334,46 @@ func TestOpenRedisWrongPassword(t *testing.T) {
 		t.Errorf("%d left", left)
 	}
 	st.Close()
+}
+
+// TestOpenRedisPipelining: ?pipelining=N makes the store send its
+// decisions in pipelines (redisstore.WithPipelining), seen on the client's
+// side: a decision leaves as a pipeline holding its EVALSHA.
+func TestOpenRedisPipelining(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Server(t)
+	prefix := redistest.Prefix(t)
+	for _, tt := range []struct {
+		query string
+		piped bool
+	}{{"", false}, {"&pipelining=2", true}} {
+		p := prefix + strconv.FormatBool(tt.piped) + ":"
+		st, err := Open(context.Background(), "redis://"+srv.Addr()+"?prefix="+p+tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &pipedScripts{}
+		st.(*redisStore).client.AddHook(h)
+		charge(t, st, "secret-"+p, 1)
+		st.Close()
+		if got := h.n.Load() > 0; got != tt.piped {
+			t.Errorf("?%s: decisions pipelined = %v, want %v", tt.query, got, tt.piped)
+		}
+	}
+}
+
+// pipedScripts counts the script calls sent in pipelines.
+type pipedScripts struct{ n atomic.Int64 }
+
+func (h *pipedScripts) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipedScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipedScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "evalsha" {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
 }

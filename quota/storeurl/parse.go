@@ -46,6 +46,10 @@ type Spec struct {
 	// (redisstore.WithReplicas).
 	Replicas       int
 	ReplicaTimeout time.Duration
+	// Pipelining is ?pipelining=N: send the decisions that concurrent
+	// callers make at once in shared pipelines, at most N in flight
+	// (redisstore.WithPipelining); 0, the default, sends each alone.
+	Pipelining int
 	// OpenTimeout is ?open_timeout=D: how long Open waits for the server
 	// (and the Sentinels) to answer its checks; 0 means
 	// DefaultOpenTimeout.
@@ -497,6 +501,12 @@ func (p *parser) parseOptions(s *Spec, query string) error {
 				return reasonf("replica_timeout=%q: want a positive duration such as 500ms", v)
 			}
 			s.ReplicaTimeout = d
+		case "pipelining":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return reasonf("pipelining=%q: want a number of pipelines in flight >= 1 (0: off)", v)
+			}
+			s.Pipelining = n
 		case "open_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -623,6 +633,9 @@ func (s *Spec) format(redact bool) string {
 	}
 	if s.ReplicaTimeout > 0 {
 		q.Set("replica_timeout", s.ReplicaTimeout.String())
+	}
+	if s.Pipelining > 0 {
+		q.Set("pipelining", strconv.Itoa(s.Pipelining))
 	}
 	if s.OpenTimeout > 0 {
 		q.Set("open_timeout", s.OpenTimeout.String())
