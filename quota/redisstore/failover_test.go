@@ -185,6 +185,8 @@ func TestFailoverLostWrites(t *testing.T) {
 	}{
 		{"async", nil, false},
 		{"replicas=1", []redisstore.Option{redisstore.WithReplicas(1, 100*time.Millisecond)}, true},
+		{"async pipelined", []redisstore.Option{redisstore.WithPipelining(2)}, false},
+		{"replicas=1 pipelined", []redisstore.Option{redisstore.WithReplicas(1, 100*time.Millisecond), redisstore.WithPipelining(2)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const limit = 1_000_000

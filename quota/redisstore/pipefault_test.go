@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -88,4 +89,88 @@ func (h *afterPipe) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		return err
 	}
+}
+
+// TestPipelinedRetryAbandonedIsNotResent: a pipeline fails on a connection
+// the server closed (it restarted) and go-redis sends it again on a new
+// one; a caller that gave up before that second send was told its
+// context's error, so its decision must not be sent again and recorded.
+// Without pipelining go-redis retries under the caller's own context and
+// stops when it ends.
+func TestPipelinedRetryAbandonedIsNotResent(t *testing.T) {
+	srv := redistest.Server(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 3, PoolSize: 1})
+	t.Cleanup(func() { _ = c.Close() })
+	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
+	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// the server closes the store's pooled connection
+	raw := srv.Client(t)
+	if err := raw.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	gone := make(chan struct{})
+	h := &dialGate{f: func(dctx context.Context) {
+		// the first send failed; before go-redis sends it again the
+		// caller gives up and returns
+		cancel()
+		<-gone
+		select { // the pipeline's context, if it follows its callers
+		case <-dctx.Done():
+		case <-time.After(time.Second):
+		}
+	}}
+	c.AddHook(h)
+	var takeErr error
+	go func() {
+		_, takeErr = l.Take(cctx, secret, quota.Units("units", 30))
+		close(gone)
+	}()
+	<-gone
+	if !errors.Is(takeErr, context.Canceled) {
+		t.Fatalf("Take = %v; want context.Canceled", takeErr)
+	}
+	h.off()
+	if _, err := l.Take(ctx, secret, quota.Units("units", 1)); err != nil {
+		t.Fatal(err)
+	}
+	us, err := l.Status(ctx, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].Used != 2 {
+		t.Fatalf("the store counts %d units; want 2: the decision of 30 whose caller gave up before go-redis sent it again was recorded", us[0].Used)
+	}
+}
+
+// dialGate runs f once, in the dial of a new connection.
+type dialGate struct {
+	mu sync.Mutex
+	f  func(context.Context)
+}
+
+func (h *dialGate) off() { h.mu.Lock(); h.f = nil; h.mu.Unlock() }
+func (h *dialGate) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.mu.Lock()
+		f := h.f
+		h.f = nil
+		h.mu.Unlock()
+		if f != nil {
+			f(ctx)
+		}
+		return next(ctx, network, addr)
+	}
+}
+func (h *dialGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *dialGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

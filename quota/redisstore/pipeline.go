@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -140,11 +141,25 @@ func (s *Store) sendBatch(batch []*pipedCall) {
 	}
 	// the pipeline lives as long as its longest-lived caller wants it;
 	// each caller gives up at its own deadline (runPiped)
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if bounded {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, last)
 		defer cancel()
+	}
+	// and it ends once every caller has given up: go-redis sends a
+	// pipeline again after a network error (a connection the server
+	// closed), and a decision whose caller was told it failed must not
+	// be sent after that (a caller that cannot give up keeps it going)
+	var waiting atomic.Int64
+	waiting.Store(int64(len(live)))
+	for _, c := range live {
+		stop := context.AfterFunc(c.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
