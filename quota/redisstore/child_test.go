@@ -20,7 +20,8 @@ import (
 
 // childEnv, when set, makes the test binary a worker of
 // TestConcurrentProcesses instead of running tests: the value is
-// "ADDR PREFIX LIMIT SEED GOROUTINES ATTEMPTS T0_UNIX_MICRO".
+// "ADDR PREFIX LIMIT SEED GOROUTINES ATTEMPTS T0_UNIX_MICRO [LANES]", with
+// LANES > 0 for WithPipelining(LANES).
 const childEnv = "REDISSTORE_TEST_CHILD"
 
 // hammerResult is what a group of goroutines saw charging one budget.
@@ -73,8 +74,8 @@ func hammer(l *quota.Limiter, seed uint64, goroutines, attempts int) hammerResul
 // hammerResult as JSON.
 func childMain() int {
 	f := strings.Fields(os.Getenv(childEnv))
-	if len(f) != 7 {
-		fmt.Fprintf(os.Stderr, "%s: want 7 fields, got %q\n", childEnv, f)
+	if len(f) != 7 && len(f) != 8 {
+		fmt.Fprintf(os.Stderr, "%s: want 7 or 8 fields, got %q\n", childEnv, f)
 		return 2
 	}
 	var n [5]int64
@@ -89,7 +90,18 @@ func childMain() int {
 	c := redis.NewClient(&redis.Options{Addr: f[0]})
 	defer c.Close()
 	t0 := time.UnixMicro(n[4])
-	l, err := quota.New(redisstore.New(c, redisstore.WithPrefix(f[1])), "api", concurrencyBudget(n[0]),
+	opts := []redisstore.Option{redisstore.WithPrefix(f[1])}
+	if len(f) == 8 {
+		lanes, err := strconv.Atoi(f[7])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: field 7: %v\n", childEnv, err)
+			return 2
+		}
+		if lanes > 0 {
+			opts = append(opts, redisstore.WithPipelining(lanes))
+		}
+	}
+	l, err := quota.New(redisstore.New(c, opts...), "api", concurrencyBudget(n[0]),
 		quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

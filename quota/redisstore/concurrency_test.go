@@ -81,7 +81,14 @@ func TestConcurrentGoroutines(t *testing.T) {
 // TestConcurrentProcesses: several OS processes (this test binary,
 // re-executed as workers) and this one's goroutines charge one budget in the
 // shared Redis at once.
-func TestConcurrentProcesses(t *testing.T) {
+func TestConcurrentProcesses(t *testing.T) { concurrentProcesses(t, 0) }
+
+// TestConcurrentProcessesPipelined is TestConcurrentProcesses with every
+// process's store pipelining its decisions (WithPipelining(4)): 80
+// goroutines in 5 processes.
+func TestConcurrentProcessesPipelined(t *testing.T) { concurrentProcesses(t, 4) }
+
+func concurrentProcesses(t *testing.T, lanes int) {
 	const (
 		limit      = 30000
 		procs      = 4
@@ -91,7 +98,11 @@ func TestConcurrentProcesses(t *testing.T) {
 	kind, addr := redistest.Shared(t)
 	t.Logf("workers use %s at %s", kind, addr)
 	prefix := redistest.Prefix(t)
-	st := redisstore.New(redistest.Client(t), redisstore.WithPrefix(prefix))
+	opts := []redisstore.Option{redisstore.WithPrefix(prefix)}
+	if lanes > 0 {
+		opts = append(opts, redisstore.WithPipelining(lanes))
+	}
+	st := redisstore.New(redistest.Client(t), opts...)
 	l, err := quota.New(st, "api", concurrencyBudget(limit), quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +114,7 @@ func TestConcurrentProcesses(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %d %d %d %d", childEnv, addr, prefix, limit, 100+p, goroutines, attempts, t0.UnixMicro()))
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %d %d %d %d %d", childEnv, addr, prefix, limit, 100+p, goroutines, attempts, t0.UnixMicro(), lanes))
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			if err := cmd.Run(); err != nil {
