@@ -704,14 +704,16 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 		lg.used, lg.exh, lg.idle, lg.dirty = held, 0, 0, true
 		lg.window, lg.kept = w.winText(req.Budget.Window), quota.Window{} // a new log: nothing kept
 		if held > 0 {
-			lg.idle = req.Budget.Window.Expiry(time.UnixMicro(newest)).UnixMicro()
+			lg.idle = quota.KeptUntil(req.Budget.Window, time.UnixMicro(newest)).UnixMicro()
 		}
 		if req.Used > 0 {
 			if err := w.st.insert.int(1, lg.id).int(2, n).int(3, req.Used).text(4, req.Nonce).exec(); err != nil {
 				return err
 			}
 			lg.used += req.Used
-			lg.idle = max(lg.idle, req.Budget.Window.Expiry(now).UnixMicro())
+			// (a daily log keeps it DailyKeep, set aside once its day
+			// ends, as an admission's: see prune)
+			lg.idle = max(lg.idle, quota.KeptUntil(req.Budget.Window, now).UnixMicro())
 		}
 		return w.save(lg)
 	})
