@@ -131,3 +131,40 @@ func TestRezonedDayKeepsKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAdjustedDailyKeysLiveDailyKeep: an adjusted daily log's keys live
+// DailyKeep past the reset, as an admission's do, so that the budget
+// redefined in another zone still counts the adjusted usage. Before, they
+// expired at the reset: a Tokyo budget adjusted to 81 of 100 at 12:58 UTC
+// and redefined in Los Angeles (whose day still held 12:58) the next
+// morning admitted 20 more; the server's clock moves (FastForward).
+func TestAdjustedDailyKeysLiveDailyKeep(t *testing.T) {
+	ctx := context.Background()
+	m := redistest.Mini(t)
+	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("adjkeep:"))
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj := time.Date(2026, 11, 23, 12, 58, 0, 0, time.UTC) // Tokyo resets at 15:00 UTC
+	m.SetTime(adj)
+	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(tokyo)}
+	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 81, Nonce: "adj"}); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC) // Los Angeles: still Nov 23
+	m.FastForward(later.Sub(adj))
+	m.SetTime(later)
+	b.Window = quota.Daily(la)
+	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK || res.Usage[0].Used != 81 {
+		t.Fatalf("in Los Angeles the next morning: ok %v, used %d; want refused with the adjust's 81 counted", res.OK, res.Usage[0].Used)
+	}
+}
