@@ -168,3 +168,41 @@ func TestAdjustedDailyKeysLiveDailyKeep(t *testing.T) {
 		t.Fatalf("in Los Angeles the next morning: ok %v, used %d; want refused with the adjust's 81 counted", res.OK, res.Usage[0].Used)
 	}
 }
+
+// TestLengthenedWindowKeepsKeysOnRefusal: a budget redefined with a longer
+// window counts the entries the shorter one still held for the new window,
+// even when only refusals follow: the refusal that finds the change makes
+// the keys live as long as the new window counts them. Before, only an
+// admission renewed them: a 5-minute budget spent to 100 of 100 and
+// redefined as one hour expired with its keys 11 minutes later and admitted
+// 100 more in that hour; the server's clock moves (FastForward).
+func TestLengthenedWindowKeepsKeysOnRefusal(t *testing.T) {
+	ctx := context.Background()
+	m := redistest.Mini(t)
+	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("longer:"))
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	m.SetTime(t0)
+	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(5 * time.Minute)}
+	take := func(cost int64) *quota.TakeResult {
+		t.Helper()
+		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: cost}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := take(100); !res.OK {
+		t.Fatalf("first take refused: %+v", res)
+	}
+	m.FastForward(time.Minute)
+	m.SetTime(t0.Add(time.Minute))
+	b.Window = quota.Sliding(time.Hour)
+	if res := take(1); res.OK {
+		t.Fatalf("a minute later, an hour's window: admitted %+v", res)
+	}
+	m.FastForward(15 * time.Minute)
+	m.SetTime(t0.Add(16 * time.Minute))
+	if res := take(100); res.OK || res.Usage[0].Used != 100 {
+		t.Fatalf("16 minutes later, an hour's window: ok %v, used %d; want refused, 100 used", res.OK, res.Usage[0].Used)
+	}
+}

@@ -25,7 +25,7 @@ if lv[2] and lv[2] ~= ARGV[9] and isdaily(lv[2]) then
   lv[1] = back(KEYS[3], KEYS[4], lv[1], now) -- the daily window changed
 end
 load(KEYS[3], KEYS[4], alive(lv[2], ARGV[9], start, now), lv[1], KEYS[2], asidefor(lv[2], ARGV[9]), now)
-keepwin(KEYS[3], KEYS[5], retain(lv[2], ARGV[9]), lv[2])
+keepwin(KEYS[3], KEYS[5], retain(lv[2], ARGV[9]), lv[2], now)
 local until_ = tonumber(ARGV[2])
 local loss = ARGV[3] == '1'
 local mk, name = KEYS[2], budgetname(KEYS[1])

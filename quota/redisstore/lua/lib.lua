@@ -340,11 +340,26 @@ end
 -- changes the log under it (a take, admitted or refused, a refund, a
 -- settle), as the memory store's does; a read (usage, entries) changes
 -- nothing. The key lives as long as the log; an emptied log needs none.
-local function keepwin(log, keep, kept, stored)
+local function keepwin(log, keep, kept, stored, now)
   if stored == kept then
     return
   end
   local pttl = redis.call('PTTL', log)
+  if pttl > 0 then
+    -- what the log holds counts under kept until it leaves kept: the keys
+    -- live that long (as an admission's, keepms), or a longer window set
+    -- while the budget is spent loses them at the old window's lifetime
+    local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+    local ms = #newest > 0 and math.ceil((tonumber(newest[2]) + retention(kept) - now) / 1000) or 0
+    if ms > pttl then
+      pttl = ms
+      redis.call('PEXPIRE', log, pttl)
+      local sum = string.gsub(log, ':log:([^:]*)$', ':sum:%1')
+      if redis.call('PTTL', sum) > 0 then
+        redis.call('PEXPIRE', sum, pttl)
+      end
+    end
+  end
   if pttl > 0 then
     redis.call('SET', keep, kept, 'PX', pttl)
   elseif pttl == -1 then

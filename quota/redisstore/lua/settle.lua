@@ -33,7 +33,7 @@ for b = 1, n do
     v[1] = back(log, sum, v[1], now) -- the daily window changed
   end
   load(log, sum, alive(v[2], w, start, now), v[1], KEYS[#KEYS], asidefor(v[2], w), now)
-  keepwin(log, KEYS[2 * n + b], retain(v[2], w), v[2])
+  keepwin(log, KEYS[2 * n + b], retain(v[2], w), v[2], now)
   local freed = -1
   -- out of the window, a reservation counts for nothing: not found (the
   -- log may keep it longer, for a longer window the budget had)

@@ -409,7 +409,7 @@ if ok == 0 then
       redis.call('INCRBY', KEYS[3 * d - 1], int(total - held))
     end
     if not st[b + 7] then
-      keepwin(KEYS[3 * d - 2], KEYS[3 * n + d], st[b + 5], st[b + 11])
+      keepwin(KEYS[3 * d - 2], KEYS[3 * n + d], st[b + 5], st[b + 11], now)
     end
   end
   local mu = tonumber(mv[2]) or 0
