@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota/redisstore"
@@ -38,6 +39,33 @@ func TestMatchesMemoryStore(t *testing.T) {
 		t.Run(fmt.Sprint("miniredis-seed", seed), func(t *testing.T) {
 			st := redisstore.New(redistest.MiniClient(t, redistest.Mini(t)))
 			storetest.MatchesMemory(t, st, seed)
+		})
+	}
+}
+
+// movingSeeds are the runs of TestMatchesMemoryMovingClock: before key
+// lifetimes were right for an adjusted daily log and for a window
+// lengthened while the budget was spent, each of them differed.
+var movingSeeds = []uint64{3, 5, 6, 8}
+
+// TestMatchesMemoryMovingClock is TestMatchesMemoryStore on miniredis with
+// its clock moving along with the run's (FastForward), so that keys expire
+// when their lifetimes say: a key that goes too early loses entries the
+// memory store still counts.
+func TestMatchesMemoryMovingClock(t *testing.T) {
+	for _, seed := range movingSeeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			m := redistest.Mini(t)
+			var last time.Time
+			move := func(now time.Time) {
+				if !last.IsZero() && now.After(last) {
+					m.FastForward(now.Sub(last))
+				}
+				last = now
+				m.SetTime(now)
+			}
+			st := redisstore.New(redistest.MiniClient(t, m))
+			storetest.MatchesMemoryMoving(t, st, seed, move)
 		})
 	}
 }

@@ -35,6 +35,21 @@ type granted struct {
 // tidied up: ClockStepsBack covers it).
 func MatchesMemory(t *testing.T, st quota.Store, seed uint64) {
 	t.Helper()
+	matchesMemory(t, st, seed, nil)
+}
+
+// MatchesMemoryMoving is MatchesMemory for a store with a clock of its own
+// that expires keys (miniredis): move is called with the run's now at its
+// start and each time it moves, to move the server's clock along (SetTime,
+// and FastForward by as much), so that key lifetimes run out as they would
+// in production while the requests still say when they are decided.
+func MatchesMemoryMoving(t *testing.T, st quota.Store, seed uint64, move func(now time.Time)) {
+	t.Helper()
+	matchesMemory(t, st, seed, move)
+}
+
+func matchesMemory(t *testing.T, st quota.Store, seed uint64, move func(now time.Time)) {
+	t.Helper()
 	la, err := time.LoadLocation("America/Los_Angeles")
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +86,9 @@ func MatchesMemory(t *testing.T, st quota.Store, seed uint64) {
 		if want, got := inUTC(want), inUTC(got); !reflect.DeepEqual(want, got) {
 			t.Fatalf("step %d %s at %v:\nmemory: %+v\nstore:  %+v", step, what, now, want, got)
 		}
+	}
+	if move != nil {
+		move(now)
 	}
 	var ok, refused int
 	for step := range steps {
@@ -126,6 +144,9 @@ func MatchesMemory(t *testing.T, st quota.Store, seed uint64) {
 			now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Minute))))
 			if rng.IntN(50) == 0 {
 				now = now.Add(time.Duration(rng.IntN(30)) * time.Hour)
+			}
+			if move != nil {
+				move(now)
 			}
 		}
 		// Compare what the step may have changed, and everything now and
