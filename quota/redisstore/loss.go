@@ -78,13 +78,21 @@ func (m *marks) seen(mk string) seenMark {
 // admitted says this reply is of the store's own admission, which wrote
 // seq to its own field: it becomes the one the next decision checks.
 // After a loss the one before it is forgotten (the marker started afresh).
-func (m *marks) saw(mk string, seq, until int64, lost, admitted bool) {
+func (m *marks) saw(mk string, seq, until, now int64, lost, admitted bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
 		m.m = make(map[string]seenMark)
 	}
 	v, ok := m.m[mk]
+	if ok && v.until <= now {
+		// The marker this store knew had to live until v.until only: it
+		// may have expired as it should since, and one made afresh holds
+		// neither its sequence nor this store's admissions under it (all
+		// expired by v.until). Kept, they would be checked against the new
+		// marker's until: a loss found where none was.
+		v, ok = seenMark{}, false
+	}
 	own := v.own
 	switch {
 	case admitted:
@@ -123,12 +131,12 @@ func (m *marks) saw(mk string, seq, until int64, lost, admitted bool) {
 var one any = int64(1)
 
 // sawMark records the {SEQ, U} an exhaust or adjust script replied.
-func (s *Store) sawMark(mk string, rest []any) error {
+func (s *Store) sawMark(mk string, now int64, rest []any) error {
 	v, err := ints(rest)
 	if err != nil || len(v) != 2 {
 		return unavailable("marker", fmt.Errorf("bad script reply %v: %v", rest, err))
 	}
-	s.marks.saw(mk, v[0], v[1], false, false)
+	s.marks.saw(mk, v[0], v[1], now, false, false)
 	return nil
 }
 

@@ -709,3 +709,50 @@ func TestChangeVersionOutlivesLoss(t *testing.T) {
 		}
 	})
 }
+
+// TestExpiredMarkerStartedAfreshIsNoLoss: an owner's marker that expired
+// as it should (everything it covered expired) and is made afresh by
+// another write is no loss. Before, the store kept the sequence of its own
+// last admission under the old marker and checked it against the new
+// marker's lifetime: a budget charged again after two idle days was found
+// lost and marked spent for its whole window, the memory store admitting
+// (once a refused charge had caught the new marker's sequence up to what
+// the store had seen).
+func TestExpiredMarkerStartedAfreshIsNoLoss(t *testing.T) {
+	ctx := context.Background()
+	m := redistest.Mini(t)
+	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("afresh:"))
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	m.SetTime(t0)
+	a := quota.Budget{Name: "a", Limit: 100, Window: quota.Sliding(time.Hour)}
+	b := quota.Budget{Name: "b", Limit: 100, Window: quota.Daily(time.UTC)}
+	take := func() *quota.TakeResult {
+		t.Helper()
+		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []quota.Debit{{Budget: a, Cost: 10}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := take(); !res.OK {
+		t.Fatalf("first take: %+v", res)
+	}
+	// two days idle: every key of the owner, the marker too, expired
+	later := t0.Add(48 * time.Hour)
+	m.FastForward(later.Sub(t0))
+	m.SetTime(later)
+	if err := st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: "o", Budget: b, Until: later.Add(30 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	// a refused charge of b (a daily budget's first decision of the day,
+	// which marks the day) catches the new marker's sequence up
+	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "m", Debits: []quota.Debit{{Budget: b, Cost: 1}}})
+	if err != nil || res.OK || res.StoreLoss {
+		t.Fatalf("b exhausted: %+v, %v; want refused, no loss", res, err)
+	}
+	m.FastForward(time.Minute)
+	m.SetTime(later.Add(time.Minute))
+	if res := take(); !res.OK || res.StoreLoss || res.Usage[0].Used != 10 {
+		t.Fatalf("after two idle days: ok %v, loss %v, used %d; want admitted, no loss, 10 used", res.OK, res.StoreLoss, res.Usage[0].Used)
+	}
+}

@@ -63,13 +63,13 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	}
 	// exh and the marker, then the log, sum and keep keys: an exhaust is a
 	// write under the budget's definition, which the log's retention follows
-	rest, _, err := s.runSpecs(ctx, "exhaust", exhaustScript, []string{keys[2], mk, keys[0], keys[1], keys[3]}, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+	rest, now, err := s.runSpecs(ctx, "exhaust", exhaustScript, []string{keys[2], mk, keys[0], keys[1], keys[3]}, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return append(s.appendSpec([]any{nowArg(req.Now), until, loss}, req.Budget.Window, est), s.box(req.Budget).id)
 	})
 	if err != nil {
 		return err
 	}
-	return s.sawMark(mk, rest)
+	return s.sawMark(mk, now, rest)
 }
 
 // Adjust implements quota.Store: it replaces the budget's log with one
@@ -98,13 +98,13 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	name := func(int) string { return req.Budget.Name }
 	keys := s.keys(req.API, req.Owner, 1, name, true)
 	mk := s.markKey(req.API, req.Owner)
-	rest, _, err := s.runSpecs(ctx, "adjust", adjustScript, append(keys, mk), req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+	rest, now, err := s.runSpecs(ctx, "adjust", adjustScript, append(keys, mk), req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
 		return append(s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est), s.box(req.Budget).id, req.DropNonce, drop)
 	})
 	if err != nil {
 		return err
 	}
-	return s.sawMark(mk, rest)
+	return s.sawMark(mk, now, rest)
 }
 
 // Usage implements quota.Store: the usage of each budget for one

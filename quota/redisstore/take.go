@@ -112,7 +112,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			// (and reports any store loss it found), so it stands.
 			return nil, failed(ctx, "take", short)
 		}
-		s.marks.saw(mk, res.seq, res.until, res.StoreLoss || res.lost, res.OK)
+		s.marks.saw(mk, res.seq, res.until, now, res.StoreLoss || res.lost, res.OK)
 		return &res.TakeResult, nil
 	}
 }
