@@ -109,9 +109,7 @@ func TestLeaseNotRenewedInTime(t *testing.T) {
 		s.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
 			started <- time.Now()
 			context.AfterFunc(ctx, func() { stopped <- time.Now() })
-			for ctx.Err() == nil { // work that does not touch the store
-				time.Sleep(100 * time.Millisecond)
-			}
+			<-ctx.Done() // work that does not touch the store, until stopped
 			return context.Cause(ctx)
 		})
 		done := make(chan jobs.Record, 1)
