@@ -2,14 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/quota"
 )
@@ -144,19 +141,41 @@ var _ quota.ChangeVersioner = (*Store)(nil)
 
 // ChangeVersion implements quota.ChangeVersioner: the field v of the
 // owner's marker (lua/lib.lua), which adjust.lua and exhaust.lua bump in
-// the same script as their write; one HGET of one key (a Cluster sends it
-// to the owner's slot). No marker, or none with v: 0.
+// the same script as their write; one HMGET of one key (a Cluster sends it
+// to the owner's slot). A marker without v, or none this store knew of:
+// 0; none where this store saw one: -1.
 func (s *Store) ChangeVersion(ctx context.Context, api, owner string) (int64, error) {
 	if err := checkCred(api, owner); err != nil {
 		return 0, err
 	}
 	var v int64
-	err := s.do(ctx, func(ctx context.Context) (err error) {
-		v, err = s.rdb.HGet(ctx, s.markKey(api, owner), "v").Int64()
-		if errors.Is(err, redis.Nil) {
-			v, err = 0, nil
+	mk := s.markKey(api, owner)
+	err := s.do(ctx, func(ctx context.Context) error {
+		r, err := s.rdb.HMGet(ctx, mk, "v", "seq").Result()
+		if err != nil {
+			return err
 		}
-		return err
+		switch {
+		case len(r) != 2:
+			return fmt.Errorf("unexpected HMGET reply %v", r)
+		case r[1] == nil && s.marks.seen(mk).seq > 0:
+			// No marker where this store saw one (that has not run out
+			// its lifetime): a loss dropped it (a flush, a failover).
+			// An open lease's block keeps its owner's marker alive, so
+			// the lease that took the block reads -1 here, not the 0 a
+			// marker that knows of no change reads, and ends.
+			v = -1
+		case r[1] == nil:
+			v = 0 // an owner this store never charged
+		case r[0] == nil:
+			v = 0
+		default:
+			str, _ := r[0].(string)
+			if v, err = strconv.ParseInt(str, 10, 64); err != nil {
+				return fmt.Errorf("marker field v %q: %w", str, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, failed(ctx, "change version", err)

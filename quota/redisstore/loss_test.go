@@ -756,3 +756,33 @@ func TestExpiredMarkerStartedAfreshIsNoLoss(t *testing.T) {
 		t.Fatalf("after two idle days: ok %v, loss %v, used %d; want admitted, no loss, 10 used", res.OK, res.StoreLoss, res.Usage[0].Used)
 	}
 }
+
+// TestLeaseEndsWhenTheMarkerIsGone: a flush or failover that drops the
+// owner's marker (and with it the change version) ends an open lease at its
+// next check, so the charge goes to the store, which finds the loss. The
+// version read 0 with or without the marker, so a lease of an owner never
+// adjusted (version 0) went on admitting its unused units from a block the
+// store no longer held.
+func TestLeaseEndsWhenTheMarkerIsGone(t *testing.T) {
+	onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		clock := t0
+		opts := quota.LeaseOptions{Block: 100, MaxFraction: 0.5, MaxTime: time.Second, CheckEvery: 100 * time.Millisecond}
+		l, err := quota.New(redisstore.New(c, redisstore.WithPrefix(prefix)), "api",
+			[]quota.Budget{{Name: "units", Limit: 1000, Window: quota.Daily(time.UTC)}},
+			quota.WithClock(func() time.Time { return clock }), quota.WithLeases(opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Take(ctx, secret, quota.Units("units", 1)); err != nil { // a block of 100, 99 unused
+			t.Fatal(err)
+		}
+		flushKeys(t, c, prefix)
+		clock = clock.Add(opts.CheckEvery + time.Millisecond)
+		_, err = l.Take(ctx, secret, quota.Units("units", 1))
+		if !errors.Is(err, quota.ErrExhausted) || l.StoreLosses() != 1 {
+			t.Fatalf("a take from an open lease after the store lost the owner's state: %v, %d losses found; want refused for the store loss", err, l.StoreLosses())
+		}
+	})
+}
