@@ -121,7 +121,7 @@ type Store interface {
 // The version is opaque: callers compare it for equality only. It never
 // changes back to a value it had while any entry of the owner is held
 // (TakeRequest.Hold) in the store. Reading it records nothing and costs
-// one cheap store call (a map read, one SQLite row, one Redis HGET).
+// one cheap store call (a map read, one SQLite row, one Redis HMGET).
 //
 // A Store without it keeps the older bound: a change made by another
 // process reaches an open lease only when the lease ends (LeaseOptions

@@ -444,7 +444,7 @@ end
 --           an admission at or below it is covered by that finding
 --   v       the owner's change version (quota.ChangeVersioner): bumped by
 --           every adjust and exhaust, in the same script, and by nothing
---           else (take, refund and settle leave it); read with one HGET.
+--           else (take, refund and settle leave it); read with one HMGET.
 --           It lives and goes with the marker, which lives while any
 --           entry of the owner is held (its b:NAME); a loss that drops the
 --           marker drops it too (read as 0), and the next bump starts it
