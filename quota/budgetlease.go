@@ -286,8 +286,11 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 // version cannot be read) the lease ends at now, and its caller takes the
 // charge to the store. Its caller holds the slot's lock.
 func (l *Limiter) confirmed(ctx context.Context, slot *leaseSlot, ls *lease, now time.Time) bool {
+	if now.Sub(ls.confirmed) <= l.leases.opts.CheckEvery {
+		return true // the common case: no interface check on the hot path
+	}
 	cv, ok := l.store.(ChangeVersioner)
-	if !ok || now.Sub(ls.confirmed) <= l.leases.opts.CheckEvery {
+	if !ok {
 		return true
 	}
 	v, err := cv.ChangeVersion(ctx, l.api, ls.owner)
