@@ -20,3 +20,23 @@ func PipelineQueued(s *Store, n int) bool {
 	defer s.pipe.mu.Unlock()
 	return len(s.pipe.queue) == n
 }
+
+// GatePipeline makes s's pipeline senders wait, before they take what is
+// queued, until the returned release is called: a test queues decisions
+// in an order of its own (PipelineQueued), then lets them go as one
+// pipeline.
+func GatePipeline(s *Store) (release func()) {
+	g := make(chan struct{})
+	s.pipe.gate.Store(&g)
+	return func() { close(g) }
+}
+
+// Batched is how many decisions of s batch.lua has decided.
+func Batched(s *Store) int64 { return s.pipe.batched.Load() }
+
+// PipelineIdle reports whether no pipeline of s is being sent.
+func PipelineIdle(s *Store) bool {
+	s.pipe.mu.Lock()
+	defer s.pipe.mu.Unlock()
+	return s.pipe.flying == 0
+}

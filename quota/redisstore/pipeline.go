@@ -43,6 +43,9 @@ type pipeliner struct {
 	mu     sync.Mutex
 	queue  []*pipedCall
 	flying int // pipelines being sent
+
+	gate    atomic.Pointer[chan struct{}] // tests: senders wait for it to close
+	batched atomic.Int64                  // decisions batch.lua decided
 }
 
 // pipedCall is one script call waiting for, or riding in, a pipeline.
@@ -95,6 +98,9 @@ func (s *Store) runPiped(ctx context.Context, sc *redis.Script, keys []string, a
 func (s *Store) sendPiped(own *pipedCall) {
 	p := s.pipe
 	for {
+		if g := p.gate.Load(); g != nil {
+			<-*g
+		}
 		p.mu.Lock()
 		if len(p.queue) == 0 {
 			p.flying--
@@ -161,13 +167,46 @@ func (s *Store) sendBatch(batch []*pipedCall) {
 		})
 		defer stop()
 	}
+	// the decisions of one budget that wait together go as one batch
+	// (batch.lua); those it leaves, and the rest, one script each
+	rest := s.sendRound(ctx, live, true)
+	for len(rest) > 0 {
+		live = rest[:0]
+		for _, c := range rest {
+			if err := c.ctx.Err(); err != nil {
+				c.err = err // abandoned before it was sent: not recorded
+				close(c.done)
+				continue
+			}
+			live = append(live, c)
+		}
+		rest = s.sendRound(ctx, live, false)
+	}
+}
+
+// sendRound sends calls in one pipeline and answers each, except those a
+// batch left undecided, which it returns to be sent one by one. With
+// batch, calls of one budget that batch.lua can decide go together.
+func (s *Store) sendRound(ctx context.Context, calls []*pipedCall, batch bool) (rest []*pipedCall) {
+	if len(calls) == 0 {
+		return nil
+	}
+	alone, groups := calls, [][]*pipedCall(nil)
+	if batch {
+		alone, groups = groupCalls(calls)
+	}
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(live))
-	for i, c := range live {
+	cmds := make([]*redis.Cmd, len(alone))
+	for i, c := range alone {
 		cmds[i] = c.sc.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
+	gcmds := make([]*redis.Cmd, len(groups))
+	for i, g := range groups {
+		keys, args := batchArgs(g)
+		gcmds[i] = batchScript.EvalSha(ctx, pipe, keys, args...)
+	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
-	for i, c := range live {
+	for i, c := range alone {
 		v, err := replySlice(cmds[i])
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// the server lost its scripts (a restart, SCRIPT FLUSH): this
@@ -183,4 +222,32 @@ func (s *Store) sendBatch(batch []*pipedCall) {
 		c.reply, c.err = s.reloadOn(v, err)
 		close(c.done)
 	}
+	for i, g := range groups {
+		replies, err := batchReplies(gcmds[i], len(g))
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// nothing ran: load the batch script for the batches to come,
+			// and send these one by one (those whose callers gave up are
+			// not sent: sendBatch)
+			if lerr := batchScript.Load(ctx, s.rdb).Err(); lerr != nil {
+				err = lerr
+			} else {
+				rest = append(rest, g...)
+				continue
+			}
+		}
+		if err != nil {
+			for _, c := range g {
+				c.reply, c.err = s.reloadOn(nil, err)
+				close(c.done)
+			}
+			continue
+		}
+		for j, v := range replies {
+			g[j].reply = v
+			close(g[j].done)
+		}
+		s.pipe.batched.Add(int64(len(replies)))
+		rest = append(rest, g[len(replies):]...)
+	}
+	return rest
 }

@@ -80,12 +80,13 @@ func TestPipelinedDecisionsShareRoundTrips(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// a batch decides several decisions in one script call
 	pipes, cmds := h.counts()
-	if cmds != g*each {
+	if cmds > g*each || cmds == 0 {
 		t.Fatalf("%d decisions sent %d script calls", g*each, cmds)
 	}
-	if pipes >= cmds/2 {
-		t.Fatalf("%d decisions of %d goroutines at once went in %d pipelines: they did not share round trips", cmds, g, pipes)
+	if pipes >= g*each/2 {
+		t.Fatalf("%d decisions of %d goroutines at once went in %d pipelines: they did not share round trips", g*each, g, pipes)
 	}
 	us, err := l.Status(ctx, secret)
 	if err != nil {
@@ -94,7 +95,7 @@ func TestPipelinedDecisionsShareRoundTrips(t *testing.T) {
 	if us[0].Used != g*each+1 {
 		t.Fatalf("the store counts %d units, %d were admitted", us[0].Used, g*each+1)
 	}
-	t.Logf("%d decisions in %d pipelines", cmds, pipes)
+	t.Logf("%d decisions in %d pipelines, %d script calls (%d decided in batches)", g*each, pipes, cmds, redisstore.Batched(st))
 }
 
 type countPipes struct {

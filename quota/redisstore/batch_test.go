@@ -1,0 +1,238 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
+)
+
+// TestBatchMatchesOneByOne drives two stores on one server through the
+// same random requests: one pipelines its decisions, and the test queues
+// several single-budget decisions of one owner at once so that batch.lua
+// decides them together; the other decides each alone, one after another,
+// in the same order. Their answers must be identical decision by
+// decision, and so must every key they wrote: a batch is k decisions in a
+// row, never a second semantics. Between batches, refunds, settles,
+// exhausts, adjusts and charges of two budgets change the state as
+// take.lua's general path leaves it, and the clock moves so that sliding
+// entries expire one or several at a time, and now and then across an
+// hour or a day.
+func TestBatchMatchesOneByOne(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			batchVersusOneByOne(t, redistest.Client(t), seed, false)
+		})
+	}
+	// A real Redis expires keys by its own clock while the requests carry
+	// the test's: keys lost on their own (odd states, short lifetimes)
+	// are staged on miniredis, whose clock stands still.
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("miniredis-seed", seed), func(t *testing.T) {
+			batchVersusOneByOne(t, redistest.MiniClient(t, redistest.Mini(t)), seed, true)
+		})
+	}
+}
+
+func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, lose bool) {
+	ctx := context.Background()
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := redistest.Prefix(t)
+	piped := redisstore.New(c, redisstore.WithPrefix(base+"p:"), redisstore.WithPipelining(1))
+	alone := redisstore.New(c, redisstore.WithPrefix(base+"a:"))
+	redisstore.OwnBucket(piped, 0)
+	redisstore.OwnBucket(alone, 0)
+	budgets := []quota.Budget{
+		{Name: "units", Limit: 400, Window: quota.Daily(la)},
+		{Name: "search", Limit: 60, Window: quota.Daily(time.UTC)},
+		{Name: "minute", Limit: 50, Window: quota.Sliding(time.Minute)},
+		{Name: "tenmin", Limit: 200, Window: quota.Sliding(10 * time.Minute)},
+	}
+	rng := rand.New(rand.NewPCG(seed, 11))
+	now := time.Date(2026, 3, 7, 23, 50, 0, 0, la) // a DST change ahead
+	type grant struct {
+		owner, nonce string
+		at           time.Time
+		debits       []quota.Debit
+	}
+	var grants []grant
+	same := func(step int, what string, p, a any, ep, ea error) {
+		t.Helper()
+		if (ep == nil) != (ea == nil) || ep != nil && ep.Error() != ea.Error() {
+			t.Fatalf("step %d %s: errors differ: batched %v, alone %v", step, what, ep, ea)
+		}
+		if !reflect.DeepEqual(p, a) {
+			t.Fatalf("step %d %s at %v:\nbatched: %+v\nalone:   %+v", step, what, now, p, a)
+		}
+	}
+	var decisions, admitted, refused, lost int
+	var lastOp string
+	var ops []string
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("BATCHDEBUG") != "" {
+			for _, o := range ops[max(0, len(ops)-25):] {
+				t.Log(o)
+			}
+		}
+	})
+	for step := range 500 {
+		owner := []string{"a", "b"}[rng.IntN(2)]
+		op := rng.IntN(100)
+		ops = append(ops, fmt.Sprint("step ", step, " op ", op, " owner ", owner, " now ", now.UTC().Format(time.RFC3339Nano)))
+		switch {
+		case op < 50:
+			// a batch: 2 to 12 single-budget decisions of one owner and
+			// budget, queued in order, then let go as one pipeline
+			b := budgets[rng.IntN(len(budgets))]
+			k := 2 + rng.IntN(11)
+			reqs := make([]*quota.TakeRequest, k)
+			for i := range reqs {
+				reqs[i] = &quota.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprintf("n%d-%d", step, i), Now: now,
+					Method: "videos.list", Job: []string{"ingest", "backfill"}[rng.IntN(2)],
+					Debits: []quota.Debit{{Budget: b, Cost: 1 + rng.Int64N(b.Limit/[]int64{6, 20, 40}[rng.IntN(3)])}}}
+				if rng.IntN(6) == 0 {
+					req := reqs[i]
+					req.Hold = time.Duration(rng.IntN(6)) * time.Second // a lease's block
+				}
+			}
+			got := takeQueued(t, piped, reqs)
+			for i, req := range reqs {
+				want, err := alone.Take(ctx, req)
+				if os.Getenv("BATCHDEBUG") != "" && (!reflect.DeepEqual(got[i].res, want)) {
+					for j, r := range reqs {
+						t.Logf("req %d cost %d hold %v: batched %+v", j, r.Debits[0].Cost, r.Hold, got[j].res)
+					}
+					t.Logf("last op: %s", lastOp)
+				}
+				same(step, fmt.Sprintf("Take %d of %d", i, k), got[i].res, want, got[i].err, err)
+				if want != nil && want.OK {
+					admitted++
+					grants = append(grants, grant{owner, req.Nonce, want.At.Add(req.Hold), req.Debits})
+				} else if want != nil {
+					refused++
+				}
+			}
+			decisions += k
+		case op < 60:
+			// two budgets: take.lua's general path, alone on both
+			var debits []quota.Debit
+			for _, b := range budgets[:2+rng.IntN(3)] {
+				debits = append(debits, quota.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)})
+			}
+			req := &quota.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprint("m", step), Now: now,
+				Method: "videos.list", Job: "ingest", Debits: debits}
+			p, ep := piped.Take(ctx, req)
+			a, ea := alone.Take(ctx, req)
+			same(step, "Take of two budgets", p, a, ep, ea)
+			if a != nil && a.OK {
+				grants = append(grants, grant{owner, req.Nonce, a.At, debits})
+			}
+		case op < 66 && len(grants) > 0:
+			gr := grants[rng.IntN(len(grants))]
+			var bs []quota.Budget
+			for _, d := range gr.debits {
+				bs = append(bs, d.Budget)
+			}
+			req := &quota.RefundRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce, Budgets: bs, Now: now}
+			p, ep := piped.Refund(ctx, req)
+			a, ea := alone.Refund(ctx, req)
+			same(step, "Refund", p, a, ep, ea)
+		case op < 70 && len(grants) > 0:
+			gr := grants[rng.IntN(len(grants))]
+			debits := append([]quota.Debit(nil), gr.debits...)
+			for i := range debits {
+				debits[i].Cost = rng.Int64N(debits[i].Cost + 1)
+			}
+			req := &quota.SettleRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce,
+				Method: "videos.list", Job: "ingest", Debits: debits, Now: now}
+			p, ep := piped.Settle(ctx, req)
+			a, ea := alone.Settle(ctx, req)
+			same(step, "Settle", p, a, ep, ea)
+		case op < 72:
+			b := budgets[rng.IntN(len(budgets))]
+			req := &quota.ExhaustRequest{API: "yt", Owner: owner, Budget: b, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
+			same(step, "Exhaust", nil, nil, piped.Exhaust(ctx, req), alone.Exhaust(ctx, req))
+		case op < 74:
+			b := budgets[rng.IntN(len(budgets))]
+			req := &quota.AdjustRequest{API: "yt", Owner: owner, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
+			same(step, "Adjust", nil, nil, piped.Adjust(ctx, req), alone.Adjust(ctx, req))
+		case op < 76 && lose:
+			// a key lost on its own (evicted, deleted by hand): both
+			// stores must find it alike, batched or not
+			keys, err := c.Keys(ctx, base+"a:*"+owner+"}:*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(keys) // KEYS comes in no set order: the seed decides
+			if len(keys) > 0 {
+				k := keys[rng.IntN(len(keys))][len(base+"a:"):]
+				if err := c.Del(ctx, base+"a:"+k, base+"p:"+k).Err(); err != nil {
+					t.Fatal(err)
+				}
+				lost++
+				lastOp = fmt.Sprint("step ", step, " lost ", k)
+			}
+		default:
+			// mostly a few seconds, so sliding entries expire one or a
+			// few at a time
+			now = now.Add(time.Duration(rng.Int64N(int64(6 * time.Second))))
+			if rng.IntN(20) == 0 {
+				now = now.Add(time.Duration(rng.IntN(90)) * time.Minute)
+			}
+		}
+		if step%50 == 49 {
+			sameKeys(t, c, base+"p:", base+"a:")
+		}
+	}
+	sameKeys(t, c, base+"p:", base+"a:")
+	batched := redisstore.Batched(piped)
+	t.Logf("%d decisions in batches: %d decided by batch.lua, %d admitted, %d refused; %d keys lost", decisions, batched, admitted, refused, lost)
+	if batched < int64(decisions)/3 || admitted < 200 || refused < 200 {
+		t.Fatalf("%d of %d decisions decided in batches, %d admitted, %d refused: too few to mean much", batched, decisions, admitted, refused)
+	}
+}
+
+// takeResult is one decision's answer.
+type takeResult struct {
+	res *quota.TakeResult
+	err error
+}
+
+// takeQueued makes reqs on st (WithPipelining(1)) so that they wait in its
+// queue in their order, then lets them go together, and returns their
+// answers.
+func takeQueued(t *testing.T, st *redisstore.Store, reqs []*quota.TakeRequest) []takeResult {
+	t.Helper()
+	for !redisstore.PipelineIdle(st) {
+		runtime.Gosched() // the last batch's sender is ending
+	}
+	release := redisstore.GatePipeline(st)
+	out := make([]takeResult, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() {
+			out[i].res, out[i].err = st.Take(context.Background(), req)
+		})
+		for !redisstore.PipelineQueued(st, i+1) {
+			runtime.Gosched() // waiting for a goroutine to queue, not for time to pass
+		}
+	}
+	release()
+	wg.Wait()
+	return out
+}
