@@ -92,8 +92,8 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 	redisContenders := []contender{
 		quotaTake("quota redisstore Take", "sliding log, one entry per call, running sum", false, rs, quotaBudget(cfg.window)),
 		quotaTake("quota redisstore Take, daily", "daily budget: the running sum decides, the log keeps each entry", false, rs, dailyBudget),
-		quotaTake("quota redisstore Take, pipelined", "as Take, concurrent decisions sent in shared pipelines (WithPipelining)", false, piped, quotaBudget(cfg.window)),
-		quotaTake("quota redisstore Take, daily, pipelined", "as Take, daily, concurrent decisions sent in shared pipelines (WithPipelining)", false, piped, dailyBudget),
+		quotaTake("quota redisstore Take, pipelined", "as Take, concurrent decisions sent in shared pipelines, those of one budget decided by one script (WithPipelining)", false, piped, quotaBudget(cfg.window)),
+		quotaTake("quota redisstore Take, daily, pipelined", "as Take, daily, concurrent decisions sent in shared pipelines, those of one budget decided by one script (WithPipelining)", false, piped, dailyBudget),
 		quotaLeased("quota redisstore Take, leases B=10", "leases of 10 units: one store call per block, decisions in process", rs, cfg.window, 10),
 		quotaLeased("quota redisstore Take, leases B=100", "leases of 100 units: one store call per block, decisions in process", rs, cfg.window, 100),
 		quotaLeased("quota redisstore Take, leases adaptive", "leases sized to the local rate (≤ 5% of the limit, ≤ a tenth of the window)", rs, cfg.window, 0),

@@ -9,30 +9,43 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// WithPipelining makes the store send the decisions that concurrent callers
-// make at once together: at most lanes pipelines are in flight, and each
-// carries every decision that was waiting when it left (up to
-// maxPipelined), one script call each. A decision is still one script,
-// atomic on the server and exact; what the callers share is the round trip
-// and the system calls on both ends, which on a busy Redis cost more than
-// the script itself. A decision made alone goes at once, in a pipeline of
-// one. lanes <= 0 means 4.
+// WithPipelining sets how many pipelines the store keeps in flight for the
+// decisions concurrent callers make at once: DefaultLanes unless set;
+// lanes <= 0 means DefaultLanes. Pipelining is on by default (see New);
+// WithoutPipelining turns it off.
+//
+// A decision made while nothing waits and a lane is free goes at once, as
+// without pipelining. The decisions that wait while the lanes are busy
+// leave together, in one pipeline per lane (up to maxPipelined each), so
+// they share the round trip and the system calls on both ends, which on a
+// busy Redis cost more than the script itself. Those of one budget of one
+// owner that fast.lua can decide (most: a single-budget charge on a log in
+// order) go in one run of batch.lua, which decides them one after another
+// at the same instant, each atomic and exact as alone, and pays the
+// commands every decision makes (TIME, the reads of the marker and the
+// sum, the writes of the log, the sum and the marker) once for all of
+// them. The others go one script each.
 //
 // A caller whose context ends while its decision waits for a lane returns
 // the context's error, and the decision is not sent. Once sent, a decision
 // abandoned at its deadline may still be recorded, as without pipelining.
 // A store with WithReplicas does not pipeline its decisions (each waits
 // for its replicas on its own connection).
-//
-// It is off by default: with a handful of callers it only adds a hand-off
-// between goroutines to each decision. It pays with many goroutines
-// deciding at once on one store (BENCHMARKS.md).
 func WithPipelining(lanes int) Option {
 	if lanes <= 0 {
-		lanes = 4
+		lanes = DefaultLanes
 	}
 	return func(s *Store) { s.pipe = &pipeliner{lanes: lanes} }
 }
+
+// WithoutPipelining makes the store send each decision alone, one script
+// call and one round trip each, whatever other callers do at the same
+// moment.
+func WithoutPipelining() Option { return func(s *Store) { s.pipe = nil } }
+
+// DefaultLanes is how many pipelines a store keeps in flight unless
+// WithPipelining says otherwise.
+const DefaultLanes = 4
 
 // maxPipelined bounds the decisions of one pipeline.
 const maxPipelined = 128
@@ -67,9 +80,26 @@ func (s *Store) runPiped(ctx context.Context, sc *redis.Script, keys []string, a
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &pipedCall{ctx: ctx, sc: sc, keys: keys, args: args, done: make(chan struct{})}
 	p := s.pipe
 	p.mu.Lock()
+	if p.flying < p.lanes && len(p.queue) == 0 && p.gate.Load() == nil {
+		// nothing waits and a lane is free: the call goes at once, as
+		// without pipelining (no pipeline of one, no hand-off to another
+		// goroutine); calls that queue meanwhile leave when it is back
+		p.flying++
+		p.mu.Unlock()
+		v, err := s.run(ctx, sc, keys, args)
+		p.mu.Lock()
+		if len(p.queue) > 0 {
+			p.mu.Unlock()
+			go s.sendPiped(nil) // the lane passes to the queue
+		} else {
+			p.flying--
+			p.mu.Unlock()
+		}
+		return v, err
+	}
+	c := &pipedCall{ctx: ctx, sc: sc, keys: keys, args: args, done: make(chan struct{})}
 	p.queue = append(p.queue, c)
 	lead := p.flying < p.lanes
 	if lead {

@@ -104,11 +104,17 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // (and the context's error). Either way a decision abandoned at its deadline
 // may still be recorded by the server: the failure errs towards counting.
 //
+// Decisions that concurrent callers make while others are under way leave
+// together in pipelines, DefaultLanes in flight, and those of one budget
+// are decided by one script run (WithPipelining; WithoutPipelining sends
+// each alone).
+//
 // The server must be Redis 5 or later (scripts replicate their effects), or
 // a compatible one. New does not talk to the server: Open does the same and
 // also refuses an unsafe eviction policy, and is what most callers want.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed), days: make(map[*time.Location]*dayBounds), own: ownField()}
+	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed), days: make(map[*time.Location]*dayBounds), own: ownField(),
+		pipe: &pipeliner{lanes: DefaultLanes}}
 	for _, o := range opts {
 		o(s)
 	}

@@ -49,8 +49,11 @@ func newRedisStore(ctx context.Context, c redis.UniversalClient, s *Spec) (quota
 	if s.Replicas > 0 {
 		opts = append(opts, redisstore.WithReplicas(s.Replicas, s.ReplicaTimeout))
 	}
-	if s.Pipelining > 0 {
+	switch {
+	case s.Pipelining > 0:
 		opts = append(opts, redisstore.WithPipelining(s.Pipelining))
+	case s.Pipelining < 0:
+		opts = append(opts, redisstore.WithoutPipelining())
 	}
 	st, err := redisstore.Open(ctx, c, opts...)
 	if err != nil {

@@ -336,25 +336,42 @@ func TestOpenRedisWrongPassword(t *testing.T) {
 	st.Close()
 }
 
-// TestOpenRedisPipelining: ?pipelining=N makes the store send its
-// decisions in pipelines (redisstore.WithPipelining), seen on the client's
-// side: a decision leaves as a pipeline holding its EVALSHA.
+// TestOpenRedisPipelining: the store pipelines the decisions concurrent
+// callers make at once (redisstore.WithPipelining) unless ?pipelining=0
+// says not to, seen on the client's side: decisions that wait for a lane
+// leave in pipelines holding their EVALSHAs.
 func TestOpenRedisPipelining(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Server(t)
 	prefix := redistest.Prefix(t)
-	for _, tt := range []struct {
+	for i, tt := range []struct {
 		query string
 		piped bool
-	}{{"", false}, {"&pipelining=2", true}} {
-		p := prefix + strconv.FormatBool(tt.piped) + ":"
+	}{{"", true}, {"&pipelining=2", true}, {"&pipelining=0", false}} {
+		p := prefix + strconv.Itoa(i) + ":"
 		st, err := Open(context.Background(), "redis://"+srv.Addr()+"?prefix="+p+tt.query)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h := &pipedScripts{}
 		st.(*redisStore).client.AddHook(h)
-		charge(t, st, "secret-"+p, 1)
+		l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 1 << 20, Window: quota.Sliding(time.Hour)}},
+			quota.WithClock(func() time.Time { return t0 }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for range 20 {
+					if _, err := l.Take(context.Background(), quota.Credential{Secret: "secret-" + p}, quota.Units("units", 1)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
 		st.Close()
 		if got := h.n.Load() > 0; got != tt.piped {
 			t.Errorf("?%s: decisions pipelined = %v, want %v", tt.query, got, tt.piped)

@@ -46,9 +46,11 @@ type Spec struct {
 	// (redisstore.WithReplicas).
 	Replicas       int
 	ReplicaTimeout time.Duration
-	// Pipelining is ?pipelining=N: send the decisions that concurrent
-	// callers make at once in shared pipelines, at most N in flight
-	// (redisstore.WithPipelining); 0, the default, sends each alone.
+	// Pipelining is ?pipelining=N: at most N pipelines in flight for the
+	// decisions concurrent callers make at once (redisstore.WithPipelining);
+	// 0, the default, is the store's default (redisstore.DefaultLanes);
+	// -1, written ?pipelining=0, sends each decision alone
+	// (redisstore.WithoutPipelining).
 	Pipelining int
 	// OpenTimeout is ?open_timeout=D: how long Open waits for the server
 	// (and the Sentinels) to answer its checks; 0 means
@@ -507,6 +509,9 @@ func (p *parser) parseOptions(s *Spec, query string) error {
 				return reasonf("pipelining=%q: want a number of pipelines in flight >= 1 (0: off)", v)
 			}
 			s.Pipelining = n
+			if n == 0 {
+				s.Pipelining = -1
+			}
 		case "open_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -634,8 +639,8 @@ func (s *Spec) format(redact bool) string {
 	if s.ReplicaTimeout > 0 {
 		q.Set("replica_timeout", s.ReplicaTimeout.String())
 	}
-	if s.Pipelining > 0 {
-		q.Set("pipelining", strconv.Itoa(s.Pipelining))
+	if s.Pipelining != 0 {
+		q.Set("pipelining", strconv.Itoa(max(s.Pipelining, 0)))
 	}
 	if s.OpenTimeout > 0 {
 		q.Set("open_timeout", s.OpenTimeout.String())

@@ -25,6 +25,14 @@ func TestParseSafetyOptions(t *testing.T) {
 	if err != nil || !again.AllowEviction || again.Replicas != 2 || again.ReplicaTimeout != 250*time.Millisecond || again.OpenTimeout != 2*time.Second || again.Pipelining != 4 {
 		t.Fatalf("Parse(String()) = %+v, %v from %s", again, err, s.String())
 	}
+	// ?pipelining=0 turns pipelining off (Pipelining -1), and says so again
+	off, err := Parse("redis://h:1?pipelining=0")
+	if err != nil || off.Pipelining != -1 {
+		t.Fatalf("Parse(?pipelining=0) = %+v, %v", off, err)
+	}
+	if again, err := Parse(off.String()); err != nil || again.Pipelining != -1 {
+		t.Fatalf("Parse(%s) = %+v, %v", off.String(), again, err)
+	}
 	for _, tt := range []struct{ url, want string }{
 		{"redis://h:1?allow_eviction=maybe", `allow_eviction="maybe"`},
 		{"redis://h:1?replicas=-1", `replicas="-1"`},

@@ -41,9 +41,10 @@
 // limiter's keys, which Open otherwise refuses (redisstore.Open,
 // redisstore.ErrUnsafeConfig); replicas=N with replica_timeout=D (default
 // 1s) waits for N replicas to acknowledge each decision
-// (redisstore.WithReplicas); pipelining=N sends the decisions of
-// concurrent callers in shared pipelines, at most N in flight
-// (redisstore.WithPipelining; default off); open_timeout=D (default 5s,
+// (redisstore.WithReplicas); pipelining=N keeps at most N pipelines in
+// flight for the decisions of concurrent callers (redisstore.WithPipelining;
+// default redisstore.DefaultLanes; pipelining=0 sends each decision alone);
+// open_timeout=D (default 5s,
 // DefaultOpenTimeout) bounds how long Open waits for its checks; and
 // go-redis's
 // connection options by their snake_case names (dial_timeout=2s,
