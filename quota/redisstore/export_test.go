@@ -40,3 +40,8 @@ func PipelineIdle(s *Store) bool {
 	defer s.pipe.mu.Unlock()
 	return s.pipe.flying == 0
 }
+
+// ForcePipeline makes every decision of s go through its pipeline queue,
+// even one made while nothing waits (which otherwise goes at once, alone):
+// tests of what happens to a decision inside a pipeline.
+func ForcePipeline(s *Store) { GatePipeline(s)() }

@@ -25,6 +25,7 @@ func TestPipelinedNoScriptAbandonedIsNotResent(t *testing.T) {
 	h := &afterPipe{}
 	c.AddHook(h)
 	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
+	redisstore.ForcePipeline(st) // even a decision made alone goes in a pipeline
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
 		quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {
@@ -102,6 +103,7 @@ func TestPipelinedRetryAbandonedIsNotResent(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 3, PoolSize: 1})
 	t.Cleanup(func() { _ = c.Close() })
 	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
+	redisstore.ForcePipeline(st) // even a decision made alone goes in a pipeline
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
 		quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {

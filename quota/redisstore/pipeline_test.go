@@ -139,6 +139,7 @@ func TestPipelinedAbandonedIsNotSent(t *testing.T) {
 	gate := &gatePipes{hold: make(chan struct{}), in: make(chan struct{}, 1)}
 	c.AddHook(gate)
 	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
+	redisstore.ForcePipeline(st) // even a decision made alone goes in a pipeline
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
 		quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {
