@@ -87,13 +87,16 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 	r.ceiling = ceiling(rdb, r.prefix)
 	rep := &report{cfg: cfg, machine: describe(ctx, rdb), prefix: r.prefix}
 
+	// the store as New makes it (decisions that wait together share
+	// pipelines, and those of one budget one script run), and one that
+	// sends each decision alone, one script each
 	rs := redisstore.New(rdb, redisstore.WithPrefix(r.prefix+"quota:"))
-	piped := redisstore.New(rdb, redisstore.WithPrefix(r.prefix+"quota:"), redisstore.WithPipelining(0))
+	alone := redisstore.New(rdb, redisstore.WithPrefix(r.prefix+"quota:"), redisstore.WithoutPipelining())
 	redisContenders := []contender{
-		quotaTake("quota redisstore Take", "sliding log, one entry per call, running sum", false, rs, quotaBudget(cfg.window)),
-		quotaTake("quota redisstore Take, daily", "daily budget: the running sum decides, the log keeps each entry", false, rs, dailyBudget),
-		quotaTake("quota redisstore Take, pipelined", "as Take, concurrent decisions sent in shared pipelines, those of one budget decided by one script (WithPipelining)", false, piped, quotaBudget(cfg.window)),
-		quotaTake("quota redisstore Take, daily, pipelined", "as Take, daily, concurrent decisions sent in shared pipelines, those of one budget decided by one script (WithPipelining)", false, piped, dailyBudget),
+		quotaTake("quota redisstore Take", "sliding log, one entry per call, running sum; decisions that wait together share a pipeline and one script run", false, rs, quotaBudget(cfg.window)),
+		quotaTake("quota redisstore Take, daily", "daily budget: the running sum decides, the log keeps each entry; batched as above", false, rs, dailyBudget),
+		quotaTake("quota redisstore Take, one script each", "as Take, each decision sent alone (WithoutPipelining)", false, alone, quotaBudget(cfg.window)),
+		quotaTake("quota redisstore Take, daily, one script each", "as Take, daily, each decision sent alone (WithoutPipelining)", false, alone, dailyBudget),
 		quotaLeased("quota redisstore Take, leases B=10", "leases of 10 units: one store call per block, decisions in process", rs, cfg.window, 10),
 		quotaLeased("quota redisstore Take, leases B=100", "leases of 100 units: one store call per block, decisions in process", rs, cfg.window, 100),
 		quotaLeased("quota redisstore Take, leases adaptive", "leases sized to the local rate (≤ 5% of the limit, ≤ a tenth of the window)", rs, cfg.window, 0),
@@ -106,7 +109,8 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 	}
 
 	refusing := []contender{
-		quotaSpent("quota redisstore Take", "spent daily budget: every call a store round trip", rs),
+		quotaSpent("quota redisstore Take", "spent daily budget: every call a store decision (refusals that wait together share one script run)", rs),
+		quotaSpent("quota redisstore Take, one script each", "spent daily budget: every call a store round trip and a script run (WithoutPipelining)", alone),
 		quotaSpent("quota redisstore Take, local refusals", "spent daily budget: refused in process until the reset (re-checked once a second)", rs, quota.WithLocalRefusals(0)),
 		redisRateSpent(rdb, r.prefix),
 	}
