@@ -2,9 +2,11 @@
 // processes on many hosts. It works with a standalone server, Sentinel (a
 // failover client) and Cluster, through redis.UniversalClient.
 //
-// Each decision is one Lua script run (EVALSHA, falling back to EVAL when the
-// server has lost the script), so it is atomic across every budget a charge
-// names. The log of one (api, credential, budget) is a sorted set with one
+// Each decision is decided inside one Lua script run (EVALSHA, falling back
+// to EVAL when the server has lost the script), so it is atomic across every
+// budget a charge names. Decisions that concurrent callers make while others
+// are under way share pipelines, and those of one budget share one script
+// run that decides them one after another (WithPipelining, on by default). The log of one (api, credential, budget) is a sorted set with one
 // member per call whatever its cost ("NONCE:COST", scored by the µs it was
 // recorded), next to a running sum and an exhausted-until key. All keys of
 // one account share the hash tag "{API/ACCOUNT}" (ACCOUNT: the owner's name,
