@@ -97,8 +97,11 @@ func childMain() int {
 			fmt.Fprintf(os.Stderr, "%s: field 7: %v\n", childEnv, err)
 			return 2
 		}
-		if lanes > 0 {
+		switch {
+		case lanes > 0:
 			opts = append(opts, redisstore.WithPipelining(lanes))
+		case lanes < 0:
+			opts = append(opts, redisstore.WithoutPipelining())
 		}
 	}
 	l, err := quota.New(redisstore.New(c, opts...), "api", concurrencyBudget(n[0]),

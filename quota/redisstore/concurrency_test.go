@@ -80,11 +80,13 @@ func TestConcurrentGoroutines(t *testing.T) {
 
 // TestConcurrentProcesses: several OS processes (this test binary,
 // re-executed as workers) and this one's goroutines charge one budget in the
-// shared Redis at once.
-func TestConcurrentProcesses(t *testing.T) { concurrentProcesses(t, 0) }
+// shared Redis at once, each store sending every decision alone
+// (WithoutPipelining).
+func TestConcurrentProcesses(t *testing.T) { concurrentProcesses(t, -1) }
 
 // TestConcurrentProcessesPipelined is TestConcurrentProcesses with every
-// process's store pipelining its decisions (WithPipelining(4)): 80
+// process's store pipelining its decisions (WithPipelining(4), the
+// default), those of the budget that wait together decided in batches: 80
 // goroutines in 5 processes.
 func TestConcurrentProcessesPipelined(t *testing.T) { concurrentProcesses(t, 4) }
 
@@ -99,8 +101,11 @@ func concurrentProcesses(t *testing.T, lanes int) {
 	t.Logf("workers use %s at %s", kind, addr)
 	prefix := redistest.Prefix(t)
 	opts := []redisstore.Option{redisstore.WithPrefix(prefix)}
-	if lanes > 0 {
+	switch {
+	case lanes > 0:
 		opts = append(opts, redisstore.WithPipelining(lanes))
+	case lanes < 0:
+		opts = append(opts, redisstore.WithoutPipelining())
 	}
 	st := redisstore.New(redistest.Client(t), opts...)
 	l, err := quota.New(st, "api", concurrencyBudget(limit), quota.WithClock(func() time.Time { return t0 }))

@@ -34,8 +34,8 @@ func TestConformancePipelined(t *testing.T) {
 
 // TestConcurrentGoroutinesPipelined: 64 goroutines charge one budget with
 // random costs through one pipelining store (so most decisions ride in
-// pipelines with others): every unit granted is counted, none past the
-// limit, and every refusal was right.
+// pipelines with others, and are decided in batches): every unit granted
+// is counted, none past the limit, and every refusal was right.
 func TestConcurrentGoroutinesPipelined(t *testing.T) {
 	const limit = 20000
 	for _, lanes := range []int{1, 4} {
@@ -46,6 +46,10 @@ func TestConcurrentGoroutinesPipelined(t *testing.T) {
 		}
 		res := hammer(l, 1, 64, 12)
 		checkHammer(t, l, limit, []hammerResult{res})
+		// 64 goroutines on one budget wait together: batches decided most
+		if n := redisstore.Batched(st); n == 0 {
+			t.Fatalf("lanes %d: no decision of 768 was decided in a batch", lanes)
+		}
 	}
 }
 
