@@ -236,3 +236,55 @@ func takeQueued(t *testing.T, st *redisstore.Store, reqs []*quota.TakeRequest) [
 	wg.Wait()
 	return out
 }
+
+// TestBatchAfterScriptFlush: a batch that meets NOSCRIPT (the server lost
+// its scripts: nothing ran) is decided one by one, each decision once, and
+// the batch script is loaded for the batches that follow.
+func TestBatchAfterScriptFlush(t *testing.T) {
+	srv := redistest.Server(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
+	b := quota.Budget{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)}
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	n := 0
+	batch := func(k int) {
+		t.Helper()
+		reqs := make([]*quota.TakeRequest, k)
+		for i := range reqs {
+			n++
+			reqs[i] = &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", n), Now: t0,
+				Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+		}
+		for i, r := range takeQueued(t, st, reqs) {
+			if r.err != nil || !r.res.OK {
+				t.Fatalf("decision %d of %d: %+v, %v", i, k, r.res, r.err)
+			}
+		}
+	}
+	batch(1) // the first decision of a budget makes its keys (take.lua)
+	batch(4) // the first batch finds batch.lua not loaded yet: one by one
+	batch(4)
+	before := redisstore.Batched(st)
+	if before == 0 {
+		t.Fatal("no decision was batched")
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	batch(5)
+	if got := redisstore.Batched(st); got != before {
+		t.Fatalf("batch.lua decided %d decisions after SCRIPT FLUSH, before it was loaded again", got-before)
+	}
+	batch(6)
+	if got := redisstore.Batched(st); got != before+6 {
+		t.Fatalf("batch.lua decided %d of the 6 decisions after it was loaded again", got-before)
+	}
+	us, err := st.Usage(ctx, &quota.UsageRequest{API: "yt", Owner: "o", Budgets: []quota.Budget{b}, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].Used != 20 {
+		t.Fatalf("the store counts %d units after 20 admitted decisions", us[0].Used)
+	}
+}

@@ -255,15 +255,13 @@ func (s *Store) sendRound(ctx context.Context, calls []*pipedCall, batch bool) (
 	for i, g := range groups {
 		replies, err := batchReplies(gcmds[i], len(g))
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			// nothing ran: load the batch script for the batches to come,
-			// and send these one by one (those whose callers gave up are
-			// not sent: sendBatch)
-			if lerr := batchScript.Load(ctx, s.rdb).Err(); lerr != nil {
-				err = lerr
-			} else {
-				rest = append(rest, g...)
-				continue
-			}
+			// nothing ran: these go one by one (those whose callers gave
+			// up are not sent: sendBatch), and the batch script is loaded
+			// for the batches to come; a load that fails (a Cluster shard
+			// down) is tried again at the next NOSCRIPT
+			_ = batchScript.Load(ctx, s.rdb).Err()
+			rest = append(rest, g...)
+			continue
 		}
 		if err != nil {
 			for _, c := range g {
