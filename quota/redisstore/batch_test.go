@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -286,5 +287,129 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 	}
 	if us[0].Used != 20 {
 		t.Fatalf("the store counts %d units after 20 admitted decisions", us[0].Used)
+	}
+}
+
+// TestBatchedStoreLoss: 32 goroutines spend a daily budget through the
+// default store (most decisions in batches), then the server loses
+// state, and they go on: every decision after the loss must find it,
+// batched or not, so that units spent before it are not admitted again,
+// and in all no more than the limit is. Two losses: everything (FLUSHDB),
+// and the last writes only (the keys put back as they were earlier, as a
+// failover to a replica that had not received them leaves them), where
+// the marker is there and only its sequence tells.
+func TestBatchedStoreLoss(t *testing.T) {
+	for _, tc := range []string{"flush", "rollback"} {
+		t.Run(tc, func(t *testing.T) { batchedStoreLoss(t, tc == "rollback") })
+	}
+}
+
+func batchedStoreLoss(t *testing.T, rollback bool) {
+	const limit, g = 1000, 32
+	srv := redistest.Server(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	st := redisstore.New(c, redisstore.WithPrefix(prefix))
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: limit, Window: quota.Daily(time.UTC)}},
+		quota.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		admitted int
+	)
+	run := func(until int, each int) (n int) {
+		var wg sync.WaitGroup
+		for range g {
+			wg.Go(func() {
+				for range each {
+					mu.Lock()
+					stop := admitted >= until
+					mu.Unlock()
+					if stop {
+						return
+					}
+					_, err := l.Take(ctx, secret, quota.Units("units", 1))
+					if errors.Is(err, quota.ErrExhausted) {
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					admitted++
+					n++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return n
+	}
+	before := run(limit*3/10, limit)
+	type saved struct {
+		data string
+		ttl  time.Duration
+	}
+	snap := map[string]saved{}
+	if rollback {
+		keys, err := c.Keys(ctx, prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			d, err := c.Dump(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap[k] = saved{d, max(0, c.PTTL(ctx, k).Val())}
+		}
+		before += run(limit/2, limit) // the writes the loss takes back
+	}
+	if redisstore.Batched(st) == 0 {
+		t.Fatal("no decision was batched before the loss")
+	}
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range snap {
+		if err := c.Restore(ctx, k, v.ttl, v.data).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the first decisions after the loss wait together, so that a batch,
+	// not a decision alone, meets it first
+	for !redisstore.PipelineIdle(st) {
+		runtime.Gosched()
+	}
+	release := redisstore.GatePipeline(st)
+	first := make(chan bool, g)
+	for range g {
+		go func() {
+			_, err := l.Take(ctx, secret, quota.Units("units", 1))
+			if err != nil && !errors.Is(err, quota.ErrExhausted) {
+				t.Error(err)
+			}
+			first <- err == nil
+		}()
+	}
+	for !redisstore.PipelineQueued(st, g) {
+		runtime.Gosched() // waiting for the goroutines to queue, not for time to pass
+	}
+	release()
+	after := 0
+	for range g {
+		if <-first {
+			after++
+		}
+	}
+	after += run(limit, 60)
+	t.Logf("%d admitted before the loss, %d after; %d decided in batches", before, after, redisstore.Batched(st))
+	if before+after > limit {
+		t.Fatalf("%d admitted before the loss and %d after: %d of a limit of %d", before, after, before+after, limit)
 	}
 }
