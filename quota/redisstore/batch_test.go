@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -66,36 +64,16 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 	}
 	rng := rand.New(rand.NewPCG(seed, 11))
 	now := time.Date(2026, 3, 7, 23, 50, 0, 0, la) // a DST change ahead
-	type grant struct {
-		owner, nonce string
-		at           time.Time
-		debits       []quota.Debit
-	}
 	var grants []grant
+	both := &bothStores{t: t, x: piped, y: alone, xname: "batched", yname: "alone"}
 	same := func(step int, what string, p, a any, ep, ea error) {
 		t.Helper()
-		if (ep == nil) != (ea == nil) || ep != nil && ep.Error() != ea.Error() {
-			t.Fatalf("step %d %s: errors differ: batched %v, alone %v", step, what, ep, ea)
-		}
-		if !reflect.DeepEqual(p, a) {
-			t.Fatalf("step %d %s at %v:\nbatched: %+v\nalone:   %+v", step, what, now, p, a)
-		}
+		both.same(step, what, now, p, a, ep, ea)
 	}
 	var decisions, admitted, refused, lost int
-	var lastOp string
-	var ops []string
-	t.Cleanup(func() {
-		if t.Failed() && os.Getenv("BATCHDEBUG") != "" {
-			for _, o := range ops[max(0, len(ops)-25):] {
-				t.Log(o)
-			}
-		}
-	})
 	for step := range 500 {
 		owner := []string{"a", "b"}[rng.IntN(2)]
-		op := rng.IntN(100)
-		ops = append(ops, fmt.Sprint("step ", step, " op ", op, " owner ", owner, " now ", now.UTC().Format(time.RFC3339Nano)))
-		switch {
+		switch op := rng.IntN(100); {
 		case op < 50:
 			// a batch: 2 to 12 single-budget decisions of one owner and
 			// budget, queued in order, then let go as one pipeline
@@ -114,12 +92,6 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 			got := takeQueued(t, piped, reqs)
 			for i, req := range reqs {
 				want, err := alone.Take(ctx, req)
-				if os.Getenv("BATCHDEBUG") != "" && (!reflect.DeepEqual(got[i].res, want)) {
-					for j, r := range reqs {
-						t.Logf("req %d cost %d hold %v: batched %+v", j, r.Debits[0].Cost, r.Hold, got[j].res)
-					}
-					t.Logf("last op: %s", lastOp)
-				}
 				same(step, fmt.Sprintf("Take %d of %d", i, k), got[i].res, want, got[i].err, err)
 				if want != nil && want.OK {
 					admitted++
@@ -144,34 +116,13 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 				grants = append(grants, grant{owner, req.Nonce, a.At, debits})
 			}
 		case op < 66 && len(grants) > 0:
-			gr := grants[rng.IntN(len(grants))]
-			var bs []quota.Budget
-			for _, d := range gr.debits {
-				bs = append(bs, d.Budget)
-			}
-			req := &quota.RefundRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce, Budgets: bs, Now: now}
-			p, ep := piped.Refund(ctx, req)
-			a, ea := alone.Refund(ctx, req)
-			same(step, "Refund", p, a, ep, ea)
+			both.change(step, "refund", rng, now, owner, budgets, grants)
 		case op < 70 && len(grants) > 0:
-			gr := grants[rng.IntN(len(grants))]
-			debits := append([]quota.Debit(nil), gr.debits...)
-			for i := range debits {
-				debits[i].Cost = rng.Int64N(debits[i].Cost + 1)
-			}
-			req := &quota.SettleRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce,
-				Method: "videos.list", Job: "ingest", Debits: debits, Now: now}
-			p, ep := piped.Settle(ctx, req)
-			a, ea := alone.Settle(ctx, req)
-			same(step, "Settle", p, a, ep, ea)
+			both.change(step, "settle", rng, now, owner, budgets, grants)
 		case op < 72:
-			b := budgets[rng.IntN(len(budgets))]
-			req := &quota.ExhaustRequest{API: "yt", Owner: owner, Budget: b, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
-			same(step, "Exhaust", nil, nil, piped.Exhaust(ctx, req), alone.Exhaust(ctx, req))
+			both.change(step, "exhaust", rng, now, owner, budgets, grants)
 		case op < 74:
-			b := budgets[rng.IntN(len(budgets))]
-			req := &quota.AdjustRequest{API: "yt", Owner: owner, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
-			same(step, "Adjust", nil, nil, piped.Adjust(ctx, req), alone.Adjust(ctx, req))
+			both.change(step, "adjust", rng, now, owner, budgets, grants)
 		case op < 76 && lose:
 			// a key lost on its own (evicted, deleted by hand): both
 			// stores must find it alike, batched or not
@@ -186,7 +137,6 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 					t.Fatal(err)
 				}
 				lost++
-				lastOp = fmt.Sprint("step ", step, " lost ", k)
 			}
 		default:
 			// mostly a few seconds, so sliding entries expire one or a

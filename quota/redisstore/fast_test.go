@@ -65,20 +65,11 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	now := time.Date(2026, 3, 7, 23, 50, 0, 0, la) // a DST change ahead
-	type grant struct {
-		owner, nonce string
-		at           time.Time
-		debits       []quota.Debit
-	}
 	var grants []grant
+	both := &bothStores{t: t, x: fast, y: general, xname: "fast", yname: "general"}
 	same := func(step int, what string, f, g any, ef, eg error) {
 		t.Helper()
-		if (ef == nil) != (eg == nil) || ef != nil && ef.Error() != eg.Error() {
-			t.Fatalf("step %d %s: errors differ: fast %v, general %v", step, what, ef, eg)
-		}
-		if !reflect.DeepEqual(f, g) {
-			t.Fatalf("step %d %s at %v:\nfast:    %+v\ngeneral: %+v", step, what, now, f, g)
-		}
+		both.same(step, what, now, f, g, ef, eg)
 	}
 	var fastOK, refused int
 	for step := range 1500 {
@@ -111,34 +102,13 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 				refused++
 			}
 		case op < 68 && len(grants) > 0:
-			gr := grants[rng.IntN(len(grants))]
-			var bs []quota.Budget
-			for _, d := range gr.debits {
-				bs = append(bs, d.Budget)
-			}
-			req := &quota.RefundRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce, Budgets: bs, Now: now}
-			f, ef := fast.Refund(ctx, req)
-			g, eg := general.Refund(ctx, req)
-			same(step, "Refund", f, g, ef, eg)
+			both.change(step, "refund", rng, now, owner, budgets, grants)
 		case op < 74 && len(grants) > 0:
-			gr := grants[rng.IntN(len(grants))]
-			debits := slices.Clone(gr.debits)
-			for i := range debits {
-				debits[i].Cost = rng.Int64N(debits[i].Cost + 1)
-			}
-			req := &quota.SettleRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce,
-				Method: "videos.list", Job: "ingest", Debits: debits, Now: now}
-			f, ef := fast.Settle(ctx, req)
-			g, eg := general.Settle(ctx, req)
-			same(step, "Settle", f, g, ef, eg)
+			both.change(step, "settle", rng, now, owner, budgets, grants)
 		case op < 77:
-			b := budgets[rng.IntN(len(budgets))]
-			req := &quota.ExhaustRequest{API: "yt", Owner: owner, Budget: b, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
-			same(step, "Exhaust", nil, nil, fast.Exhaust(ctx, req), general.Exhaust(ctx, req))
+			both.change(step, "exhaust", rng, now, owner, budgets, grants)
 		case op < 79:
-			b := budgets[rng.IntN(len(budgets))]
-			req := &quota.AdjustRequest{API: "yt", Owner: owner, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
-			same(step, "Adjust", nil, nil, fast.Adjust(ctx, req), general.Adjust(ctx, req))
+			both.change(step, "adjust", rng, now, owner, budgets, grants)
 		default:
 			// mostly a few seconds, so sliding entries expire one by one
 			now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Second))))
@@ -159,6 +129,74 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 	sameKeys(t, c, base+"f:", base+"g:")
 	if fastOK < 200 || refused < 100 {
 		t.Fatalf("%d single-budget admissions and %d refusals: too few to mean much", fastOK, refused)
+	}
+}
+
+// grant is a charge a random driver's stores admitted, to refund or settle.
+type grant struct {
+	owner, nonce string
+	at           time.Time
+	debits       []quota.Debit
+}
+
+// bothStores are two stores a random driver sends the same requests to,
+// named xname and yname in its messages.
+type bothStores struct {
+	t            *testing.T
+	x, y         *redisstore.Store
+	xname, yname string
+}
+
+// same requires the answers of the two stores to one request to be
+// identical.
+func (b *bothStores) same(step int, what string, now time.Time, x, y any, ex, ey error) {
+	b.t.Helper()
+	if (ex == nil) != (ey == nil) || ex != nil && ex.Error() != ey.Error() {
+		b.t.Fatalf("step %d %s: errors differ: %s %v, %s %v", step, what, b.xname, ex, b.yname, ey)
+	}
+	if !reflect.DeepEqual(x, y) {
+		b.t.Fatalf("step %d %s at %v:\n%s: %+v\n%s: %+v", step, what, now, b.xname, x, b.yname, y)
+	}
+}
+
+// change makes the same random request of kind on both stores and
+// requires the same answers: "refund" or "settle" (to a random cost) of
+// one of grants, "exhaust" or "adjust" of one of budgets of owner.
+func (b *bothStores) change(step int, kind string, rng *rand.Rand, now time.Time, owner string, budgets []quota.Budget, grants []grant) {
+	b.t.Helper()
+	ctx := context.Background()
+	switch kind {
+	case "refund":
+		gr := grants[rng.IntN(len(grants))]
+		var bs []quota.Budget
+		for _, d := range gr.debits {
+			bs = append(bs, d.Budget)
+		}
+		req := &quota.RefundRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce, Budgets: bs, Now: now}
+		x, ex := b.x.Refund(ctx, req)
+		y, ey := b.y.Refund(ctx, req)
+		b.same(step, "Refund", now, x, y, ex, ey)
+	case "settle":
+		gr := grants[rng.IntN(len(grants))]
+		debits := slices.Clone(gr.debits)
+		for i := range debits {
+			debits[i].Cost = rng.Int64N(debits[i].Cost + 1)
+		}
+		req := &quota.SettleRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce,
+			Method: "videos.list", Job: "ingest", Debits: debits, Now: now}
+		x, ex := b.x.Settle(ctx, req)
+		y, ey := b.y.Settle(ctx, req)
+		b.same(step, "Settle", now, x, y, ex, ey)
+	case "exhaust":
+		bd := budgets[rng.IntN(len(budgets))]
+		req := &quota.ExhaustRequest{API: "yt", Owner: owner, Budget: bd, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
+		b.same(step, "Exhaust", now, nil, nil, b.x.Exhaust(ctx, req), b.y.Exhaust(ctx, req))
+	case "adjust":
+		bd := budgets[rng.IntN(len(budgets))]
+		req := &quota.AdjustRequest{API: "yt", Owner: owner, Budget: bd, Used: rng.Int64N(bd.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
+		b.same(step, "Adjust", now, nil, nil, b.x.Adjust(ctx, req), b.y.Adjust(ctx, req))
+	default:
+		b.t.Fatalf("unknown change %q", kind)
 	}
 }
 
