@@ -84,3 +84,26 @@ func TestMemoryLeasesSeeChanges(t *testing.T) {
 	st := quota.NewMemoryStore()
 	storetest.LeasesSeeChanges(t, st, st)
 }
+
+// TestMemoryTakeAllocations: a Take on the MemoryStore makes one
+// allocation, the Reservation it returns with its usage (issue 13). The
+// log's ring doubling as it fills is a few allocations in a thousand
+// decisions, under one per decision.
+func TestMemoryTakeAllocations(t *testing.T) {
+	ctx := context.Background()
+	l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{{Name: "units", Limit: quota.MaxLimit, Window: quota.Sliding(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, ch := quota.Credential{Secret: "s"}, quota.Units("units", 1)
+	if _, err := l.Take(ctx, cred, ch); err != nil { // registers the credential
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, err := l.Take(ctx, cred, ch); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 1 {
+		t.Fatalf("Take made %v allocations, want at most 1", n)
+	}
+}
