@@ -68,3 +68,33 @@ func ExampleSliding() {
 	// Output:
 	// 50 more units at 13:00
 }
+
+// Allow is Take for a caller that will neither refund nor settle: it says
+// only whether the charge was admitted, and on the MemoryStore makes no
+// allocation (x/time/rate's AllowN, with an exact weighted log behind it).
+func ExampleLimiter_Allow() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	limiter, _ := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{
+		{Name: "units", Limit: 10, Window: quota.Sliding(time.Minute)},
+	}, quota.WithClock(func() time.Time { return now }))
+	key := quota.Credential{Secret: "token"}
+	ctx := context.Background()
+
+	admitted := 0
+	for range 4 {
+		err := limiter.Allow(ctx, key, quota.Units("units", 3))
+		var exhausted *quota.ExhaustedError
+		if errors.As(err, &exhausted) {
+			fmt.Println("refused; retry in", exhausted.RetryAfter)
+			continue
+		}
+		if err != nil {
+			panic(err) // not a spent budget: the store failed, or the charge is wrong
+		}
+		admitted++
+	}
+	fmt.Println("admitted:", admitted)
+	// Output:
+	// refused; retry in 1m0s
+	// admitted: 3
+}

@@ -536,15 +536,36 @@ func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reserv
 	if ctx.Err() != nil {
 		return nil, stopped(ctx, "take") // the caller stopped: the store is not asked
 	}
-	return l.takeWith(ctx, cred, ch, nil)
+	return l.takeWith(ctx, cred, ch, nil, false)
+}
+
+// Allow charges every budget ch names for cred exactly as Take does, for
+// a caller that will neither refund nor settle the charge: it returns nil
+// when the charge was admitted (or let through unmetered by FailOpen), and
+// Take's error otherwise (an *ExhaustedError when a budget cannot pay).
+// The store records the same entries; what Allow saves is the Reservation,
+// which on the MemoryStore is the one allocation of a decision: there an
+// admission by Allow allocates nothing (unless an observer or a
+// ChargeFunc is attached to the limiter or ctx: they are given the
+// Reservation). It is the counterpart of golang.org/x/time/rate's AllowN.
+func (l *Limiter) Allow(ctx context.Context, cred Credential, ch Charge) error {
+	if err := checkContext(ctx, "take"); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return stopped(ctx, "take")
+	}
+	_, err := l.takeWith(ctx, cred, ch, nil, true)
+	return err
 }
 
 // takeWith is Take past its context checks. idErr, when not nil, is the
 // error a registration of cred just met (Wait registers a credential
 // before it queues): the charge is decided as Take decides one whose own
 // registration failed so, failure policy included, without asking the
-// store again.
-func (l *Limiter) takeWith(ctx context.Context, cred Credential, ch Charge, idErr error) (*Reservation, error) {
+// store again. With bare (Allow), an admission may return a nil
+// Reservation.
+func (l *Limiter) takeWith(ctx context.Context, cred Credential, ch Charge, idErr error, bare bool) (*Reservation, error) {
 	// The host clock, read once (again only after a slow registration):
 	// for the override refresh and, on the MemoryStore, the decision's
 	// instant.
@@ -553,18 +574,19 @@ func (l *Limiter) takeWith(ctx context.Context, cred Credential, ch Charge, idEr
 	cv := valuesOf(ctx) // one lookup for the job, allocations, observers and ChargeFunc
 	obs := l.observersWith(cv)
 	if len(obs) == 0 {
-		return l.take(ctx, cv, cred, ch, nil, host, idErr)
+		return l.take(ctx, cv, cred, ch, nil, host, idErr, bare && cv.chargeFunc() == nil)
 	}
 	d := &decision{start: time.Now()}
-	r, err := l.take(ctx, cv, cred, ch, d, host, idErr)
+	r, err := l.take(ctx, cv, cred, ch, d, host, idErr, false)
 	l.decided(ctx, obs, cred, ch, d, r, err)
 	return r, err
 }
 
 // take is Take; d, when not nil, collects what an event reports. host is
 // the host clock's time Take read (µs); cv what ctx carries; idErr as in
-// takeWith.
-func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch Charge, d *decision, host int64, idErr error) (*Reservation, error) {
+// takeWith. With bare, an admission on the MemoryStore returns no
+// Reservation (nil, nil): its usage is kept on the stack.
+func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch Charge, d *decision, host int64, idErr error, bare bool) (*Reservation, error) {
 	ch = cv.allocate(ch)
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
@@ -629,7 +651,12 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 	)
 	if err == nil {
 		if ms, mem := l.store.(*MemoryStore); mem {
-			r, usage = newReservation(len(debits))
+			var ubuf [2]Usage // Allow's usage, on the stack
+			if bare && len(debits) <= len(ubuf) {
+				usage = ubuf[:len(debits)]
+			} else {
+				r, usage = newReservation(len(debits))
+			}
 			ok, at, seq, err = l.decideMemory(ctx, ms, host, id.account, ch.Method, job, debits, usage)
 			seq |= storeSeq
 		} else {
@@ -683,6 +710,9 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 	}
 	if check != nil {
 		l.remember(id.account, debits, nil, at, time.Time{}, check)
+	}
+	if r == nil { // Allow on the MemoryStore: admitted, no Reservation
+		return nil, nil
 	}
 	r.API, r.Credential, r.Owner, r.Label = l.api, id.fp, id.account, id.label
 	r.Method, r.Job, r.At = ch.Method, job, at

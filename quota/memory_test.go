@@ -3,6 +3,7 @@ package quota_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,103 @@ func TestMemoryTakeAllocations(t *testing.T) {
 		}
 	}); n > 1 {
 		t.Fatalf("Take made %v allocations, want at most 1", n)
+	}
+}
+
+// TestMemoryAllowAllocations: Allow on the MemoryStore, an admission
+// without a Reservation, makes no allocation (issue 13: x/time/rate's
+// AllowN makes none); the log's ring doubling as it fills is a few in a
+// thousand decisions.
+func TestMemoryAllowAllocations(t *testing.T) {
+	ctx := context.Background()
+	l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{{Name: "units", Limit: quota.MaxLimit, Window: quota.Sliding(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, ch := quota.Credential{Secret: "s"}, quota.Units("units", 1)
+	if err := l.Allow(ctx, cred, ch); err != nil { // registers the credential
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := l.Allow(ctx, cred, ch); err != nil {
+			t.Fatal(err)
+		}
+	}); n >= 0.1 {
+		t.Fatalf("Allow made %v allocations per admission, want none", n)
+	}
+	us, err := l.Status(ctx, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if us[0].Used != 1002 { // AllocsPerRun runs it once more to warm up
+		t.Fatalf("the store counts %d units after 1002 admissions", us[0].Used)
+	}
+}
+
+// TestAllowDecidesAsTake: Allow and Take, on two stores driven through the
+// same random charges on the same clock, admit and refuse alike (the same
+// budget, RetryAfter and usage in each refusal), and leave the same usage
+// after every step: Allow saves the Reservation, nothing else.
+func TestAllowDecidesAsTake(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 23, 50, 0, 0, time.UTC) // a daily reset ahead
+	clock := quota.WithClock(func() time.Time { return now })
+	budgets := []quota.Budget{
+		{Name: "minute", Limit: 50, Window: quota.Sliding(time.Minute)},
+		{Name: "day", Limit: 400, Window: quota.Daily(time.UTC)},
+	}
+	take, err := quota.New(quota.NewMemoryStore(), "api", budgets, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow, err := quota.New(quota.NewMemoryStore(), "api", budgets, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "s"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var admitted, refused int
+	for step := range 3000 {
+		units := map[string]int64{}
+		switch rng.IntN(3) {
+		case 0:
+			units["minute"] = 1 + rng.Int64N(12)
+		case 1:
+			units["day"] = 1 + rng.Int64N(12)
+		default:
+			units["minute"], units["day"] = 1+rng.Int64N(12), 1+rng.Int64N(12)
+		}
+		ch := quota.Charge{Method: "m", Units: units}
+		_, errT := take.Take(ctx, cred, ch)
+		errA := allow.Allow(ctx, cred, ch)
+		var et, ea *quota.ExhaustedError
+		switch {
+		case errT == nil && errA == nil:
+			admitted++
+		case errors.As(errT, &et) && errors.As(errA, &ea):
+			refused++
+			if et.Budget != ea.Budget || et.RetryAfter != ea.RetryAfter || et.Used != ea.Used || et.Limit != ea.Limit || et.Cost != ea.Cost {
+				t.Fatalf("step %d: Take refused %+v, Allow %+v", step, et, ea)
+			}
+		default:
+			t.Fatalf("step %d: Take %v, Allow %v", step, errT, errA)
+		}
+		ut, err := take.Status(ctx, cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ua, err := allow.Status(ctx, cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ut {
+			if ut[i].Used != ua[i].Used || !ut[i].Reset.Equal(ua[i].Reset) {
+				t.Fatalf("step %d, %s: Take's store %+v, Allow's %+v", step, ut[i].Budget, ut[i], ua[i])
+			}
+		}
+		now = now.Add(time.Duration(rng.Int64N(int64(2 * time.Second))))
+	}
+	if admitted < 500 || refused < 500 {
+		t.Fatalf("%d admitted, %d refused: too few to mean much", admitted, refused)
 	}
 }

@@ -69,7 +69,7 @@ func (l *Limiter) wait(ctx context.Context, cred Credential, ch Charge, maxWait 
 		// not answer in time, a label is taken, ...): the answer is Take's
 		// to a registration failing so, failure policy (FailOpen) and
 		// events included.
-		return l.takeWith(ctx, cred, ch, err)
+		return l.takeWith(ctx, cred, ch, err, false)
 	}
 	budgets := allocate(ctx, ch).Units
 	w := waiters.join(l, id.account, budgets)
