@@ -38,7 +38,9 @@ func TestBatchMatchesOneByOne(t *testing.T) {
 	// A real Redis expires keys by its own clock while the requests carry
 	// the test's: keys lost on their own (odd states, short lifetimes)
 	// are staged on miniredis, whose clock stands still.
-	for seed := range uint64(8) {
+	// (seeds 17 and 18 stage a marker made afresh after a loss while a
+	// budget's state stands: take.lua's unmarked check)
+	for _, seed := range []uint64{0, 1, 2, 3, 4, 5, 17, 18} {
 		t.Run(fmt.Sprint("miniredis-seed", seed), func(t *testing.T) {
 			batchVersusOneByOne(t, redistest.MiniClient(t, redistest.Mini(t)), seed, true)
 		})
