@@ -47,6 +47,16 @@ func WithoutPipelining() Option { return func(s *Store) { s.pipe = nil } }
 // WithPipelining says otherwise.
 const DefaultLanes = 4
 
+// Lanes reports how many pipelines s keeps in flight for the decisions of
+// concurrent callers (WithPipelining), or 0 when it sends each decision
+// alone (WithoutPipelining, or WithReplicas).
+func (s *Store) Lanes() int {
+	if s.pipe == nil || s.replicas > 0 {
+		return 0
+	}
+	return s.pipe.lanes
+}
+
 // maxPipelined bounds the decisions of one pipeline.
 const maxPipelined = 128
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
@@ -337,21 +338,25 @@ func TestOpenRedisWrongPassword(t *testing.T) {
 }
 
 // TestOpenRedisPipelining: the store pipelines the decisions concurrent
-// callers make at once (redisstore.WithPipelining) unless ?pipelining=0
-// says not to, seen on the client's side: decisions that wait for a lane
-// leave in pipelines holding their EVALSHAs.
+// callers make at once, DefaultLanes in flight (redisstore.WithPipelining),
+// ?pipelining=N sets the lanes, and ?pipelining=0 sends every decision
+// alone: seen on the client's side, none leaves in a pipeline however
+// many callers decide at once.
 func TestOpenRedisPipelining(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Server(t)
 	prefix := redistest.Prefix(t)
 	for i, tt := range []struct {
 		query string
-		piped bool
-	}{{"", true}, {"&pipelining=2", true}, {"&pipelining=0", false}} {
+		lanes int
+	}{{"", redisstore.DefaultLanes}, {"&pipelining=2", 2}, {"&pipelining=0", 0}} {
 		p := prefix + strconv.Itoa(i) + ":"
 		st, err := Open(context.Background(), "redis://"+srv.Addr()+"?prefix="+p+tt.query)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got := st.(*redisStore).Lanes(); got != tt.lanes {
+			t.Errorf("?%s: %d lanes, want %d", tt.query, got, tt.lanes)
 		}
 		h := &pipedScripts{}
 		st.(*redisStore).client.AddHook(h)
@@ -373,8 +378,8 @@ func TestOpenRedisPipelining(t *testing.T) {
 		}
 		wg.Wait()
 		st.Close()
-		if got := h.n.Load() > 0; got != tt.piped {
-			t.Errorf("?%s: decisions pipelined = %v, want %v", tt.query, got, tt.piped)
+		if n := h.n.Load(); tt.lanes == 0 && n > 0 {
+			t.Errorf("?%s: %d decisions sent in pipelines, want none", tt.query, n)
 		}
 	}
 }
