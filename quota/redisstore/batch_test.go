@@ -242,8 +242,8 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 	}
 }
 
-// TestBatchedStoreLoss: 32 goroutines spend a daily budget through the
-// default store (most decisions in batches), then the server loses
+// TestBatchedStoreLoss: 32 goroutines spend a daily budget through a
+// pipelining store (most decisions in batches), then the server loses
 // state, and they go on: every decision after the loss must find it,
 // batched or not, so that units spent before it are not admitted again,
 // and in all no more than the limit is. Two losses: everything (FLUSHDB),
@@ -262,7 +262,7 @@ func batchedStoreLoss(t *testing.T, rollback bool) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
-	st := redisstore.New(c, redisstore.WithPrefix(prefix))
+	st := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithPipelining(1)) // one lane: callers queue, batches form
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: limit, Window: quota.Daily(time.UTC)}},
 		quota.WithClock(func() time.Time { return t0 }))
