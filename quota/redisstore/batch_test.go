@@ -262,7 +262,8 @@ func batchedStoreLoss(t *testing.T, rollback bool) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
-	st := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithPipelining(1)) // one lane: callers queue, batches form
+	st := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithPipelining(1))
+	redisstore.ForcePipeline(st) // every decision queues: batches form however the scheduler runs them
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: limit, Window: quota.Daily(time.UTC)}},
 		quota.WithClock(func() time.Time { return t0 }))

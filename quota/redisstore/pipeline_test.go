@@ -40,14 +40,19 @@ func TestConcurrentGoroutinesPipelined(t *testing.T) {
 	const limit = 20000
 	for _, lanes := range []int{1, 4} {
 		st := redisstore.New(redistest.Client(t), redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(lanes))
+		if lanes == 1 {
+			redisstore.ForcePipeline(st) // every decision queues, so batches form
+		}
 		l, err := quota.New(st, "api", concurrencyBudget(limit), quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
 		res := hammer(l, 1, 64, 12)
 		checkHammer(t, l, limit, []hammerResult{res})
-		// 64 goroutines on one budget wait together: batches decided most
-		if n := redisstore.Batched(st); n == 0 {
+		// with one lane, forced, the decisions wait together and go in
+		// batches (with 4, as they come: whether they wait depends on how
+		// the scheduler overlaps them)
+		if n := redisstore.Batched(st); lanes == 1 && n == 0 {
 			t.Fatalf("lanes %d: no decision of 768 was decided in a batch", lanes)
 		}
 	}
@@ -61,6 +66,7 @@ func TestPipelinedDecisionsShareRoundTrips(t *testing.T) {
 	h := &countPipes{}
 	c.AddHook(h)
 	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
+	redisstore.ForcePipeline(st) // no decision skips the queue, however the scheduler runs them
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(time.Hour)}},
 		quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {
