@@ -58,12 +58,7 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 	alone := redisstore.New(c, redisstore.WithPrefix(base+"a:"))
 	redisstore.OwnBucket(piped, 0)
 	redisstore.OwnBucket(alone, 0)
-	budgets := []quota.Budget{
-		{Name: "units", Limit: 400, Window: quota.Daily(la)},
-		{Name: "search", Limit: 60, Window: quota.Daily(time.UTC)},
-		{Name: "minute", Limit: 50, Window: quota.Sliding(time.Minute)},
-		{Name: "tenmin", Limit: 200, Window: quota.Sliding(10 * time.Minute)},
-	}
+	budgets := randomBudgets(la)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	now := time.Date(2026, 3, 7, 23, 50, 0, 0, la) // a DST change ahead
 	var grants []grant

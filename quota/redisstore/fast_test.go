@@ -57,12 +57,7 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 	// the same field for each store's own admissions, as they write the same
 	redisstore.OwnBucket(fast, 0)
 	redisstore.OwnBucket(general, 0)
-	budgets := []quota.Budget{
-		{Name: "units", Limit: 400, Window: quota.Daily(la)},
-		{Name: "search", Limit: 60, Window: quota.Daily(time.UTC)},
-		{Name: "minute", Limit: 50, Window: quota.Sliding(time.Minute)},
-		{Name: "tenmin", Limit: 200, Window: quota.Sliding(10 * time.Minute)},
-	}
+	budgets := randomBudgets(la)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	now := time.Date(2026, 3, 7, 23, 50, 0, 0, la) // a DST change ahead
 	var grants []grant
@@ -129,6 +124,17 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 	sameKeys(t, c, base+"f:", base+"g:")
 	if fastOK < 200 || refused < 100 {
 		t.Fatalf("%d single-budget admissions and %d refusals: too few to mean much", fastOK, refused)
+	}
+}
+
+// randomBudgets are the budgets the random drivers charge: two daily (one
+// in la, across its DST change) and two sliding.
+func randomBudgets(la *time.Location) []quota.Budget {
+	return []quota.Budget{
+		{Name: "units", Limit: 400, Window: quota.Daily(la)},
+		{Name: "search", Limit: 60, Window: quota.Daily(time.UTC)},
+		{Name: "minute", Limit: 50, Window: quota.Sliding(time.Minute)},
+		{Name: "tenmin", Limit: 200, Window: quota.Sliding(10 * time.Minute)},
 	}
 }
 

@@ -134,10 +134,9 @@ for i = 0, k - 1 do
     -- the marker, as lib.lua's remark and fast.lua write it
     seq = math.max(seq, tonumber(ARGV[a + 1])) + 1
     if x > bm then
-      fields['b:' .. name] = x
+      fields['b:' .. name], bm = x, x
     end
     x = math.min(math.max(x, bm), now + 366 * 86400 * 1000000)
-    bm = math.max(bm, fields['b:' .. name] or 0)
     if x > u then
       u = x
       fields.u = u
