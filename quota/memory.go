@@ -540,15 +540,9 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 	}
 	// What the decision reads for each Usage, filled in after the lock.
 	var tbuf [4]tally
-	ts := tbuf[:len(debits)]
-	if len(debits) > len(tbuf) {
-		ts = make([]tally, len(debits))
-	}
+	ts := scratch(tbuf[:], len(debits))
 	var retries [4]int64
-	retry := retries[:len(debits)]
-	if len(debits) > len(retries) {
-		retry = make([]int64, len(debits))
-	}
+	retry := scratch(retries[:], len(debits))
 	ok := true
 	for i := range debits {
 		d, lg, c := &debits[i], lgs[i], cs[i]
@@ -595,6 +589,16 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 		}
 	}
 	return ok, s.instant(req.Now, nowUS), seq, nil
+}
+
+// scratch returns buf[:n] when buf can hold n values, else a new slice of
+// n: a caller's buffer on its stack for the usual few budgets, whatever
+// number of budgets a charge names.
+func scratch[T any](buf []T, n int) []T {
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]T, n)
 }
 
 // newTakeResult allocates a result and, for up to two budgets, its usage

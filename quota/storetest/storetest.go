@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"BoundaryBurst", s.boundaryBurst},
 		{"WeightedCosts", s.weightedCosts},
 		{"MultiBudgetAtomic", s.multiBudgetAtomic},
+		{"ManyBudgets", s.manyBudgets},
 		{"RetryAfterExact", s.retryAfterExact},
 		{"SameInstantEntries", s.sameInstant},
 		{"Refund", s.refund},
