@@ -60,12 +60,18 @@ type memAPI struct {
 type memEntry struct {
 	at, cost int64 // µs since the epoch; cost 0 once refunded
 	nonce    nonceBuf
+	held     bool // a lease's block (TakeRequest.Hold): Adjust keeps it while it is held
 }
 
 // nonceBuf is a nonce inline: its length then its bytes; or, for a nonce
 // the store made (storeNonce), the number it made it of: the nonce is the
-// store's prefix then the number in base 32 (MemoryStore.nonce).
-type nonceBuf [32]byte
+// store's prefix then the number in base 32 (MemoryStore.nonce). One
+// byte short of 32, so that with memEntry's held flag an entry stays 48
+// bytes.
+type nonceBuf [31]byte
+
+// maxMemNonce is the longest nonce a MemoryStore keeps.
+const maxMemNonce = len(nonceBuf{}) - 1
 
 // storeNonce marks a nonceBuf holding a number; no length is as long.
 const storeNonce = 0xff
@@ -165,7 +171,8 @@ func (lg *memLog) trimAside(now int64) {
 }
 
 // push makes room for an entry recorded at at, among the others in order,
-// and returns it with at set: the caller sets the rest in place.
+// and returns it with at set and the rest zero: the caller sets the rest
+// in place.
 func (lg *memLog) push(at int64) *memEntry {
 	if lg.old+lg.n == len(lg.ring) {
 		ring := make([]memEntry, max(8, 2*len(lg.ring)))
@@ -185,7 +192,7 @@ func (lg *memLog) push(at int64) *memEntry {
 		i--
 	}
 	e := lg.at(i)
-	e.at = at
+	*e = memEntry{at: at} // a ring slot may hold an old entry's flag
 	lg.n++
 	return e
 }
@@ -475,6 +482,9 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 	if err := CheckHold(req.Hold, req.Debits); err != nil {
 		return nil, err
 	}
+	if len(req.Nonce) > maxMemNonce {
+		return nil, invalidf("memory store: nonce of %d bytes: at most %d", len(req.Nonce), maxMemNonce)
+	}
 	res := newTakeResult(len(req.Debits))
 	var err error
 	if res.OK, res.At, _, err = s.take(ctx, req, 0, false, req.Debits, res.Usage); err != nil {
@@ -565,7 +575,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 				at = HeldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
 			}
 			e := lg.push(at)
-			e.cost = d.Cost
+			e.cost, e.held = d.Cost, req.Hold > 0
 			if mint {
 				e.nonce.setStore(s.ops)
 			} else {
@@ -719,16 +729,18 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Owner, req.Budget, now)
 	s.bump(req.API, req.Owner)
-	// Entries held past now are open leases' blocks (TakeRequest.Hold):
-	// their leases may admit from them until they see the version bumped
-	// above (LeaseOptions.CheckEvery), so they stay.
+	// Held entries stamped past now are open leases' blocks
+	// (TakeRequest.Hold): their leases may admit from them until they see
+	// the version bumped above (LeaseOptions.CheckEvery), so they stay.
+	// Every other entry goes, whatever its stamp: after the clock stepped
+	// back, plain entries are stamped past now too, and Used is replaced.
 	var held []memEntry
 	drop := int64(-1)
 	if !req.DropAt.IsZero() {
 		drop = req.DropAt.UnixMicro()
 	}
 	for i := lg.n - 1; i >= 0 && lg.at(i).at > now; i-- {
-		if e := lg.at(i); e.cost > 0 && (e.at != drop || !e.nonce.is(req.DropNonce, s.noncePfx)) {
+		if e := lg.at(i); e.held && e.cost > 0 && (e.at != drop || !e.nonce.is(req.DropNonce, s.noncePfx)) {
 			held = append(held, *e)
 		}
 	}

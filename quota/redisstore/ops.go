@@ -180,7 +180,8 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 	for j := 0; j < len(rest); j += 2 {
 		m, ok := rest[j].(string)
 		at, err := num(rest[j+1])
-		i := strings.LastIndexByte(m, ':')
+		// NONCE:COST, or NONCE:h:COST for a held entry (a nonce holds no ':')
+		n, i := strings.IndexByte(m, ':'), strings.LastIndexByte(m, ':')
 		if !ok || err != nil || i < 0 {
 			return nil, unavailable("entries", fmt.Errorf("bad log entry %v at %v", rest[j], rest[j+1]))
 		}
@@ -188,7 +189,7 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 		if err != nil {
 			return nil, unavailable("entries", fmt.Errorf("bad log entry %q: %v", m, err))
 		}
-		out = append(out, quota.Entry{At: time.UnixMicro(at), Cost: cost, Nonce: m[:i]})
+		out = append(out, quota.Entry{At: time.UnixMicro(at), Cost: cost, Nonce: m[:n]})
 	}
 	return out, nil
 }

@@ -7,7 +7,8 @@
 // budget a charge names. Decisions that concurrent callers make while others
 // are under way share pipelines, and those of one budget share one script
 // run that decides them one after another (WithPipelining, on by default). The log of one (api, credential, budget) is a sorted set with one
-// member per call whatever its cost ("NONCE:COST", scored by the µs it was
+// member per call whatever its cost ("NONCE:COST", "NONCE:h:COST" for a
+// lease's held block, scored by the µs it was
 // recorded), next to a running sum and an exhausted-until key. All keys of
 // one account share the hash tag "{API/ACCOUNT}" (ACCOUNT: the owner's name,
 // or the fingerprint of a credential that is its own owner), so a multi-budget

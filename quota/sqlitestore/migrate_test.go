@@ -55,8 +55,8 @@ func TestMigrationBeforeOwners(t *testing.T) {
 	ctx := context.Background()
 	st, path := openFixture(t)
 	var version int
-	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 3 {
-		t.Fatalf("user_version after open = %d, %v; want 3", version, err)
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 4 {
+		t.Fatalf("user_version after open = %d, %v; want 4", version, err)
 	}
 	legacy1 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey1.Secret)
 	legacy2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey2.Secret)

@@ -37,8 +37,8 @@ func TestOpenCreatesVersionedWALDatabase(t *testing.T) {
 	db := rawDB(t, path)
 	var version int
 	var mode string
-	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 3 {
-		t.Fatalf("user_version = %d, %v; want 3", version, err)
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 4 {
+		t.Fatalf("user_version = %d, %v; want 4", version, err)
 	}
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)

@@ -59,10 +59,17 @@ import (
 )
 
 // schemaVersion is the PRAGMA user_version of the schema this package writes.
-const schemaVersion = 3
+const schemaVersion = 4
+
+// readVersion is the oldest schema a read-only store reads: version 4
+// added only what writes use (entries.held).
+const readVersion = 3
 
 //go:embed schema.sql
 var schemaSQL string
+
+//go:embed schema_v4.sql
+var schemaV4SQL string
 
 // migrateV1 brings a version 1 database (written before owners existed) to
 // version 2 in place: every credential recorded is its own owner (an empty owner),
@@ -283,7 +290,7 @@ func openReadOnly(path, abs string, cfg config) (*Store, error) {
 			var v int
 			v, err = s.check(context.Background(), conn)
 			conn.Close()
-			if err == nil && v != schemaVersion {
+			if err == nil && v < readVersion {
 				s.Close()
 				return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no store schema yet (an empty database)", path, quota.ErrNotFound)
 			}
@@ -468,6 +475,16 @@ func (s *Store) init(dsn string) error {
 	}
 	if cur < 3 {
 		if _, err := tx.ExecContext(ctx, schemaV3SQL); err != nil {
+			return s.openErr(err)
+		}
+	}
+	if cur < 4 {
+		if _, err := tx.ExecContext(ctx, schemaV4SQL); err != nil {
+			return s.openErr(err)
+		}
+		// Before version 4 the blocks of open leases were told apart by
+		// their stamp alone, past now: those are marked held.
+		if _, err := tx.ExecContext(ctx, `UPDATE entries SET held = 1 WHERE at > ?`, s.now(time.Time{}).UnixMicro()); err != nil {
 			return s.openErr(err)
 		}
 	}

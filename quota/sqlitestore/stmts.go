@@ -21,7 +21,7 @@ type stmts struct {
 	dropEntry    *stmt
 	shrinkEntry  *stmt
 	clearLog     *stmt // delete every entry of a log
-	clearUpTo    *stmt // delete a log's entries recorded up to an instant, and one named
+	clearUnheld  *stmt // delete a log's entries but those held past an instant; and one named
 	held         *stmt // units and newest instant of entries held past an instant, but one named
 	idleLogs     *stmt // logs the sweep may drop
 	spend        *stmt // add to a breakdown row
@@ -54,13 +54,13 @@ func (st *stmts) prepare(c *conn) error {
 		{&st.gap, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = ? AND at < ?`},
 		{&st.newest, `SELECT max(at) FROM entries WHERE log = ?`},
 		{&st.walk, `SELECT at, cost FROM entries WHERE log = ? AND at >= ? ORDER BY at, rowid`},
-		{&st.insert, `INSERT INTO entries (log, at, cost, nonce) VALUES (?, ?, ?, ?)`},
+		{&st.insert, `INSERT INTO entries (log, at, cost, nonce, held) VALUES (?, ?, ?, ?, ?)`},
 		{&st.reservation, `SELECT rowid, cost FROM entries WHERE log = ? AND at = ? AND nonce = ? LIMIT 1`},
 		{&st.dropEntry, `DELETE FROM entries WHERE rowid = ?`},
 		{&st.shrinkEntry, `UPDATE entries SET cost = ? WHERE rowid = ?`},
 		{&st.clearLog, `DELETE FROM entries WHERE log IN (?, -?)`},
-		{&st.clearUpTo, `DELETE FROM entries WHERE log = ? AND (at <= ? OR at = ? AND nonce = ?)`},
-		{&st.held, `SELECT coalesce(sum(cost), 0), max(at) FROM entries WHERE log = ? AND at > ? AND NOT (at = ? AND nonce = ?)`},
+		{&st.clearUnheld, `DELETE FROM entries WHERE log = ? AND (held = 0 OR at <= ? OR at = ? AND nonce = ?)`},
+		{&st.held, `SELECT coalesce(sum(cost), 0), max(at) FROM entries WHERE log = ? AND held = 1 AND at > ? AND NOT (at = ? AND nonce = ?)`},
 		{&st.idleLogs, `SELECT id FROM sums WHERE idle_after <= ? ORDER BY idle_after LIMIT ?`},
 		{&st.spend, spendSQL},
 		{&st.dropHours, `DELETE FROM usage_hours WHERE keep <= ?`},

@@ -433,11 +433,11 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		}
 		for i, d := range req.Debits {
 			lg := lgs[i]
-			at := now // a held entry (a lease's block) sits at its lease's end
+			at, held := now, int64(0) // a held entry (a lease's block) sits at its lease's end
 			if req.Hold > 0 {
-				at = quota.HeldAt(d.Window, now, req.Hold)
+				at, held = quota.HeldAt(d.Window, now, req.Hold), 1
 			}
-			if err := w.st.insert.int(1, lg.id).int(2, at.UnixMicro()).int(3, d.Cost).text(4, req.Nonce).exec(); err != nil {
+			if err := w.st.insert.int(1, lg.id).int(2, at.UnixMicro()).int(3, d.Cost).text(4, req.Nonce).int(5, held).exec(); err != nil {
 				return err
 			}
 			lg.used += d.Cost
@@ -678,10 +678,11 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 		if err := w.st.bump.text(1, req.API).text(2, req.Owner).exec(); err != nil {
 			return err
 		}
-		// Entries held past now are open leases' blocks
+		// Held entries stamped past now are open leases' blocks
 		// (TakeRequest.Hold): their leases may admit from them until they
 		// see the version bumped above (LeaseOptions.CheckEvery), so they
-		// stay.
+		// stay. Every other entry goes, whatever its stamp: after the
+		// clock stepped back, plain entries are stamped past now too.
 		var held, newest int64
 		drop := int64(-1) // but the caller's own ended lease's
 		if !req.DropAt.IsZero() {
@@ -694,7 +695,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 		if err := q.done(); err != nil {
 			return err
 		}
-		if err := w.st.clearUpTo.int(1, lg.id).int(2, n).int(3, drop).text(4, req.DropNonce).exec(); err != nil {
+		if err := w.st.clearUnheld.int(1, lg.id).int(2, n).int(3, drop).text(4, req.DropNonce).exec(); err != nil {
 			return err
 		}
 		// and what a daily window set aside: the adjusted log starts afresh
@@ -707,7 +708,7 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 			lg.idle = quota.KeptUntil(req.Budget.Window, time.UnixMicro(newest)).UnixMicro()
 		}
 		if req.Used > 0 {
-			if err := w.st.insert.int(1, lg.id).int(2, n).int(3, req.Used).text(4, req.Nonce).exec(); err != nil {
+			if err := w.st.insert.int(1, lg.id).int(2, n).int(3, req.Used).text(4, req.Nonce).int(5, 0).exec(); err != nil {
 				return err
 			}
 			lg.used += req.Used

@@ -218,3 +218,82 @@ func (s suite) redefine(t *testing.T) {
 		t.Fatalf("20h later under 24h: used %d, want 8", got)
 	}
 }
+
+// adjustAfterStepBack checks that Adjust replaces every entry the window
+// counts, whatever its stamp: after the clock stepped back, entries
+// stamped past the new now (an earlier Adjust's, a Take's) are replaced
+// too, so Used is the number adjusted to (once counted on top of it).
+func (s suite) adjustAfterStepBack(t *testing.T) {
+	ctx := context.Background()
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Daily", func(t *testing.T) {
+		clock := NewClock(time.Date(2026, 7, 4, 23, 59, 59, 999999000, la))
+		l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "e", Limit: 1000, Window: quota.Daily(la)})
+		if err := l.Adjust(ctx, key, "e", 400); err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(time.Date(2026, 7, 4, 23, 51, 37, 996181000, la))
+		if err := l.Adjust(ctx, key, "e", 89); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(t, l, key, "e"); got != 89 {
+			t.Fatalf("used %d after Adjust(89) with the clock stepped back; want 89", got)
+		}
+	})
+	t.Run("Sliding", func(t *testing.T) {
+		clock := NewClock(time.Date(2026, 7, 4, 8, 23, 13, 0, time.UTC))
+		l := s.limiter(t, s.store(t), clock, quota.Budget{Name: "d", Limit: 10, Window: quota.Sliding(time.Hour)})
+		mustTake(t, l, key, quota.Units("d", 3))
+		clock.Set(time.Date(2026, 7, 4, 8, 19, 38, 0, time.UTC))
+		if err := l.Adjust(ctx, key, "d", 3); err != nil {
+			t.Fatal(err)
+		}
+		if got := used(t, l, key, "d"); got != 3 {
+			t.Fatalf("used %d after Adjust(3) with the clock stepped back; want 3", got)
+		}
+		// Adjusted to 0, the whole limit is there again.
+		if err := l.Adjust(ctx, key, "d", 0); err != nil {
+			t.Fatal(err)
+		}
+		mustTake(t, l, key, quota.Units("d", 10))
+	})
+	// A lease's block is kept by what it is (held), settled or not; a
+	// plain entry stamped as late is replaced.
+	t.Run("HeldStays", func(t *testing.T) {
+		st := s.store(t)
+		b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Minute)}
+		owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "adjust-held")
+		hold := 2 * time.Second
+		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
+			Debits: []quota.Debit{{Budget: b, Cost: 40}}, Hold: hold})
+		if err != nil || !res.OK {
+			t.Fatalf("held Take = %+v, %v", res, err)
+		}
+		if got, err := st.Settle(ctx, &quota.SettleRequest{API: "api", Owner: owner, At: T0.Add(hold), Nonce: "lease1",
+			Debits: []quota.Debit{{Budget: b, Cost: 30}}, Now: T0.Add(time.Second), Decided: T0}); err != nil || got["units"] != 10 {
+			t.Fatalf("Settle = %v, %v; want 10 freed", got, err)
+		}
+		res, err = st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "plain1", Now: T0.Add(1500 * time.Millisecond),
+			Debits: []quota.Debit{{Budget: b, Cost: 5}}})
+		if err != nil || !res.OK {
+			t.Fatalf("plain Take = %+v, %v", res, err)
+		}
+		back := T0.Add(500 * time.Millisecond) // the clock steps back
+		if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 7, Nonce: "adj", Now: back}); err != nil {
+			t.Fatal(err)
+		}
+		es, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner, Budget: b, Now: back})
+		want := []quota.Entry{{At: back, Cost: 7, Nonce: "adj"}, {At: T0.Add(hold), Cost: 30, Nonce: "lease1"}}
+		if err != nil || len(es) != 2 || !es[0].At.Equal(want[0].At) || es[0].Cost != 7 || es[0].Nonce != "adj" ||
+			!es[1].At.Equal(want[1].At) || es[1].Cost != 30 || es[1].Nonce != "lease1" {
+			t.Fatalf("entries after the adjust = %+v, %v; want %+v", es, err, want)
+		}
+		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{b}, Now: back})
+		if err != nil || us[0].Used != 37 {
+			t.Fatalf("usage after the adjust = %+v, %v; want 37 (7 and the held 30)", us, err)
+		}
+	})
+}

@@ -104,6 +104,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"StateStore", s.stateStore},
 		{"MidnightDST", s.midnightDST},
 		{"ClockStepsBack", s.clockStepsBack},
+		{"AdjustAfterClockStepsBack", s.adjustAfterStepBack},
 		{"Extremes", s.extremes},
 		{"Redefine", s.redefine},
 		{"RedefineKeepsDay", s.redefineKeepsDay},

@@ -1,6 +1,7 @@
 -- adjust.lua: replace one budget's log with a single entry of USED units
--- recorded now (none when USED is 0), keeping the entries held past now
--- (open leases' blocks), and clear its exhaustion mark,
+-- recorded now (none when USED is 0), keeping the held entries stamped
+-- past now (open leases' blocks, NONCE:h:COST), and clear its exhaustion
+-- mark,
 -- store-loss marks included. The marker's k:NAME and d:NAME (see take.lua)
 -- go too: the next take renews the keys' lifetimes and checks the log's
 -- day again. The marker's v (the owner's change version) is bumped.
@@ -19,8 +20,10 @@ local start, r = span(4, now)
 if not start then
   return {-1, now}
 end
--- entries held past now are open leases' blocks (take.lua's HOLD): their
--- leases go on admitting from them, so they stay
+-- held entries stamped past now are open leases' blocks (take.lua's
+-- HOLD): their leases go on admitting from them, so they stay. Every other
+-- entry goes, whatever its stamp: after the clock stepped back, plain
+-- entries are stamped past now too.
 local held = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. int(now), '+inf', 'WITHSCORES')
 -- a new log keeps nothing older, nor what a daily window set aside
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], asidekey(KEYS[1]))
@@ -31,7 +34,7 @@ end
 local drop, dropat = ARGV[10] .. ':', tonumber(ARGV[11])
 for j = 1, #held, 2 do
   local m, s = held[j], tonumber(held[j + 1])
-  if s ~= dropat or string.sub(m, 1, #drop) ~= drop then
+  if string.find(m, ':h:%d+$') and (s ~= dropat or string.sub(m, 1, #drop) ~= drop) then
     redis.call('ZADD', KEYS[1], s, m)
     total = total + cost(m)
     last = math.max(last, s)

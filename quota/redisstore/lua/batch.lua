@@ -123,7 +123,7 @@ for i = 0, k - 1 do
     elseif hold ~= 0 then
       stamp = math.min(stamp, r - 1) -- a lease's daily block
     end
-    adds[#adds + 1], adds[#adds + 2] = stamp, ARGV[a] .. ':' .. ARGV[a + 4]
+    adds[#adds + 1], adds[#adds + 2] = stamp, ARGV[a] .. (hold ~= 0 and ':h:' or ':') .. ARGV[a + 4]
     total = total + c
     local f = ARGV[a + 5]
     if not rows[f] then

@@ -127,7 +127,7 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
       if drop then
         redis.call('ZREMRANGEBYRANK', KEYS[1], 0, 0)
       end
-      redis.call('ZADD', KEYS[1], stamp, ARGV[2] .. ':' .. ARGV[10])
+      redis.call('ZADD', KEYS[1], stamp, ARGV[2] .. (ARGV[8] ~= '0' and ':h:' or ':') .. ARGV[10])
       if total == held then
         redis.call('INCRBY', KEYS[2], ARGV[10]) -- INCRBY keeps the TTL
       else

@@ -5,7 +5,8 @@
 -- Everything stays below 2^53, so Lua's doubles hold it exactly.
 --
 -- Keys of one (api, credential, budget), all with the credential's hash tag:
---   log  sorted set, one member per call: "NONCE:COST", score = µs recorded
+--   log  sorted set, one member per call: "NONCE:COST" ("NONCE:h:COST" for a
+--        held entry, a lease's block), score = µs recorded
 --   sum  string, the sum of the costs in log (a running sum)
 --   exh  string, µs until which the budget is marked spent (Exhaust)
 --   keep string, the id of the window the log keeps its entries for (see
@@ -97,7 +98,8 @@ local function expiry(i, s)
   return tonumber(ARGV[i + 4])
 end
 
--- cost returns the units of a log member "NONCE:COST".
+-- cost returns the units of a log member "NONCE:COST" (or "NONCE:h:COST",
+-- a held entry: see take.lua).
 local function cost(member)
   return tonumber(string.match(member, ':(%d+)$'))
 end

@@ -47,7 +47,8 @@ for b = 1, n do
         if keep > 0 then
           -- add the shrunk entry before removing the old one, so the log
           -- key (and its lifetime) never goes away
-          redis.call('ZADD', log, at, prefix .. int(keep))
+          -- (a held entry stays held: NONCE:h:COST)
+          redis.call('ZADD', log, at, string.match(m, '^(.*:)%d+$') .. int(keep))
         end
         redis.call('ZREM', log, m)
         local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')

@@ -451,7 +451,9 @@ for d = 1, n do
     end
     sstamp = int(stamp)
   end
-  redis.call('ZADD', KEYS[k], sstamp, nonce .. ':' .. ARGV[a + 1])
+  -- a held entry's member says so (NONCE:h:COST): Adjust keeps it by
+  -- what it is, not by its stamp
+  redis.call('ZADD', KEYS[k], sstamp, nonce .. (hold > 0 and ':h:' or ':') .. ARGV[a + 1])
   -- the keys must live until the newest entry leaves the window and the
   -- kept window; idle keys vanish
   local ms
