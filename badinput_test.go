@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 	"github.com/quotactl/quotactl/quota/storeurl"
@@ -87,7 +88,7 @@ func TestBadInput(t *testing.T) {
 			return err
 		}
 	}
-	storeTake := func(req *quota.TakeRequest) func() error {
+	storeTake := func(req *backend.TakeRequest) func() error {
 		return func() error { _, err := rs.Take(ctx, req); return err }
 	}
 	long := strings.Repeat("x", 65)
@@ -175,12 +176,12 @@ func TestBadInput(t *testing.T) {
 		{"storeurl.Open: unknown redis option", openURL("redis://127.0.0.1:6379/0?frobnicate=1"), quota.ErrInvalid, "frobnicate"},
 		{"storeurl.Open: bad redis db", openURL("redis://127.0.0.1:6379/x"), quota.ErrInvalid, `"x"`},
 		{"storeurl.Open: nothing listening", openURL("redis://" + deadStoreAddr(t) + "/0?dial_timeout=1s&max_retries=-1"), quota.ErrStoreUnavailable, "storeurl"},
-		{"redisstore: empty fingerprint", storeTake(&quota.TakeRequest{API: "youtube", Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, "empty credential fingerprint"},
-		{"redisstore: brace in fingerprint", storeTake(&quota.TakeRequest{API: "youtube", Owner: "ab}cd", Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `"ab}cd" holds a brace`},
-		{"redisstore: no debits", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1"}), quota.ErrInvalid, "names no budget"},
-		{"redisstore: cost over the limit", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 101}}}), quota.ErrInvalid, `cost 101 for budget "units"`},
-		{"redisstore: colon in nonce", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "a:b", Debits: []quota.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `nonce "a:b"`},
-		{"redisstore: zero window", storeTake(&quota.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: 1}, Cost: 1}}}), quota.ErrInvalid, "zero window"},
+		{"redisstore: empty fingerprint", storeTake(&backend.TakeRequest{API: "youtube", Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, "empty credential fingerprint"},
+		{"redisstore: brace in fingerprint", storeTake(&backend.TakeRequest{API: "youtube", Owner: "ab}cd", Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `"ab}cd" holds a brace`},
+		{"redisstore: no debits", storeTake(&backend.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1"}), quota.ErrInvalid, "names no budget"},
+		{"redisstore: cost over the limit", storeTake(&backend.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 101}}}), quota.ErrInvalid, `cost 101 for budget "units"`},
+		{"redisstore: colon in nonce", storeTake(&backend.TakeRequest{API: "youtube", Owner: fp, Nonce: "a:b", Debits: []backend.Debit{{Budget: units, Cost: 1}}}), quota.ErrInvalid, `nonce "a:b"`},
+		{"redisstore: zero window", storeTake(&backend.TakeRequest{API: "youtube", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: quota.Budget{Name: "units", Limit: 1}, Cost: 1}}}), quota.ErrInvalid, "zero window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Spec is the definition of a cost table, as written in a JSON or YAML file
@@ -188,11 +189,11 @@ func (t *Table) HoldMethods() []string {
 // naming an unknown budget or larger than the budget's limit (it could never
 // be paid), a bad or duplicate route, a bad response rule.
 func New(spec Spec) (*Table, error) {
-	if err := quota.CheckName("api", spec.API); err != nil {
+	if err := backend.CheckName("api", spec.API); err != nil {
 		return nil, specErrorf("api", "%s", trimInvalid(err))
 	}
 	if spec.Owner != "" {
-		if err := quota.CheckName("owner", spec.Owner); err != nil {
+		if err := backend.CheckName("owner", spec.Owner); err != nil {
 			return nil, specErrorf("owner", "%s", trimInvalid(err))
 		}
 	}
@@ -209,7 +210,7 @@ func New(spec Spec) (*Table, error) {
 	}
 	for i, b := range spec.Budgets {
 		field := fmt.Sprintf("budgets[%d]", i)
-		if err := quota.ValidateBudgets([]quota.Budget{b}); err != nil {
+		if err := backend.ValidateBudgets([]quota.Budget{b}); err != nil {
 			return nil, specErrorf(field, "%s", trimInvalid(err))
 		}
 		if _, dup := t.budgets[b.Name]; dup {

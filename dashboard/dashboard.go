@@ -50,6 +50,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/promquota"
 )
 
@@ -327,7 +328,7 @@ func (h *Handler) apiPart(part func(*Snapshot) any) http.HandlerFunc {
 
 func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if err := quota.CheckName("job", name); err != nil {
+	if err := backend.CheckName("job", name); err != nil {
 		http.Error(w, "dashboard: "+err.Error(), http.StatusBadRequest)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Status is one budget of one owner, as `quotactl status --json` prints it
@@ -274,13 +275,13 @@ func (h *Handler) readAPI(ctx context.Context, a quota.APIInfo, src map[string]q
 			}
 			s.Status = append(s.Status, st)
 			b := a.Budgets[slices.IndexFunc(a.Budgets, func(b quota.Budget) bool { return b.Name == u.Budget })]
-			entries, err := h.store.Entries(ctx, &quota.EntriesRequest{API: a.Name, Owner: grp.account, Budget: b, Now: h.storeNow()})
+			entries, err := h.store.Entries(ctx, &backend.EntriesRequest{API: a.Name, Owner: grp.account, Budget: b, Now: h.storeNow()})
 			if err != nil {
 				return fmt.Errorf("dashboard: entries of %s/%s: %w", a.Name, b.Name, err)
 			}
-			var rows []quota.BreakdownRow
+			var rows []backend.BreakdownRow
 			if every(b.Window) == time.Hour {
-				rows, err = h.store.Breakdown(ctx, &quota.BreakdownRequest{API: a.Name, Owner: grp.account, Budgets: []string{b.Name}, Since: b.Window.Start(now), Now: h.storeNow()})
+				rows, err = h.store.Breakdown(ctx, &backend.BreakdownRequest{API: a.Name, Owner: grp.account, Budgets: []string{b.Name}, Since: b.Window.Start(now), Now: h.storeNow()})
 				if err != nil {
 					return fmt.Errorf("dashboard: breakdown of %s/%s: %w", a.Name, b.Name, err)
 				}
@@ -354,7 +355,7 @@ func every(w quota.Window) time.Duration {
 // history buckets entries per hour of the window (see every), on the hours
 // of the budget's zone, and stacks each hour by method from the store's
 // breakdown rows (hourly rows: only for hourly buckets).
-func (h *Handler) history(api string, grp ownerGroup, b quota.Budget, now time.Time, entries []quota.Entry, rows []quota.BreakdownRow) History {
+func (h *Handler) history(api string, grp ownerGroup, b quota.Budget, now time.Time, entries []quota.Entry, rows []backend.BreakdownRow) History {
 	c := grp.creds[0]
 	every := every(b.Window)
 	loc := h.zoneOf(b.Window)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // TestRunsNameTheirJob: the units a run spends are recorded under its job's
@@ -34,7 +35,7 @@ func TestRunsNameTheirJob(t *testing.T) {
 	if _, err := sched.RunOnce(ctx, "trending"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := store.Breakdown(ctx, &quota.BreakdownRequest{API: "youtube", Owner: owner, Since: time.Now().Add(-time.Hour)})
+	rows, err := store.Breakdown(ctx, &backend.BreakdownRequest{API: "youtube", Owner: owner, Since: time.Now().Add(-time.Hour)})
 	if err != nil || len(rows) != 1 || rows[0].Job != "trending" || rows[0].Method != "videos.list" || rows[0].Units != 3 {
 		t.Fatalf("Breakdown = %+v, %v; want 3 units of videos.list by trending", rows, err)
 	}

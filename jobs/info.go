@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 const infoPrefix = "jobs/info/"
@@ -63,7 +64,7 @@ func (i Info) Next(after time.Time) time.Time {
 // LoadInfo returns what a scheduler recorded about job. found is false when
 // no scheduler has run it yet.
 func LoadInfo(ctx context.Context, store quota.StateStore, job string) (info Info, found bool, err error) {
-	if err := quota.CheckName("job", job); err != nil {
+	if err := backend.CheckName("job", job); err != nil {
 		return info, false, fmt.Errorf("jobs: info: %w", err)
 	}
 	b, err := store.LoadState(ctx, infoKey(job))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // DefaultLeaseTTL is how long a run's lease lives unless renewed, unless
@@ -42,7 +43,7 @@ type WaitingMark struct {
 // LoadWaiting returns job's waiting mark. found is false when the job is
 // not waiting for capacity at now (no mark, or one that has ended).
 func LoadWaiting(ctx context.Context, store quota.StateStore, job string, now time.Time) (w WaitingMark, found bool, err error) {
-	if err := quota.CheckName("job", job); err != nil {
+	if err := backend.CheckName("job", job); err != nil {
 		return w, false, fmt.Errorf("jobs: waiting: %w", err)
 	}
 	b, err := store.LoadState(ctx, waitingKey(job))
@@ -63,11 +64,11 @@ func LoadWaiting(ctx context.Context, store quota.StateStore, job string, now ti
 
 // CurrentLease returns the live lease on job's runs: who holds it (host,
 // process and run) and until when. found is false when no run holds it.
-func CurrentLease(ctx context.Context, store quota.StateStore, job string, now time.Time) (l quota.StateLease, found bool, err error) {
-	if err := quota.CheckName("job", job); err != nil {
+func CurrentLease(ctx context.Context, store quota.StateStore, job string, now time.Time) (l backend.StateLease, found bool, err error) {
+	if err := backend.CheckName("job", job); err != nil {
 		return l, false, fmt.Errorf("jobs: lease: %w", err)
 	}
-	l, err = store.LoadLease(ctx, &quota.StateLeaseRequest{Key: checkpointKey(job), Now: now})
+	l, err = store.LoadLease(ctx, &backend.StateLeaseRequest{Key: checkpointKey(job), Now: now})
 	if errors.Is(err, quota.ErrNotFound) {
 		return l, false, nil
 	}
@@ -97,9 +98,9 @@ func (s *Scheduler) leaseNow() time.Time {
 
 // acquire takes run's lease. held is set, and err nil, when another run
 // holds it.
-func (s *Scheduler) acquire(ctx context.Context, run *Run) (held *quota.StateLeaseHeldError, err error) {
+func (s *Scheduler) acquire(ctx context.Context, run *Run) (held *backend.StateLeaseHeldError, err error) {
 	sent := time.Now()
-	l, err := s.store.AcquireLease(ctx, &quota.StateLeaseRequest{
+	l, err := s.store.AcquireLease(ctx, &backend.StateLeaseRequest{
 		Key: checkpointKey(run.job.name), Holder: processName + " run " + run.id, TTL: s.leaseTTL, Now: s.leaseNow(),
 	})
 	if errors.As(err, &held) {
@@ -154,7 +155,7 @@ func (s *Scheduler) renew(run *Run, cancel context.CancelCauseFunc, done <-chan 
 			deadline = valid
 		}
 		ctx, stop := context.WithDeadline(context.Background(), deadline)
-		_, err := s.store.RenewLease(ctx, &quota.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, TTL: s.leaseTTL, Now: s.leaseNow()})
+		_, err := s.store.RenewLease(ctx, &backend.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, TTL: s.leaseTTL, Now: s.leaseNow()})
 		stop()
 		switch {
 		case errors.Is(err, quota.ErrLeaseLost):
@@ -180,7 +181,7 @@ func (s *Scheduler) renew(run *Run, cancel context.CancelCauseFunc, done <-chan 
 func (s *Scheduler) release(run *Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), historyTimeout)
 	defer cancel()
-	err := s.store.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, Now: s.leaseNow()})
+	err := s.store.ReleaseLease(ctx, &backend.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, Now: s.leaseNow()})
 	switch {
 	case errors.Is(err, quota.ErrLeaseLost):
 		run.log.Warn("jobs: the run's lease had already ended at release: another run may have started meanwhile", "error", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 	"github.com/quotactl/quotactl/quota/storeurl"
@@ -67,7 +68,7 @@ func TestLeaseSkipsOverlap(t *testing.T) {
 			var logA, logB logBuf
 			a := jobs.New(st[0], jobs.WithLogger(logA.logger()), jobs.WithClock(clock.Now), jobs.WithLeaseTTL(time.Minute))
 			b := jobs.New(st[1], jobs.WithLogger(logB.logger()), jobs.WithClock(clock.Now), jobs.WithLeaseTTL(time.Minute))
-			started, release := make(chan quota.StateLease), make(chan struct{})
+			started, release := make(chan backend.StateLease), make(chan struct{})
 			if err := a.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
 				started <- run.Lease()
 				<-release
@@ -222,7 +223,7 @@ func TestLeaseLostCancelsRun(t *testing.T) {
 		store := quota.NewMemoryStore()
 		var logs logBuf
 		s := jobs.New(store, jobs.WithLogger(logs.logger()), jobs.WithLeaseTTL(30*time.Second))
-		leased := make(chan quota.StateLease, 1)
+		leased := make(chan backend.StateLease, 1)
 		s.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
 			leased <- run.Lease()
 			<-ctx.Done()
@@ -232,10 +233,10 @@ func TestLeaseLostCancelsRun(t *testing.T) {
 		go func() { rec, _ := s.RunOnce(context.Background(), "ingest"); done <- rec }()
 		l := <-leased
 		ctx := context.Background()
-		if err := store.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Token: l.Token}); err != nil {
+		if err := store.ReleaseLease(ctx, &backend.StateLeaseRequest{Key: l.Key, Token: l.Token}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.AcquireLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Holder: "other-host:1 run x", TTL: time.Hour}); err != nil {
+		if _, err := store.AcquireLease(ctx, &backend.StateLeaseRequest{Key: l.Key, Holder: "other-host:1 run x", TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		advance(10 * time.Second)
@@ -262,7 +263,7 @@ func TestLeaseLostNamedInRecord(t *testing.T) {
 		store := quota.NewMemoryStore()
 		var logs logBuf
 		s := jobs.New(store, jobs.WithLogger(logs.logger()), jobs.WithLeaseTTL(30*time.Second))
-		leased := make(chan quota.StateLease, 1)
+		leased := make(chan backend.StateLease, 1)
 		s.Add("ingest", "", func(ctx context.Context, run *jobs.Run) error {
 			leased <- run.Lease()
 			<-ctx.Done()
@@ -276,10 +277,10 @@ func TestLeaseLostNamedInRecord(t *testing.T) {
 		go func() { rec, err := s.RunOnce(context.Background(), "ingest"); done <- result{rec, err} }()
 		l := <-leased
 		ctx := context.Background()
-		if err := store.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Token: l.Token}); err != nil {
+		if err := store.ReleaseLease(ctx, &backend.StateLeaseRequest{Key: l.Key, Token: l.Token}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.AcquireLease(ctx, &quota.StateLeaseRequest{Key: l.Key, Holder: "other-host:1 run x", TTL: time.Hour}); err != nil {
+		if _, err := store.AcquireLease(ctx, &backend.StateLeaseRequest{Key: l.Key, Holder: "other-host:1 run x", TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		advance(10 * time.Second)

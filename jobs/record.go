@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Outcome is how a run ended. Its string form is what the store and
@@ -131,7 +132,7 @@ func checkpointKey(job string) string { return checkpointPrefix + job }
 // History returns up to n of job's most recent runs, newest first (n <= 0:
 // every run the store keeps). A job with no runs gives an empty slice.
 func History(ctx context.Context, store quota.StateStore, job string, n int) ([]Record, error) {
-	if err := quota.CheckName("job", job); err != nil {
+	if err := backend.CheckName("job", job); err != nil {
 		return nil, fmt.Errorf("jobs: history: %w", err)
 	}
 	raw, err := store.Records(ctx, runsStream(job), n)
@@ -166,7 +167,7 @@ func Names(ctx context.Context, store quota.StateStore) ([]string, error) {
 // LoadCheckpoint returns job's saved checkpoint. found is false when there is
 // none (never saved, or cleared).
 func LoadCheckpoint(ctx context.Context, store quota.StateStore, job string) (cp Checkpoint, found bool, err error) {
-	if err := quota.CheckName("job", job); err != nil {
+	if err := backend.CheckName("job", job); err != nil {
 		return cp, false, fmt.Errorf("jobs: checkpoint: %w", err)
 	}
 	b, err := store.LoadState(ctx, checkpointKey(job))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Func is a job. It does its work under ctx, which carries the run's unit
@@ -30,7 +31,7 @@ type Run struct {
 	trigger Trigger
 	start   time.Time
 	log     *slog.Logger
-	lease   quota.StateLease // the job's lease, held for the run's duration
+	lease   backend.StateLease // the job's lease, held for the run's duration
 	// leaseSent is when the request that granted the lease was sent (the
 	// local, monotonic clock): the lease is surely the run's until then
 	// plus the TTL, whatever the store's clock.
@@ -58,7 +59,7 @@ func (r *Run) Trigger() Trigger { return r.trigger }
 
 // Lease returns the run's lease on its job: holder, fencing token and
 // expiry (as of the grant or the last renewal).
-func (r *Run) Lease() quota.StateLease { return r.lease }
+func (r *Run) Lease() backend.StateLease { return r.lease }
 
 // Logger returns the scheduler's logger with the job and run attached.
 func (r *Run) Logger() *slog.Logger { return r.log }

@@ -17,6 +17,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Scheduler runs registered jobs on their cron schedules (Run) or one at a
@@ -120,7 +121,7 @@ func (s *Scheduler) now() time.Time { return s.clock() }
 // runs only through RunOnce. Names are letters, digits, '.', '_' and '-'.
 // Jobs may be added while Run is running.
 func (s *Scheduler) Add(name, spec string, fn Func, opts ...JobOption) error {
-	if err := quota.CheckName("job", name); err != nil {
+	if err := backend.CheckName("job", name); err != nil {
 		return fmt.Errorf("jobs: add: %w", err)
 	}
 	if fn == nil {
@@ -131,10 +132,10 @@ func (s *Scheduler) Add(name, spec string, fn Func, opts ...JobOption) error {
 		o(j)
 	}
 	for _, a := range j.allocs {
-		if err := quota.CheckName("budget", a[0]); err != nil {
+		if err := backend.CheckName("budget", a[0]); err != nil {
 			return fmt.Errorf("jobs: add %q: allocation: %w", name, err)
 		}
-		if err := quota.CheckName("budget", a[1]); err != nil {
+		if err := backend.CheckName("budget", a[1]); err != nil {
 			return fmt.Errorf("jobs: add %q: allocation: %w", name, err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // LeaseOptions configures WithLeases.
@@ -160,7 +162,7 @@ func (o *LeaseOptions) cap(b Budget) int64 {
 // leaseTake admits debits from leases. On admission it returns the
 // reservation; on a refusal, the refusing block take's result and its
 // debit; else a store error.
-func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits []Debit) (*Reservation, *TakeResult, Debit, error) {
+func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits []backend.Debit) (*Reservation, *backend.TakeResult, backend.Debit, error) {
 	held := make([]*lease, 0, len(debits))
 	undo := func() {
 		for i, ls := range held {
@@ -187,13 +189,13 @@ func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits
 			r.At = ls.storeAt.Add(now.Sub(ls.local)).Truncate(time.Microsecond)
 		}
 	}
-	return r, nil, Debit{}, nil
+	return r, nil, backend.Debit{}, nil
 }
 
 // leaseAdmit admits d from the owner's lease of its budget, taking a new
 // lease when the current one cannot pay. method and job are the charge's:
 // a plain decision is spent under them, a lease's block under leaseMethod.
-func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, d Debit) (*lease, *TakeResult, error) {
+func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, d backend.Debit) (*lease, *backend.TakeResult, error) {
 	life := l.leases.opts.lifetime(d.Budget)
 	k := leaseKey{id.account, d.Name}
 	v, ok := l.leases.m.Load(k)
@@ -208,7 +210,7 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 		// blocks): one plain decision, taken without the slot's lock, so
 		// that charges like it go to the store side by side instead of
 		// queueing on the lease, and the current lease goes on.
-		plain := func() (*lease, *TakeResult, error) {
+		plain := func() (*lease, *backend.TakeResult, error) {
 			return l.takeBlock(ctx, slot, id, method, job, d, d.Cost, 0)
 		}
 		ls, res, err := plain()
@@ -289,7 +291,7 @@ func (l *Limiter) confirmed(ctx context.Context, slot *leaseSlot, ls *lease, now
 	if now.Sub(ls.confirmed) <= l.leases.opts.CheckEvery {
 		return true // the common case: no interface check on the hot path
 	}
-	cv, ok := l.store.(ChangeVersioner)
+	cv, ok := l.store.(backend.ChangeVersioner)
 	if !ok {
 		return true
 	}
@@ -314,7 +316,7 @@ func (l *Limiter) confirmed(ctx context.Context, slot *leaseSlot, ls *lease, now
 // take ends the lease at its first check, needlessly but safely; one after
 // the take is what the check is for. Its caller holds the slot's lock.
 func (l *Limiter) baseVersion(ctx context.Context, slot *leaseSlot, owner string, life time.Duration, now time.Time) (int64, bool) {
-	cv, ok := l.store.(ChangeVersioner)
+	cv, ok := l.store.(backend.ChangeVersioner)
 	if !ok || life <= 0 {
 		return 0, false
 	}
@@ -357,14 +359,14 @@ const leaseMethod = "lease"
 // the store spends it under method and job. Like a plain decision, it
 // takes the store-loss policy (WithStoreLoss) to the store and acts on a
 // loss the store found.
-func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, method, job string, d Debit, size int64, life time.Duration) (*lease, *TakeResult, error) {
+func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, method, job string, d backend.Debit, size int64, life time.Duration) (*lease, *backend.TakeResult, error) {
 	before := l.localNow()
 	nonce := l.nonce()
 	hold := life
 	owner := id.account
-	req := &TakeRequest{
+	req := &backend.TakeRequest{
 		API: l.api, Owner: owner, Nonce: nonce, Method: method, Job: job, Now: l.now(),
-		Debits: []Debit{{Budget: d.Budget, Cost: size}}, Hold: hold, TrustStore: l.loss.trust,
+		Debits: []backend.Debit{{Budget: d.Budget, Cost: size}}, Hold: hold, TrustStore: l.loss.trust,
 	}
 	res, err := l.store.Take(ctx, req)
 	if err != nil {
@@ -374,12 +376,12 @@ func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, meth
 		return nil, nil, fmt.Errorf("%w: store answered %d usages for one budget", ErrStoreUnavailable, len(res.Usage))
 	}
 	l.lostState(ctx, req, res, id)
-	res.Usage[0].finish(res.At)
+	finishUsage(&res.Usage[0], res.At)
 	if !res.OK {
 		return nil, res, nil
 	}
 	ls := &lease{
-		slot: slot, owner: owner, budget: d.Budget, stamp: HeldAt(d.Window, res.At, hold), nonce: nonce, method: method, job: job,
+		slot: slot, owner: owner, budget: d.Budget, stamp: backend.HeldAt(d.Window, res.At, hold), nonce: nonce, method: method, job: job,
 		size: size, usage: res.Usage[0], storeAt: res.At, local: l.localNow(), confirmed: before,
 	}
 	// The lease admits until its life has passed since before the take (the
@@ -412,9 +414,9 @@ func (ls *lease) settle(ctx context.Context, l *Limiter) error {
 // shrink settles the block in the store to units, and reports whether the
 // store still held it (in its window, not dropped).
 func (ls *lease) shrink(ctx context.Context, l *Limiter, units int64) (bool, error) {
-	got, err := l.store.Settle(ctx, &SettleRequest{
+	got, err := l.store.Settle(ctx, &backend.SettleRequest{
 		API: l.api, Owner: ls.owner, At: ls.stamp, Nonce: ls.nonce, Method: ls.method, Job: ls.job,
-		Debits: []Debit{{Budget: ls.budget, Cost: units}}, Now: l.now(), Decided: ls.storeAt,
+		Debits: []backend.Debit{{Budget: ls.budget, Cost: units}}, Now: l.now(), Decided: ls.storeAt,
 	})
 	if err != nil {
 		return false, err
@@ -438,7 +440,7 @@ func (ls *lease) giveBack(n int64) {
 // to the store). It returns the units freed; a debit already refunded, or
 // whose settled block the store no longer holds (out of its window), gives
 // an error wrapping ErrNotFound, as a plain reservation's does.
-func (l *Limiter) settleLeased(ctx context.Context, res *Reservation, debits []Debit) (int64, error) {
+func (l *Limiter) settleLeased(ctx context.Context, res *Reservation, debits []backend.Debit) (int64, error) {
 	var errs []error
 	var total int64
 	gone := false
@@ -514,7 +516,7 @@ func (l *Limiter) Close(ctx context.Context) error {
 
 // takeLeased is Take's path under WithLeases, after the local refusal check
 // (check as refusedLocally gave it).
-func (l *Limiter) takeLeased(ctx context.Context, id ident, method string, debits []Debit, check *refusal) (*Reservation, error) {
+func (l *Limiter) takeLeased(ctx context.Context, id ident, method string, debits []backend.Debit, check *refusal) (*Reservation, error) {
 	r, refused, d, err := l.leaseTake(ctx, id, method, debits)
 	if err != nil {
 		if check != nil {
@@ -529,7 +531,7 @@ func (l *Limiter) takeLeased(ctx context.Context, id ident, method string, debit
 		observe(ctx, r, false)
 		return r, nil
 	}
-	err = l.exhausted(refused.At, refused.Usage, []Debit{d}, id.fp, id.label)
+	err = l.exhausted(refused.At, refused.Usage, []backend.Debit{d}, id.fp, id.label)
 	var e *ExhaustedError
 	if errors.As(err, &e) && l.refusals != nil {
 		l.remember(id.account, debits, e, refused.At, l.localNow(), check)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // hungStore is a MemoryStore whose Take and Usage, once hung, answers only when the
@@ -22,7 +23,7 @@ type hungStore struct {
 	hung atomic.Bool
 }
 
-func (s *hungStore) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+func (s *hungStore) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	if s.hung.Load() {
 		<-ctx.Done()
 		return nil, fmt.Errorf("hung: take: %w: i/o timeout (%w)", quota.ErrStoreUnavailable, ctx.Err())
@@ -30,7 +31,7 @@ func (s *hungStore) Take(ctx context.Context, req *quota.TakeRequest) (*quota.Ta
 	return s.MemoryStore.Take(ctx, req)
 }
 
-func (s *hungStore) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
+func (s *hungStore) Usage(ctx context.Context, req *backend.UsageRequest) ([]quota.Usage, error) {
 	if s.hung.Load() {
 		<-ctx.Done()
 		return nil, fmt.Errorf("hung: usage: %w: i/o timeout (%w)", quota.ErrStoreUnavailable, ctx.Err())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // TestHostClockReadsTheWallClock: the cheap host clock tells the wall
@@ -36,7 +38,7 @@ func TestMemoryTakeNotBeforePrune(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	take := func(host, cost int64) (bool, time.Time) {
 		t.Helper()
-		ok, at, _, err := s.take(ctx, &TakeRequest{API: "api", Owner: "o", Nonce: "n"}, host, false, []Debit{{Budget: b, Cost: cost}}, make([]Usage, 1))
+		ok, at, _, err := s.take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n"}, host, false, []backend.Debit{{Budget: b, Cost: cost}}, make([]Usage, 1))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,13 +4,15 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // decide asks the store for one decision on debits, under the nonce of seq
 // (see appendNonce).
-func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job string, debits []Debit) (*TakeResult, error) {
+func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job string, debits []backend.Debit) (*backend.TakeResult, error) {
 	var nb [nonceMax]byte // the nonce is built on the stack: one allocation, the string
-	req := &TakeRequest{API: l.api, Owner: owner, Nonce: string(l.appendNonce(nb[:0], seq)), Method: method, Job: job, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}
+	req := &backend.TakeRequest{API: l.api, Owner: owner, Nonce: string(l.appendNonce(nb[:0], seq)), Method: method, Job: job, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}
 	return l.store.Take(ctx, req)
 }
 
@@ -20,10 +22,10 @@ func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job str
 // Take read, for the store's too unless the limiter has a clock of its own
 // (WithClock). The store makes the nonce, and returns its number (see
 // MemoryStore.take).
-func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, host int64, owner, method, job string, debits []Debit, us []Usage) (bool, time.Time, uint64, error) {
+func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, host int64, owner, method, job string, debits []backend.Debit, us []Usage) (bool, time.Time, uint64, error) {
 	// Set field by field: a literal is built apart and copied in, which
 	// stalls on store forwarding.
-	var req TakeRequest
+	var req backend.TakeRequest
 	req.API, req.Owner, req.Method, req.Job = l.api, owner, method, job
 	if l.clock != nil {
 		req.Now = l.now()

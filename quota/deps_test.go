@@ -21,3 +21,29 @@ func TestCoreDependencies(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendDependencies: the store contract imports the standard library
+// only, and the stores implement it without importing quota (as
+// database/sql drivers import database/sql/driver, not database/sql).
+func TestBackendDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/quotactl/quotactl/quota/backend").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.Contains(dep, ".") && dep != "github.com/quotactl/quotactl/quota/backend" {
+			t.Errorf("quota/backend depends on %s", dep)
+		}
+	}
+	for _, store := range []string{"redisstore", "sqlitestore"} {
+		out, err := exec.Command("go", "list", "-deps", "github.com/quotactl/quotactl/quota/"+store).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps: %v\n%s", err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == "github.com/quotactl/quotactl/quota" {
+				t.Errorf("quota/%s imports quota: a store imports quota/backend only", store)
+			}
+		}
+	}
+}

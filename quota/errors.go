@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 var (
@@ -17,21 +19,21 @@ var (
 
 	// ErrCostExceedsLimit means a charge costs more than a budget's whole
 	// limit, so it can never succeed. Fail loudly; never retry it.
-	ErrCostExceedsLimit = errors.New("quota: cost exceeds limit")
+	ErrCostExceedsLimit = backend.ErrCostExceedsLimit
 
 	// ErrStoreUnavailable wraps the cause when the store could not be
 	// reached or did not answer in time. Unless the limiter fails open, the
 	// charge was refused.
-	ErrStoreUnavailable = errors.New("quota: store unavailable")
+	ErrStoreUnavailable = backend.ErrStoreUnavailable
 
 	// ErrInvalid wraps every invalid argument: a cost <= 0, an empty
 	// credential, an unknown budget, a bad limit, window or name. The message
 	// names which.
-	ErrInvalid = errors.New("quota: invalid argument")
+	ErrInvalid = backend.ErrInvalid
 
 	// ErrUnknownCredential is returned for a Credential given by label alone
 	// when the store knows no credential with that label.
-	ErrUnknownCredential = errors.New("quota: unknown credential")
+	ErrUnknownCredential = backend.ErrUnknownCredential
 
 	// ErrForeignHost is wrapped by a Pricer's error for a request to a host
 	// it does not price (a costs.Table declaring hosts, for a request to
@@ -44,7 +46,7 @@ var (
 	// ErrNotFound is returned when a reservation, state value or other record
 	// does not exist (for a reservation: never made, already refunded, or
 	// already out of its window).
-	ErrNotFound = errors.New("quota: not found")
+	ErrNotFound = backend.ErrNotFound
 
 	// ErrPartialRefund is matched by every *PartialRefundError: a refund
 	// gave back only part of a reservation, or none of it, because a
@@ -126,4 +128,10 @@ func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// trimInvalid returns err's message without ErrInvalid's prefix, to wrap
+// it again in a message that says more.
+func trimInvalid(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": ")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/storetest"
 )
 
@@ -198,12 +199,12 @@ type callCounter struct {
 	takes, settles atomic.Int64
 }
 
-func (c *callCounter) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+func (c *callCounter) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	c.takes.Add(1)
 	return c.Store.Take(ctx, req)
 }
 
-func (c *callCounter) Settle(ctx context.Context, req *quota.SettleRequest) (map[string]int64, error) {
+func (c *callCounter) Settle(ctx context.Context, req *backend.SettleRequest) (map[string]int64, error) {
 	c.settles.Add(1)
 	return c.Store.Settle(ctx, req)
 }
@@ -294,7 +295,7 @@ func TestLeaseBreakdown(t *testing.T) {
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := st.Breakdown(ctx, &quota.BreakdownRequest{API: "api", Owner: owner, Since: clock.Now().Add(-time.Hour), Now: clock.Now()})
+	rows, err := st.Breakdown(ctx, &backend.BreakdownRequest{API: "api", Owner: owner, Since: clock.Now().Add(-time.Hour), Now: clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ type stallStore struct {
 	fail int
 }
 
-func (s *stallStore) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+func (s *stallStore) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	res, err := s.Store.Take(ctx, req)
 	if err == nil && s.fail > 0 {
 		s.fail--

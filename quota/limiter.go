@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Limiter meters one API's budgets per owner over a Store: every credential
@@ -75,10 +77,10 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 	if store == nil {
 		return nil, invalidf("nil store")
 	}
-	if err := checkName("api", api); err != nil {
+	if err := backend.CheckName("api", api); err != nil {
 		return nil, err
 	}
-	if err := ValidateBudgets(budgets); err != nil {
+	if err := backend.ValidateBudgets(budgets); err != nil {
 		return nil, err
 	}
 	l := &Limiter{
@@ -96,7 +98,7 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 		o(l)
 	}
 	if l.owner != "" {
-		if err := checkName("owner", l.owner); err != nil {
+		if err := backend.CheckName("owner", l.owner); err != nil {
 			return nil, err
 		}
 	}
@@ -217,7 +219,7 @@ func (l *Limiter) resolve(ctx context.Context, c Credential) (*ident, bool, erro
 		owner = l.owner
 	}
 	if c.Owner != "" {
-		if err := checkName("owner", c.Owner); err != nil {
+		if err := backend.CheckName("owner", c.Owner); err != nil {
 			return nil, false, err
 		}
 	}
@@ -233,7 +235,7 @@ func (l *Limiter) resolve(ctx context.Context, c Credential) (*ident, bool, erro
 		return v.(*ident), false, nil
 	}
 	l.define(ctx)
-	u := CredentialUpdate{Op: OpRegister, ID: fp, Label: c.Label, Owner: owner, Legacy: l.legacyFingerprint(c.Secret)}
+	u := backend.CredentialUpdate{Op: backend.OpRegister, ID: fp, Label: c.Label, Owner: owner, Legacy: l.legacyFingerprint(c.Secret)}
 	if owner == "" {
 		// A Transport's unnamed owner: for a credential the store does not
 		// record, decided in the store's atomic step, so that it never
@@ -273,7 +275,7 @@ func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 		owner = l.owner
 	}
 	if c.Owner != "" {
-		if err := checkName("owner", c.Owner); err != nil {
+		if err := backend.CheckName("owner", c.Owner); err != nil {
 			return ident{}, err
 		}
 	}
@@ -414,7 +416,7 @@ func (l *Limiter) identifyLabel(ctx context.Context, label, owner string) (*iden
 		return nil, true, err
 	}
 	if owner != "" && owner != c.Account() {
-		if c, err = l.store.UpdateCredential(ctx, l.api, CredentialUpdate{Op: OpRegister, ID: c.ID, Owner: owner}); err != nil {
+		if c, err = l.store.UpdateCredential(ctx, l.api, backend.CredentialUpdate{Op: backend.OpRegister, ID: c.ID, Owner: owner}); err != nil {
 			return nil, true, err
 		}
 	}
@@ -461,23 +463,23 @@ func (l *Limiter) Rotate(ctx context.Context, from string, next Credential) (Cre
 	if next.Secret == "" {
 		return CredentialInfo{}, invalidf("rotate %q: the new credential needs a secret", from)
 	}
-	return l.catalog(ctx, CredentialUpdate{Op: OpRotate, From: from, ID: l.Fingerprint(next.Secret), Label: next.Label, Owner: next.Owner})
+	return l.catalog(ctx, backend.CredentialUpdate{Op: backend.OpRotate, From: from, ID: l.Fingerprint(next.Secret), Label: next.Label, Owner: next.Owner})
 }
 
 // Relabel gives the credential named from (its label or fingerprint) the
 // label label (empty: none). Labels are unique per API.
 func (l *Limiter) Relabel(ctx context.Context, from, label string) (CredentialInfo, error) {
-	return l.catalog(ctx, CredentialUpdate{Op: OpRelabel, From: from, Label: label})
+	return l.catalog(ctx, backend.CredentialUpdate{Op: backend.OpRelabel, From: from, Label: label})
 }
 
 // Forget removes the credential named from (its label or fingerprint) from
 // the store's catalog. Its owner's usage stays; a later charge with the same
 // secret records it again, as its own owner unless it names one.
 func (l *Limiter) Forget(ctx context.Context, from string) (CredentialInfo, error) {
-	return l.catalog(ctx, CredentialUpdate{Op: OpForget, From: from})
+	return l.catalog(ctx, backend.CredentialUpdate{Op: backend.OpForget, From: from})
 }
 
-func (l *Limiter) catalog(ctx context.Context, u CredentialUpdate) (CredentialInfo, error) {
+func (l *Limiter) catalog(ctx context.Context, u backend.CredentialUpdate) (CredentialInfo, error) {
 	if err := checkContext(ctx, "credential update"); err != nil {
 		return CredentialInfo{}, err
 	}
@@ -591,7 +593,7 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 	if len(ch.Units) == 0 {
 		return nil, invalidf("charge %q names no budget", ch.Method)
 	}
-	var dbuf [2]Debit // on the stack unless the charge names more budgets
+	var dbuf [2]backend.Debit // on the stack unless the charge names more budgets
 	debits, maxCost, err := l.debitsOf(dbuf[:0], ch)
 	if err != nil {
 		return nil, err
@@ -660,7 +662,7 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 			ok, at, seq, err = l.decideMemory(ctx, ms, host, id.account, ch.Method, job, debits, usage)
 			seq |= storeSeq
 		} else {
-			var res *TakeResult
+			var res *backend.TakeResult
 			seq = l.nonceSeq.Add(1)
 			if res, err = l.decide(ctx, seq, id.account, ch.Method, job, debits); err == nil {
 				ok, at, usage, storeLoss = res.OK, res.At, res.Usage, res.StoreLoss
@@ -674,7 +676,7 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 		err = stopped(ctx, "take")
 	}
 	if d != nil { // observers: a copy of the debits, so that they stay on the stack otherwise
-		d.note(id.fp, &TakeRequest{Owner: id.account, Job: job}, slices.Clone(debits), nil, err)
+		d.note(id.fp, &backend.TakeRequest{Owner: id.account, Job: job}, slices.Clone(debits), nil, err)
 	}
 	if err != nil {
 		if check != nil {
@@ -692,14 +694,14 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 	if storeLoss || anyLost(usage) {
 		// the request and the result as the store saw them (rare: rebuilt
 		// here so that the decision's own can stay on the stack)
-		l.lostState(ctx, &TakeRequest{API: l.api, Owner: id.account, Method: ch.Method, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust},
-			&TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}, *id)
+		l.lostState(ctx, &backend.TakeRequest{API: l.api, Owner: id.account, Method: ch.Method, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust},
+			&backend.TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}, *id)
 	}
 	for i := range usage {
-		usage[i].finish(at)
+		finishUsage(&usage[i], at)
 	}
 	if d != nil && d.debits != nil { // observers: a copy that outlives this frame
-		d.res = &TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}
+		d.res = &backend.TakeResult{OK: ok, At: at, Usage: slices.Clone(usage), StoreLoss: storeLoss}
 	}
 	if !ok {
 		err := l.exhausted(at, usage, debits, id.fp, id.label)
@@ -727,7 +729,7 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 // definition in force (an operator's override, or the program's), and
 // returns them with the largest cost; an unknown budget, a cost <= 0 or one
 // over its limit is an error.
-func (l *Limiter) debitsOf(debits []Debit, ch Charge) ([]Debit, int64, error) {
+func (l *Limiter) debitsOf(debits []backend.Debit, ch Charge) ([]backend.Debit, int64, error) {
 	var maxCost int64
 	over := l.over.Load() // the definitions in force (def), for every debit
 	for i := range l.budgets {
@@ -750,7 +752,7 @@ func (l *Limiter) debitsOf(debits []Debit, ch Charge) ([]Debit, int64, error) {
 		maxCost = max(maxCost, cost)
 		// Set in place: a Debit literal is built apart and copied in, which
 		// stalls on store forwarding.
-		debits = append(debits, Debit{})
+		debits = append(debits, backend.Debit{})
 		db := &debits[len(debits)-1]
 		db.Budget, db.Cost = *b, cost
 	}
@@ -777,7 +779,7 @@ func (l *Limiter) unavailable(err error, cost int64, method string, cred Credent
 }
 
 // exhausted is the error for a refusal at at with usage (one per debit).
-func (l *Limiter) exhausted(at time.Time, usage []Usage, debits []Debit, fp, label string) error {
+func (l *Limiter) exhausted(at time.Time, usage []Usage, debits []backend.Debit, fp, label string) error {
 	worst := -1
 	for i, u := range usage {
 		if !u.RetryAt.IsZero() && (worst < 0 || u.RetryAt.After(usage[worst].RetryAt)) {
@@ -798,8 +800,8 @@ func (l *Limiter) exhausted(at time.Time, usage []Usage, debits []Debit, fp, lab
 	}
 }
 
-// finish fills Remaining from Used, Limit and the exhaustion mark at now.
-func (u *Usage) finish(now time.Time) {
+// finishUsage fills Remaining from Used, Limit and the exhaustion mark at now.
+func finishUsage(u *Usage, now time.Time) {
 	u.Remaining = max(u.Limit-u.Used, 0)
 	if !u.ExhaustedUntil.IsZero() {
 		if u.ExhaustedUntil.After(now) {
@@ -839,13 +841,13 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 	l.refreshOverrides(ctx)
 	budgets := l.Budgets()
 	if res.leases() != nil {
-		debits := make([]Debit, 0, len(res.Usage))
+		debits := make([]backend.Debit, 0, len(res.Usage))
 		for _, u := range res.Usage {
 			b, err := l.budget(u.Budget)
 			if err != nil {
 				return err
 			}
-			debits = append(debits, Debit{Budget: b})
+			debits = append(debits, backend.Debit{Budget: b})
 		}
 		freed, err := l.settleLeased(ctx, res, debits)
 		if err != nil {
@@ -882,7 +884,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 			return err
 		}
 	}
-	got, err := l.store.Refund(ctx, &RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Budgets: budgets, Method: res.Method, Job: res.Job, Now: l.now()})
+	got, err := l.store.Refund(ctx, &backend.RefundRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Budgets: budgets, Method: res.Method, Job: res.Job, Now: l.now()})
 	l.refunded(ctx, res, budgets, got, err)
 	if err != nil {
 		return err
@@ -913,18 +915,18 @@ const everKept = 100 * 365 * 24 * time.Hour
 // reads and writes nothing else.
 func (l *Limiter) undefinedCharged(ctx context.Context, owner string, at time.Time, nonce string) ([]string, error) {
 	now := l.now()
-	rows, err := l.store.Breakdown(ctx, &BreakdownRequest{API: l.api, Owner: owner, Since: at, Now: now})
+	rows, err := l.store.Breakdown(ctx, &backend.BreakdownRequest{API: l.api, Owner: owner, Since: at, Now: now})
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	seen := map[string]bool{}
 	for _, r := range rows {
-		if _, ok := l.index[r.Budget]; ok || seen[r.Budget] || checkName("budget", r.Budget) != nil {
+		if _, ok := l.index[r.Budget]; ok || seen[r.Budget] || backend.CheckName("budget", r.Budget) != nil {
 			continue
 		}
 		seen[r.Budget] = true
-		es, err := l.store.Entries(ctx, &EntriesRequest{API: l.api, Owner: owner, Budget: Budget{Name: r.Budget, Limit: MaxLimit, Window: Sliding(everKept)}, Now: now})
+		es, err := l.store.Entries(ctx, &backend.EntriesRequest{API: l.api, Owner: owner, Budget: Budget{Name: r.Budget, Limit: MaxLimit, Window: Sliding(everKept)}, Now: now})
 		if err != nil {
 			return nil, err
 		}
@@ -947,7 +949,7 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 	if err := checkContext(ctx, "exhaust"); err != nil {
 		return err
 	}
-	until = ClampTime(until)
+	until = backend.ClampTime(until)
 	l.refreshOverrides(ctx)
 	b, err := l.budget(budget)
 	if err != nil {
@@ -958,7 +960,7 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 		return err
 	}
 	l.endLeases(ctx, id.account, budget)
-	err = l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
+	err = l.store.Exhaust(ctx, &backend.ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
 	l.marked(ctx, cred, id.fp, id.account, budget, until, err)
 	if err == nil {
 		l.forgetRefusals(id.account)
@@ -989,7 +991,7 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if err != nil {
 		return err
 	}
-	req := &AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}
+	req := &backend.AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}
 	if ls := l.endLeases(ctx, id.account, budget); ls != nil {
 		// its block is held past now, but the lease admits no more: what
 		// it admitted is in used
@@ -1024,7 +1026,7 @@ func (l *Limiter) StatusOf(ctx context.Context, account string) ([]Usage, error)
 	}
 	l.refreshOverrides(ctx)
 	now := l.now()
-	us, err := l.store.Usage(ctx, &UsageRequest{API: l.api, Owner: account, Budgets: l.Budgets(), Now: now})
+	us, err := l.store.Usage(ctx, &backend.UsageRequest{API: l.api, Owner: account, Budgets: l.Budgets(), Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -1032,7 +1034,7 @@ func (l *Limiter) StatusOf(ctx context.Context, account string) ([]Usage, error)
 		now = time.Now()
 	}
 	for i := range us {
-		us[i].finish(now)
+		finishUsage(&us[i], now)
 	}
 	return us, nil
 }
@@ -1052,7 +1054,7 @@ func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) (
 	if err != nil {
 		return nil, err
 	}
-	return l.store.Entries(ctx, &EntriesRequest{API: l.api, Owner: id.account, Budget: b, Now: l.now()})
+	return l.store.Entries(ctx, &backend.EntriesRequest{API: l.api, Owner: id.account, Budget: b, Now: l.now()})
 }
 
 // List returns every API, budget and credential the store knows.

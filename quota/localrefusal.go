@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // DefaultRefusalBound is how stale a local refusal may get before it is
@@ -53,7 +55,7 @@ type refusalKey struct {
 	c1, c2 int64
 }
 
-func makeRefusalKey(owner string, debits []Debit) (refusalKey, bool) {
+func makeRefusalKey(owner string, debits []backend.Debit) (refusalKey, bool) {
 	k := refusalKey{owner: owner}
 	switch len(debits) {
 	case 2:
@@ -88,7 +90,7 @@ func (l *Limiter) localNow() time.Time {
 // when the charge must go to the store: there is none, capacity is back,
 // or this call is the one per bound that checks. check is set when the call
 // holds the check (it must end with doneChecking).
-func (l *Limiter) refusedLocally(owner string, debits []Debit) (err *ExhaustedError, check *refusal) {
+func (l *Limiter) refusedLocally(owner string, debits []backend.Debit) (err *ExhaustedError, check *refusal) {
 	k, ok := makeRefusalKey(owner, debits)
 	if !ok {
 		return nil, nil
@@ -115,7 +117,7 @@ func (l *Limiter) refusedLocally(owner string, debits []Debit) (err *ExhaustedEr
 // remember records the store's decision on (owner, debits): a refusal
 // stands, an admission clears any refusal. check is what refusedLocally
 // gave, or nil.
-func (l *Limiter) remember(owner string, debits []Debit, refused *ExhaustedError, storeAt, local time.Time, check *refusal) {
+func (l *Limiter) remember(owner string, debits []backend.Debit, refused *ExhaustedError, storeAt, local time.Time, check *refusal) {
 	if check != nil {
 		defer check.busy.Store(false)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // ErrStoreLost is the cause reported (to an observer, in logs) when a store
@@ -77,7 +79,7 @@ type storeLoss struct {
 // SpendOnLoss, it marks the limiter's budgets that the charge did not name
 // spent too (the store marked the debited ones itself, atomically with the
 // finding).
-func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResult, id ident) {
+func (l *Limiter) lostState(ctx context.Context, req *backend.TakeRequest, res *backend.TakeResult, id ident) {
 	if !res.StoreLoss && !anyLost(res.Usage) {
 		return
 	}
@@ -91,7 +93,7 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 		if id.account != id.fp {
 			owner = id.account
 		}
-		if _, err := l.store.UpdateCredential(ctx, l.api, CredentialUpdate{Op: OpRegister, ID: id.fp, Label: label, Owner: owner}); err != nil {
+		if _, err := l.store.UpdateCredential(ctx, l.api, backend.CredentialUpdate{Op: backend.OpRegister, ID: id.fp, Label: label, Owner: owner}); err != nil {
 			l.log.Error("quota: store lost recorded usage and recording the credential again failed", "api", l.api, "owner", who(id), "error", err)
 		}
 	}
@@ -118,7 +120,7 @@ func (l *Limiter) lostState(ctx context.Context, req *TakeRequest, res *TakeResu
 			}
 			b = l.def(b) // the definition in force (an operator's override)
 			until := b.Window.Expiry(res.At)
-			err := l.store.Exhaust(ctx, &ExhaustRequest{API: l.api, Owner: req.Owner, Budget: b, Until: until, Now: req.Now, StoreLoss: true})
+			err := l.store.Exhaust(ctx, &backend.ExhaustRequest{API: l.api, Owner: req.Owner, Budget: b, Until: until, Now: req.Now, StoreLoss: true})
 			if err != nil {
 				l.log.Error("quota: store lost recorded usage and marking a budget spent failed",
 					"api", l.api, "owner", who(id), "budget", b.Name, "error", err)
@@ -182,7 +184,7 @@ func anyLost(us []Usage) bool {
 	return false
 }
 
-func containsDebit(ds []Debit, name string) bool {
+func containsDebit(ds []backend.Debit, name string) bool {
 	for _, d := range ds {
 		if d.Name == name {
 			return true

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // lossStore is a MemoryStore that reports, on the next Take, that it lost
@@ -19,7 +21,7 @@ type lossStore struct {
 	lose bool
 }
 
-func (s *lossStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, error) {
+func (s *lossStore) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	res, err := s.MemoryStore.Take(ctx, req)
 	if err != nil || !s.lose {
 		return res, err
@@ -33,7 +35,7 @@ func (s *lossStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, er
 			res.Usage[i].ExhaustedUntil = req.Debits[i].Window.Expiry(res.At)
 			res.Usage[i].RetryAt = res.Usage[i].ExhaustedUntil
 			// and it keeps the mark, as a Redis store does
-			if err := s.MemoryStore.Exhaust(ctx, &ExhaustRequest{API: req.API, Owner: req.Owner, Budget: req.Debits[i].Budget,
+			if err := s.MemoryStore.Exhaust(ctx, &backend.ExhaustRequest{API: req.API, Owner: req.Owner, Budget: req.Debits[i].Budget,
 				Until: res.Usage[i].ExhaustedUntil, Now: req.Now, StoreLoss: true}); err != nil {
 				return nil, err
 			}

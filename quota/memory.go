@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // MemoryStore is a Store (and StateStore) that lives in one process: for
@@ -44,7 +46,7 @@ type MemoryStore struct {
 
 var _ Store = (*MemoryStore)(nil)
 var _ StateStore = (*MemoryStore)(nil)
-var _ ChangeVersioner = (*MemoryStore)(nil)
+var _ backend.ChangeVersioner = (*MemoryStore)(nil)
 
 type verKey struct{ api, owner string }
 
@@ -164,7 +166,7 @@ func (lg *memLog) unarchive(now int64) {
 // trimAside drops the set-aside entries recorded more than DailyKeep
 // before now.
 func (lg *memLog) trimAside(now int64) {
-	from := now - DailyKeep.Microseconds() + 1
+	from := now - backend.DailyKeep.Microseconds() + 1
 	for lg.old > 0 && lg.aside(0).at < from {
 		lg.old--
 	}
@@ -223,7 +225,7 @@ func (lg *memLog) use(w Window, now int64) counted {
 	if lg.sum == 0 {
 		lg.kept = w // nothing kept: start afresh
 	} else {
-		lg.kept = Retain(lg.kept, w)
+		lg.kept = backend.Retain(lg.kept, w)
 	}
 	var c counted
 	c.first, c.gap = lg.first(now)
@@ -299,7 +301,7 @@ func (lg *memLog) prune(now int64) {
 	if lg.kept.IsZero() || lg.kept.Equal(lg.window) {
 		start = lg.start(now) // the hot path: the day cached
 	} else {
-		start = KeptSince(lg.kept, time.UnixMicro(now)).UnixMicro()
+		start = backend.KeptSince(lg.kept, time.UnixMicro(now)).UnixMicro()
 	}
 	lg.pruneBefore(start, now)
 }
@@ -478,8 +480,8 @@ func (s *MemoryStore) logOf(api, cred, budget string) *memLog {
 }
 
 // Take implements Store.
-func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, error) {
-	if err := CheckHold(req.Hold, req.Debits); err != nil {
+func (s *MemoryStore) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
+	if err := backend.CheckHold(req.Hold, req.Debits); err != nil {
 		return nil, err
 	}
 	if len(req.Nonce) > maxMemNonce {
@@ -508,7 +510,7 @@ func (s *MemoryStore) Take(ctx context.Context, req *TakeRequest) (*TakeResult, 
 // logs were pruned at: a clock read before the lock, or a reading a µs
 // behind another's, must not count a log at an instant before entries it
 // no longer holds had expired.
-func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mint bool, debits []Debit, us []Usage) (bool, time.Time, uint64, error) {
+func (s *MemoryStore) take(ctx context.Context, req *backend.TakeRequest, host int64, mint bool, debits []backend.Debit, us []Usage) (bool, time.Time, uint64, error) {
 	if ctx == nil {
 		return false, time.Time{}, 0, invalidf("memory store: nil context")
 	}
@@ -572,7 +574,7 @@ func (s *MemoryStore) take(ctx context.Context, req *TakeRequest, host int64, mi
 			d, lg := &debits[i], lgs[i]
 			at := nowUS
 			if req.Hold > 0 {
-				at = HeldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
+				at = backend.HeldAt(d.Window, s.instant(req.Now, nowUS), req.Hold).UnixMicro()
 			}
 			e := lg.push(at)
 			e.cost, e.held = d.Cost, req.Hold > 0
@@ -613,16 +615,16 @@ func scratch[T any](buf []T, n int) []T {
 
 // newTakeResult allocates a result and, for up to two budgets, its usage
 // in one piece.
-func newTakeResult(n int) *TakeResult {
+func newTakeResult(n int) *backend.TakeResult {
 	if n <= 2 {
 		r := new(struct {
-			res TakeResult
+			res backend.TakeResult
 			buf [2]Usage
 		})
 		r.res.Usage = r.buf[:n]
 		return &r.res
 	}
-	return &TakeResult{Usage: make([]Usage, n)}
+	return &backend.TakeResult{Usage: make([]Usage, n)}
 }
 
 func (s *MemoryStore) sweep(now int64) {
@@ -638,7 +640,7 @@ func (s *MemoryStore) sweep(now int64) {
 }
 
 // Refund implements Store.
-func (s *MemoryStore) Refund(ctx context.Context, req *RefundRequest) (map[string]int64, error) {
+func (s *MemoryStore) Refund(ctx context.Context, req *backend.RefundRequest) (map[string]int64, error) {
 	at := req.At.UnixMicro()
 	now := nowOr(req.Now).UnixMicro()
 	got := map[string]int64{}
@@ -680,7 +682,7 @@ func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at
 }
 
 // Settle implements Store.
-func (s *MemoryStore) Settle(ctx context.Context, req *SettleRequest) (map[string]int64, error) {
+func (s *MemoryStore) Settle(ctx context.Context, req *backend.SettleRequest) (map[string]int64, error) {
 	if ctx == nil {
 		return nil, invalidf("memory store: nil context")
 	}
@@ -709,21 +711,21 @@ func (s *MemoryStore) Settle(ctx context.Context, req *SettleRequest) (map[strin
 }
 
 // Exhaust implements Store.
-func (s *MemoryStore) Exhaust(ctx context.Context, req *ExhaustRequest) error {
+func (s *MemoryStore) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lg := s.log(req.API, req.Owner, req.Budget, now)
 	s.bump(req.API, req.Owner)
 	lg.exh = 0
-	if u := ClampTime(req.Until).UnixMicro(); !req.Until.IsZero() && u > now {
+	if u := backend.ClampTime(req.Until).UnixMicro(); !req.Until.IsZero() && u > now {
 		lg.exh = u
 	}
 	return nil
 }
 
 // Adjust implements Store.
-func (s *MemoryStore) Adjust(ctx context.Context, req *AdjustRequest) error {
+func (s *MemoryStore) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -781,7 +783,7 @@ func (s *MemoryStore) ChangeVersion(ctx context.Context, api, owner string) (int
 }
 
 // Usage implements Store.
-func (s *MemoryStore) Usage(ctx context.Context, req *UsageRequest) ([]Usage, error) {
+func (s *MemoryStore) Usage(ctx context.Context, req *backend.UsageRequest) ([]Usage, error) {
 	now := nowOr(req.Now).UnixMicro()
 	out := make([]Usage, len(req.Budgets))
 	s.mu.Lock()
@@ -797,7 +799,7 @@ func (s *MemoryStore) Usage(ctx context.Context, req *UsageRequest) ([]Usage, er
 }
 
 // Entries implements Store.
-func (s *MemoryStore) Entries(ctx context.Context, req *EntriesRequest) ([]Entry, error) {
+func (s *MemoryStore) Entries(ctx context.Context, req *backend.EntriesRequest) ([]Entry, error) {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -826,11 +828,11 @@ func (s *MemoryStore) api(name string) *memAPI {
 
 // DefineBudgets implements Store.
 func (s *MemoryStore) DefineBudgets(ctx context.Context, api string, budgets []Budget) error {
-	if err := checkName("api", api); err != nil {
+	if err := backend.CheckName("api", api); err != nil {
 		return err
 	}
 	for _, b := range budgets {
-		if err := b.validate(); err != nil {
+		if err := b.Validate(); err != nil {
 			return err
 		}
 	}
@@ -857,14 +859,14 @@ func (s *MemoryStore) DeleteBudget(ctx context.Context, api, budget string) erro
 
 // UpdateCredential implements Store: the store's mutex makes the change
 // atomic.
-func (s *MemoryStore) UpdateCredential(ctx context.Context, api string, u CredentialUpdate) (CredentialInfo, error) {
+func (s *MemoryStore) UpdateCredential(ctx context.Context, api string, u backend.CredentialUpdate) (CredentialInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var creds []CredentialInfo
 	if a := s.apis[api]; a != nil {
 		creds = slices.Collect(maps.Values(a.creds))
 	}
-	ch, info, err := ApplyCredentialUpdate(api, creds, u)
+	ch, info, err := backend.ApplyCredentialUpdate(api, creds, u)
 	if err != nil {
 		return CredentialInfo{}, err
 	}

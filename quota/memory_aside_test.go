@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // TestMemoryDailySetAsideBounded: a daily log sets the entries its day
@@ -16,11 +18,11 @@ func TestMemoryDailySetAsideBounded(t *testing.T) {
 	b := Budget{Name: "units", Limit: 1 << 40, Window: Daily(time.UTC)}
 	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	const every = 10 * time.Minute
-	most := int(24*time.Hour/every) + int(DailyKeep/every) + 1
+	most := int(24*time.Hour/every) + int(backend.DailyKeep/every) + 1
 	var lg *memLog
 	for i := range 5 * 24 * 6 {
 		now := t0.Add(time.Duration(i) * every)
-		req := &TakeRequest{API: "api", Owner: "o", Nonce: "n", Now: now, Debits: []Debit{{Budget: b, Cost: 1}}}
+		req := &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n", Now: now, Debits: []backend.Debit{{Budget: b, Cost: 1}}}
 		res, err := st.Take(ctx, req)
 		if err != nil || !res.OK {
 			t.Fatalf("take at %v: %v, %v", now, res, err)
@@ -29,7 +31,7 @@ func TestMemoryDailySetAsideBounded(t *testing.T) {
 		if lg.n+lg.old > most {
 			t.Fatalf("at %v the log holds %d entries and %d set aside; want at most %d", now, lg.n, lg.old, most)
 		}
-		if lg.old > 0 && lg.aside(0).at < now.Add(-DailyKeep).UnixMicro() {
+		if lg.old > 0 && lg.aside(0).at < now.Add(-backend.DailyKeep).UnixMicro() {
 			t.Fatalf("at %v an entry of %v is still set aside", now, time.UnixMicro(lg.aside(0).at))
 		}
 		if want := int64(now.Sub(t0.Truncate(24*time.Hour))%(24*time.Hour)/every) + 1; res.Usage[0].Used != want {
@@ -40,7 +42,7 @@ func TestMemoryDailySetAsideBounded(t *testing.T) {
 		t.Fatal("no entry set aside")
 	}
 	st.mu.Lock()
-	st.sweep(t0.Add(5*24*time.Hour + DailyKeep).UnixMicro())
+	st.sweep(t0.Add(5*24*time.Hour + backend.DailyKeep).UnixMicro())
 	_, ok := st.logs[logKey{"api", "o", "units"}]
 	st.mu.Unlock()
 	if ok {

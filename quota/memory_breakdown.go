@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // useKey names one breakdown row of the memory store.
@@ -40,7 +42,7 @@ func (s *MemoryStore) spend(api, owner string, b Budget, method, job string, at,
 
 func (r *useRow) add(hour int64, w Window, units int64) {
 	r.units += units
-	r.keep = max(r.keep, hour+hourUS+BreakdownKeep(w).Microseconds())
+	r.keep = max(r.keep, hour+hourUS+backend.BreakdownKeep(w).Microseconds())
 }
 
 // spendLog is spend for a decision on lg (the log of api, owner and b,
@@ -73,7 +75,7 @@ func (s *MemoryStore) sweepUse(now int64) {
 }
 
 // Breakdown implements Store.
-func (s *MemoryStore) Breakdown(ctx context.Context, req *BreakdownRequest) ([]BreakdownRow, error) {
+func (s *MemoryStore) Breakdown(ctx context.Context, req *backend.BreakdownRequest) ([]backend.BreakdownRow, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
 	}
@@ -84,7 +86,7 @@ func (s *MemoryStore) Breakdown(ctx context.Context, req *BreakdownRequest) ([]B
 		want[b] = true
 	}
 	s.mu.Lock()
-	var out []BreakdownRow
+	var out []backend.BreakdownRow
 	for k, r := range s.use {
 		if k.api != req.API || k.owner != req.Owner || r.keep <= now || k.hour+hourUS <= since {
 			continue
@@ -92,14 +94,14 @@ func (s *MemoryStore) Breakdown(ctx context.Context, req *BreakdownRequest) ([]B
 		if len(want) > 0 && !want[k.budget] {
 			continue
 		}
-		out = append(out, BreakdownRow{Hour: time.UnixMicro(k.hour), Budget: k.budget, Method: k.method, Job: k.j, Units: r.units})
+		out = append(out, backend.BreakdownRow{Hour: time.UnixMicro(k.hour), Budget: k.budget, Method: k.method, Job: k.j, Units: r.units})
 	}
 	s.mu.Unlock()
-	return SortBreakdown(out), nil
+	return backend.SortBreakdown(out), nil
 }
 
 // MarkCrossing implements Store.
-func (s *MemoryStore) MarkCrossing(ctx context.Context, req *CrossingMark) (bool, error) {
+func (s *MemoryStore) MarkCrossing(ctx context.Context, req *backend.CrossingMark) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
 	}
@@ -119,3 +121,6 @@ func (s *MemoryStore) MarkCrossing(ctx context.Context, req *CrossingMark) (bool
 	s.marks[k] = req.Until.UnixMicro()
 	return true, nil
 }
+
+// hourUS is an hour in µs.
+const hourUS = int64(time.Hour / time.Microsecond)

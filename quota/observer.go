@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Observer receives a Limiter's events: every decision, each threshold a
@@ -371,13 +373,13 @@ type decision struct {
 	fp     string // the credential's fingerprint
 	owner  string // the TakeRequest's Owner
 	job    string
-	debits []Debit
-	res    *TakeResult // the store's answer; nil when it failed
-	err    error       // the store's error
+	debits []backend.Debit
+	res    *backend.TakeResult // the store's answer; nil when it failed
+	err    error               // the store's error
 }
 
 // note records what Take found; called once the store answered or failed.
-func (d *decision) note(fp string, req *TakeRequest, debits []Debit, res *TakeResult, err error) {
+func (d *decision) note(fp string, req *backend.TakeRequest, debits []backend.Debit, res *backend.TakeResult, err error) {
 	if d == nil {
 		return
 	}
@@ -494,7 +496,7 @@ func (l *Limiter) mark(q queued) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.marks[0].Context), markTimeout)
 	defer cancel()
 	for _, c := range q.marks {
-		first, err := l.store.MarkCrossing(ctx, &CrossingMark{
+		first, err := l.store.MarkCrossing(ctx, &backend.CrossingMark{
 			API: l.api, Owner: q.owner, Budget: c.Budget, Percent: c.Percent, Until: c.Until, Now: l.now(),
 		})
 		if err != nil {

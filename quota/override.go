@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Budget definitions have two sources, and one rule:
@@ -73,7 +75,7 @@ func Overrides(ctx context.Context, st Store, api string) (map[string]Override, 
 		return nil, fmt.Errorf("quota: overrides of %s: %w: %v", api, ErrInvalid, err)
 	}
 	for name, o := range out {
-		if o.Name != name || o.validate() != nil {
+		if o.Name != name || o.Validate() != nil {
 			return nil, fmt.Errorf("quota: overrides of %s: %w: bad definition of %q", api, ErrInvalid, name)
 		}
 	}
@@ -87,10 +89,10 @@ func Overrides(ctx context.Context, st Store, api string) (map[string]Override, 
 // processes sharing st, each take effect: they take turns (see
 // updateOverrides).
 func SetOverride(ctx context.Context, st Store, api string, b Budget, at time.Time) error {
-	if err := checkName("api", api); err != nil {
+	if err := backend.CheckName("api", api); err != nil {
 		return err
 	}
-	if err := ValidateBudgets([]Budget{b}); err != nil {
+	if err := backend.ValidateBudgets([]Budget{b}); err != nil {
 		return err
 	}
 	if _, err := updateOverrides(ctx, st, api, func(over map[string]Override) bool {
@@ -142,7 +144,7 @@ func updateOverrides(ctx context.Context, st Store, api string, change func(map[
 		// release expires on its own
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		_ = ss.ReleaseLease(rctx, &StateLeaseRequest{Key: key, Token: lease.Token})
+		_ = ss.ReleaseLease(rctx, &backend.StateLeaseRequest{Key: key, Token: lease.Token})
 	}()
 	over, err := Overrides(ctx, st, api)
 	if err != nil {
@@ -166,7 +168,7 @@ func updateOverrides(ctx context.Context, st Store, api string, change func(map[
 // while the lease changes hands (each turn a new token), and gives up only
 // when one holder keeps it for twice the lease's lifetime, which a live
 // update never does (it holds the lease for one read and one write).
-func acquireOverrides(ctx context.Context, ss StateStore, key string) (StateLease, error) {
+func acquireOverrides(ctx context.Context, ss StateStore, key string) (backend.StateLease, error) {
 	holder := "override update"
 	if h, err := os.Hostname(); err == nil {
 		holder = fmt.Sprintf("%s:%d override update", h, os.Getpid())
@@ -175,8 +177,8 @@ func acquireOverrides(ctx context.Context, ss StateStore, key string) (StateLeas
 	var give time.Time
 	wait := 5 * time.Millisecond
 	for {
-		lease, err := ss.AcquireLease(ctx, &StateLeaseRequest{Key: key, Holder: holder, TTL: overrideLeaseTTL})
-		var held *StateLeaseHeldError
+		lease, err := ss.AcquireLease(ctx, &backend.StateLeaseRequest{Key: key, Holder: holder, TTL: overrideLeaseTTL})
+		var held *backend.StateLeaseHeldError
 		if !errors.As(err, &held) {
 			return lease, err
 		}
@@ -184,13 +186,13 @@ func acquireOverrides(ctx context.Context, ss StateStore, key string) (StateLeas
 			// a new turn: progress, the wait starts over
 			last, give = held.Held.Token, time.Now().Add(2*overrideLeaseTTL)
 		} else if time.Now().After(give) {
-			return StateLease{}, fmt.Errorf("quota: overrides are being updated by another process: %w", err)
+			return backend.StateLease{}, fmt.Errorf("quota: overrides are being updated by another process: %w", err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return StateLease{}, fmt.Errorf("quota: waiting for another update of the overrides: %w", context.Cause(ctx))
+			return backend.StateLease{}, fmt.Errorf("quota: waiting for another update of the overrides: %w", context.Cause(ctx))
 		case <-t.C:
 		}
 		wait = min(2*wait, 200*time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/storetest"
 )
 
@@ -147,8 +148,8 @@ func TestOverrideUpdateWaitsWhileOthersProgress(t *testing.T) {
 		ctx := context.Background()
 		st := quota.NewMemoryStore()
 		key := "quota/overrides/api"
-		take := func(holder string) quota.StateLease {
-			l, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: key, Holder: holder, TTL: 5 * time.Second})
+		take := func(holder string) backend.StateLease {
+			l, err := st.AcquireLease(ctx, &backend.StateLeaseRequest{Key: key, Holder: holder, TTL: 5 * time.Second})
 			if err != nil {
 				t.Fatalf("%s: %v", holder, err)
 			}
@@ -162,7 +163,7 @@ func TestOverrideUpdateWaitsWhileOthersProgress(t *testing.T) {
 			defer close(done)
 			for i := 1; i <= 6; i++ {
 				<-time.After(4 * time.Second) // synctest: the bubble's clock moves, no real wait
-				if err := st.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: key, Token: l.Token}); err != nil {
+				if err := st.ReleaseLease(ctx, &backend.StateLeaseRequest{Key: key, Token: l.Token}); err != nil {
 					t.Error(err)
 				}
 				if i < 6 {
@@ -190,7 +191,7 @@ func TestOverrideUpdateWaitsWhileOthersProgress(t *testing.T) {
 			defer close(renewed)
 			for range 5 {
 				<-time.After(4 * time.Second)
-				if _, err := st.RenewLease(ctx, &quota.StateLeaseRequest{Key: key, Token: stuck.Token, TTL: 5 * time.Second}); err != nil {
+				if _, err := st.RenewLease(ctx, &backend.StateLeaseRequest{Key: key, Token: stuck.Token, TTL: 5 * time.Second}); err != nil {
 					t.Error(err)
 				}
 			}

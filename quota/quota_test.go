@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 func TestWindowParseAndString(t *testing.T) {
@@ -121,7 +122,7 @@ type flakyStore struct {
 	down atomic.Bool
 }
 
-func (f *flakyStore) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+func (f *flakyStore) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	if f.down.Load() {
 		return nil, fmt.Errorf("flaky: take: %w: dial tcp 127.0.0.1:6379: connection refused", quota.ErrStoreUnavailable)
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Reservation is a granted charge. Keep it to Refund the charge if the call
@@ -181,10 +183,10 @@ func ParseReservationID(id string) (*Reservation, error) {
 		return nil, invalidf("reservation ID %q: want API/ACCOUNT/TIME.NONCE", id)
 	}
 	api, owner, rest := parts[0], parts[1], parts[2]
-	if err := checkName("api", api); err != nil {
+	if err := backend.CheckName("api", api); err != nil {
 		return nil, invalidf("reservation ID %q: %v", id, trimInvalid(err))
 	}
-	if err := checkName("owner", owner); err != nil {
+	if err := backend.CheckName("owner", owner); err != nil {
 		return nil, invalidf("reservation ID %q: %v", id, trimInvalid(err))
 	}
 	var fp string

@@ -4,7 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"time"
+
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Settle shrinks the reservation to actual units really spent and frees the
@@ -49,7 +50,7 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 	if len(actual) == 0 {
 		return invalidf("settle names no budget")
 	}
-	debits := make([]Debit, 0, len(actual))
+	debits := make([]backend.Debit, 0, len(actual))
 	for _, b := range l.budgets {
 		n, ok := actual[b.Name]
 		if !ok {
@@ -62,7 +63,7 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 		if len(res.Usage) > 0 && res.usage(b.Name) == nil {
 			return invalidf("reservation %s did not charge budget %q", res.ID(), b.Name)
 		}
-		debits = append(debits, Debit{Budget: b, Cost: n})
+		debits = append(debits, backend.Debit{Budget: b, Cost: n})
 	}
 	if len(debits) != len(actual) {
 		for name := range actual {
@@ -80,7 +81,7 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 		return invalidf("reservation of api %q has no ID: give the Reservation Take returned, or one from ParseReservationID", res.API)
 	}
 	owner := cmp.Or(res.Owner, res.Credential) // IDs from before owners name the fingerprint
-	got, err := l.store.Settle(ctx, &SettleRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Method: res.Method, Job: res.Job, Debits: debits, Now: l.now()})
+	got, err := l.store.Settle(ctx, &backend.SettleRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Method: res.Method, Job: res.Job, Debits: debits, Now: l.now()})
 	if err != nil {
 		return err
 	}
@@ -110,19 +111,3 @@ func (r *Reservation) usage(budget string) *Usage {
 
 // settleCost is the cost an entry of cost c keeps when settled to actual.
 func settleCost(c, actual int64) int64 { return min(c, max(actual, 0)) }
-
-// HeldAt returns when a store records an entry of window w decided at now
-// with hold (TakeRequest.Hold): now+hold, or for a daily window the day's
-// last microsecond when now+hold is past it.
-func HeldAt(w Window, now time.Time, hold time.Duration) time.Time {
-	if hold <= 0 {
-		return now
-	}
-	at := now.Add(hold).Truncate(time.Microsecond)
-	if w.IsDaily() {
-		if last := w.NextReset(now).Add(-time.Microsecond); at.After(last) {
-			return last
-		}
-	}
-	return at
-}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Transport is an http.RoundTripper that meters every outbound request
@@ -326,7 +327,7 @@ func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Tra
 		t.held = map[string]bool{}
 		var budgets []Budget
 		for _, m := range h.HoldMethods() {
-			if checkName("budget", m) == nil && !t.held[m] {
+			if backend.CheckName("budget", m) == nil && !t.held[m] {
 				t.held[m] = true
 				budgets = append(budgets, Budget{Name: m, Limit: 1, Window: Sliding(24 * time.Hour)})
 			}
@@ -619,7 +620,7 @@ func (t *Transport) credential(req *http.Request) (Credential, error) {
 	}
 	if t.ownerFn != nil {
 		if o := t.ownerFn(req); o != "" {
-			if err := checkName("owner", o); err != nil {
+			if err := backend.CheckName("owner", o); err != nil {
 				return Credential{}, fmt.Errorf("quota: transport: WithOwnerFunc for %s %s: %w", req.Method, req.URL.Path, err)
 			}
 			c.Owner = o

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // A key the store records as its own owner (charged before with no owner)
@@ -219,7 +220,7 @@ type racingStore struct {
 	before func()
 }
 
-func (s *racingStore) UpdateCredential(ctx context.Context, api string, u quota.CredentialUpdate) (quota.CredentialInfo, error) {
+func (s *racingStore) UpdateCredential(ctx context.Context, api string, u backend.CredentialUpdate) (quota.CredentialInfo, error) {
 	s.once.Do(s.before)
 	return s.Store.UpdateCredential(ctx, api, u)
 }
@@ -303,7 +304,7 @@ func TestTransportUnnamedOwnerUnderAJobContext(t *testing.T) {
 	if c := apis[0].Credentials; len(c) != 1 || c[0].Owner != trOwner {
 		t.Fatalf("credentials %+v, want the key under %s", c, trOwner)
 	}
-	rows, err := e.store.Breakdown(context.Background(), &quota.BreakdownRequest{API: e.table.API, Owner: trOwner, Since: e.clk.Now().Add(-time.Hour), Now: e.clk.Now()})
+	rows, err := e.store.Breakdown(context.Background(), &backend.BreakdownRequest{API: e.table.API, Owner: trOwner, Since: e.clk.Now().Add(-time.Hour), Now: e.clk.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // status returns the meter's usage of budget for a credential.
@@ -119,7 +120,7 @@ type countingStore struct {
 	usage atomic.Int64
 }
 
-func (s *countingStore) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
+func (s *countingStore) Usage(ctx context.Context, req *backend.UsageRequest) ([]quota.Usage, error) {
 	s.usage.Add(1)
 	return s.Store.Usage(ctx, req)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 var waitCred = quota.Credential{Secret: "AIza-wait-test", Label: "wait"}
@@ -262,10 +263,10 @@ func (s outageStore) fail(ctx context.Context, op string) error {
 	return fmt.Errorf("hung: %s: %w: i/o timeout (%w)", op, quota.ErrStoreUnavailable, ctx.Err())
 }
 
-func (s outageStore) Take(ctx context.Context, _ *quota.TakeRequest) (*quota.TakeResult, error) {
+func (s outageStore) Take(ctx context.Context, _ *backend.TakeRequest) (*backend.TakeResult, error) {
 	return nil, s.fail(ctx, "take")
 }
-func (s outageStore) UpdateCredential(ctx context.Context, _ string, _ quota.CredentialUpdate) (quota.CredentialInfo, error) {
+func (s outageStore) UpdateCredential(ctx context.Context, _ string, _ backend.CredentialUpdate) (quota.CredentialInfo, error) {
 	return quota.CredentialInfo{}, s.fail(ctx, "update credential")
 }
 func (s outageStore) DefineBudgets(ctx context.Context, _ string, _ []quota.Budget) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -76,11 +77,11 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 			// budget, queued in order, then let go as one pipeline
 			b := budgets[rng.IntN(len(budgets))]
 			k := 2 + rng.IntN(11)
-			reqs := make([]*quota.TakeRequest, k)
+			reqs := make([]*backend.TakeRequest, k)
 			for i := range reqs {
-				reqs[i] = &quota.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprintf("n%d-%d", step, i), Now: now,
+				reqs[i] = &backend.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprintf("n%d-%d", step, i), Now: now,
 					Method: "videos.list", Job: []string{"ingest", "backfill"}[rng.IntN(2)],
-					Debits: []quota.Debit{{Budget: b, Cost: 1 + rng.Int64N(b.Limit/[]int64{6, 20, 40}[rng.IntN(3)])}}}
+					Debits: []backend.Debit{{Budget: b, Cost: 1 + rng.Int64N(b.Limit/[]int64{6, 20, 40}[rng.IntN(3)])}}}
 				if rng.IntN(6) == 0 {
 					req := reqs[i]
 					req.Hold = time.Duration(rng.IntN(6)) * time.Second // a lease's block
@@ -100,11 +101,11 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 			decisions += k
 		case op < 60:
 			// two budgets: take.lua's general path, alone on both
-			var debits []quota.Debit
+			var debits []backend.Debit
 			for _, b := range budgets[:2+rng.IntN(3)] {
-				debits = append(debits, quota.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)})
+				debits = append(debits, backend.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)})
 			}
-			req := &quota.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprint("m", step), Now: now,
+			req := &backend.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprint("m", step), Now: now,
 				Method: "videos.list", Job: "ingest", Debits: debits}
 			p, ep := piped.Take(ctx, req)
 			a, ea := alone.Take(ctx, req)
@@ -157,14 +158,14 @@ func batchVersusOneByOne(t *testing.T, c redis.UniversalClient, seed uint64, los
 
 // takeResult is one decision's answer.
 type takeResult struct {
-	res *quota.TakeResult
+	res *backend.TakeResult
 	err error
 }
 
 // takeQueued makes reqs on st (WithPipelining(1)) so that they wait in its
 // queue in their order, then lets them go together, and returns their
 // answers.
-func takeQueued(t *testing.T, st *redisstore.Store, reqs []*quota.TakeRequest) []takeResult {
+func takeQueued(t *testing.T, st *redisstore.Store, reqs []*backend.TakeRequest) []takeResult {
 	t.Helper()
 	for !redisstore.PipelineIdle(st) {
 		runtime.Gosched() // the last batch's sender is ending
@@ -198,11 +199,11 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 	n := 0
 	batch := func(k int) {
 		t.Helper()
-		reqs := make([]*quota.TakeRequest, k)
+		reqs := make([]*backend.TakeRequest, k)
 		for i := range reqs {
 			n++
-			reqs[i] = &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", n), Now: t0,
-				Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+			reqs[i] = &backend.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", n), Now: t0,
+				Debits: []backend.Debit{{Budget: b, Cost: 1}}}
 		}
 		for i, r := range takeQueued(t, st, reqs) {
 			if r.err != nil || !r.res.OK {
@@ -228,7 +229,7 @@ func TestBatchAfterScriptFlush(t *testing.T) {
 	if got := redisstore.Batched(st); got != before+6 {
 		t.Fatalf("batch.lua decided %d of the 6 decisions after it was loaded again", got-before)
 	}
-	us, err := st.Usage(ctx, &quota.UsageRequest{API: "yt", Owner: "o", Budgets: []quota.Budget{b}, Now: t0})
+	us, err := st.Usage(ctx, &backend.UsageRequest{API: "yt", Owner: "o", Budgets: []quota.Budget{b}, Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/quotactl/quotactl/quota"
 )
 
 // hourMargin is how far the Redis clock may run behind the host's at the
@@ -27,15 +26,15 @@ func (s *Store) useKey(api, fp string, hour time.Time) string {
 	return s.prefix + CredentialTag(api, fp) + ":use:" + strconv.FormatInt(hour.Unix(), 10)
 }
 
-// Breakdown implements quota.Store: one pipelined HGETALL per hour from
+// Breakdown implements backend.Store: one pipelined HGETALL per hour from
 // req.Since (at most 40 days back) to now, all in the credential's slot.
-func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]quota.BreakdownRow, error) {
+func (s *Store) Breakdown(ctx context.Context, req *backend.BreakdownRequest) ([]backend.BreakdownRow, error) {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
 	now := s.estimate(req.Now)
-	last := quota.HourOf(now.Add(hourMargin))
-	first := quota.HourOf(req.Since)
+	last := backend.HourOf(now.Add(hourMargin))
+	first := backend.HourOf(req.Since)
 	if floor := last.Add(-maxBreakdownHours * time.Hour); first.Before(floor) {
 		first = floor
 	}
@@ -61,10 +60,10 @@ func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]q
 	if err != nil {
 		return nil, failed(ctx, "breakdown", err)
 	}
-	var out []quota.BreakdownRow
+	var out []backend.BreakdownRow
 	for i, c := range cmds {
 		for f, v := range c.Val() {
-			budget, method, job, ok := quota.ParseBreakdownField(f)
+			budget, method, job, ok := backend.ParseBreakdownField(f)
 			if !ok || (len(want) > 0 && !want[budget]) {
 				continue
 			}
@@ -72,20 +71,20 @@ func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]q
 			if err != nil {
 				return nil, unavailable("breakdown", fmt.Errorf("field %q of hour %v: %w", f, hours[i], err))
 			}
-			out = append(out, quota.BreakdownRow{Hour: hours[i], Budget: budget, Method: method, Job: job, Units: units})
+			out = append(out, backend.BreakdownRow{Hour: hours[i], Budget: budget, Method: method, Job: job, Units: units})
 		}
 	}
-	return quota.SortBreakdown(out), nil
+	return backend.SortBreakdown(out), nil
 }
 
-// MarkCrossing implements quota.Store: one script that sets the mark unless
+// MarkCrossing implements backend.Store: one script that sets the mark unless
 // one holds (its value is when it lapses, and the key expires then), in the
 // credential's slot, so of several processes exactly one records it.
-func (s *Store) MarkCrossing(ctx context.Context, req *quota.CrossingMark) (bool, error) {
+func (s *Store) MarkCrossing(ctx context.Context, req *backend.CrossingMark) (bool, error) {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return false, err
 	}
-	if err := quota.CheckName("budget", req.Budget); err != nil {
+	if err := backend.CheckName("budget", req.Budget); err != nil {
 		return false, fmt.Errorf("redisstore: %w", err)
 	}
 	if req.Percent < 1 || req.Percent > 100 {

@@ -11,14 +11,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // The catalog lives outside the credentials' hash tags, one command (or a
 // non-transactional pipeline) at a time, which Cluster allows:
 //
 //	PREFIX apis            set of API names
-//	PREFIX budgets:API     hash budget name -> JSON of quota.Budget
+//	PREFIX budgets:API     hash budget name -> JSON of backend.Budget
 //	PREFIX creds:API       hash fingerprint -> label, or label NUL owner
 //
 // A credential that is its own owner is stored as its label alone, the form
@@ -26,15 +26,15 @@ import (
 // one API's credentials (UpdateCredential) are one optimistic transaction
 // (WATCH, MULTI, EXEC) on its creds hash: one key, so one Cluster slot.
 
-// DefineBudgets implements quota.Store: it records budget definitions for
+// DefineBudgets implements backend.Store: it records budget definitions for
 // api, replacing any of the same name.
-func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []quota.Budget) error {
-	if err := quota.CheckName("api", api); err != nil {
+func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []backend.Budget) error {
+	if err := backend.CheckName("api", api); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	fields := make([]any, 0, 2*len(budgets))
 	for _, b := range budgets {
-		if err := quota.ValidateBudgets([]quota.Budget{b}); err != nil {
+		if err := backend.ValidateBudgets([]backend.Budget{b}); err != nil {
 			return fmt.Errorf("redisstore: %w", err)
 		}
 		js, err := json.Marshal(b)
@@ -58,9 +58,9 @@ func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []quota.B
 	})
 }
 
-// DeleteBudget implements quota.Store: it removes a budget definition (not
+// DeleteBudget implements backend.Store: it removes a budget definition (not
 // its logs, which expire on their own). A budget that is not defined gives
-// an error wrapping quota.ErrNotFound.
+// an error wrapping backend.ErrNotFound.
 func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 	var n int64
 	err := s.do(ctx, func(ctx context.Context) (err error) {
@@ -71,22 +71,22 @@ func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 		return failed(ctx, "delete budget", err)
 	}
 	if n == 0 {
-		return fmt.Errorf("redisstore: %w: budget %s/%s", quota.ErrNotFound, api, budget)
+		return fmt.Errorf("redisstore: %w: budget %s/%s", backend.ErrNotFound, api, budget)
 	}
 	return nil
 }
 
-// UpdateCredential implements quota.Store: it reads the API's credentials
+// UpdateCredential implements backend.Store: it reads the API's credentials
 // and writes the change in one transaction on the creds hash (WATCH, then
 // MULTI/EXEC, retried when another process changed the hash in between), so
 // two processes never give one label to two credentials.
-func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.CredentialUpdate) (quota.CredentialInfo, error) {
-	if err := quota.CheckName("api", api); err != nil {
-		return quota.CredentialInfo{}, fmt.Errorf("redisstore: %w", err)
+func (s *Store) UpdateCredential(ctx context.Context, api string, u backend.CredentialUpdate) (backend.CredentialInfo, error) {
+	if err := backend.CheckName("api", api); err != nil {
+		return backend.CredentialInfo{}, fmt.Errorf("redisstore: %w", err)
 	}
 	key := s.catalogKey("creds:", api)
 	var (
-		out      quota.CredentialInfo
+		out      backend.CredentialInfo
 		applyErr error
 	)
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -97,11 +97,11 @@ func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.Creden
 				if err != nil {
 					return err
 				}
-				creds := make([]quota.CredentialInfo, 0, len(vals))
+				creds := make([]backend.CredentialInfo, 0, len(vals))
 				for id, v := range vals {
 					creds = append(creds, decodeCred(id, v))
 				}
-				ch, info, err := quota.ApplyCredentialUpdate(api, creds, u)
+				ch, info, err := backend.ApplyCredentialUpdate(api, creds, u)
 				if err != nil {
 					applyErr = err
 					return nil
@@ -135,10 +135,10 @@ func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.Creden
 		return fmt.Errorf("the catalog of %q changed under %d attempts in a row", api, maxCatalogRetries)
 	})
 	if err != nil {
-		return quota.CredentialInfo{}, failed(ctx, "update credential", err)
+		return backend.CredentialInfo{}, failed(ctx, "update credential", err)
 	}
 	if applyErr != nil {
-		return quota.CredentialInfo{}, fmt.Errorf("redisstore: %w", applyErr)
+		return backend.CredentialInfo{}, fmt.Errorf("redisstore: %w", applyErr)
 	}
 	return out, nil
 }
@@ -147,7 +147,7 @@ func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.Creden
 const maxCatalogRetries = 64
 
 // encodeCred is the creds hash value of c (stored form).
-func encodeCred(c quota.CredentialInfo) string {
+func encodeCred(c backend.CredentialInfo) string {
 	c = c.StoredForm()
 	if c.Owner == "" {
 		return c.Label
@@ -157,16 +157,16 @@ func encodeCred(c quota.CredentialInfo) string {
 
 // decodeCred reads a creds hash value: "label" (its own owner, also the
 // form written before owners existed) or "label NUL owner".
-func decodeCred(id, v string) quota.CredentialInfo {
-	if i := strings.LastIndexByte(v, 0); i >= 0 && quota.CheckName("owner", v[i+1:]) == nil {
-		return quota.CredentialInfo{ID: id, Label: v[:i], Owner: v[i+1:]}
+func decodeCred(id, v string) backend.CredentialInfo {
+	if i := strings.LastIndexByte(v, 0); i >= 0 && backend.CheckName("owner", v[i+1:]) == nil {
+		return backend.CredentialInfo{ID: id, Label: v[:i], Owner: v[i+1:]}
 	}
-	return quota.CredentialInfo{ID: id, Label: v}
+	return backend.CredentialInfo{ID: id, Label: v}
 }
 
-// List implements quota.Store: every API the store knows, sorted by name,
+// List implements backend.Store: every API the store knows, sorted by name,
 // with its budgets and credentials (each sorted too).
-func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
+func (s *Store) List(ctx context.Context) ([]backend.APIInfo, error) {
 	var (
 		names   []string
 		budgets []*redis.MapStringStringCmd
@@ -191,14 +191,14 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 	if err != nil {
 		return nil, failed(ctx, "list", err)
 	}
-	out := make([]quota.APIInfo, 0, len(names))
+	out := make([]backend.APIInfo, 0, len(names))
 	for i, api := range names {
-		info := quota.APIInfo{Name: api, Budgets: []quota.Budget{}, Credentials: []quota.CredentialInfo{}}
+		info := backend.APIInfo{Name: api, Budgets: []backend.Budget{}, Credentials: []backend.CredentialInfo{}}
 		bs := budgets[i].Val()
 		for _, name := range slices.Sorted(maps.Keys(bs)) {
-			var b quota.Budget
+			var b backend.Budget
 			if err := json.Unmarshal([]byte(bs[name]), &b); err != nil {
-				return nil, fmt.Errorf("redisstore: list: budget %s/%s: bad definition %q: %w", api, name, bs[name], errors.Join(quota.ErrInvalid, err))
+				return nil, fmt.Errorf("redisstore: list: budget %s/%s: bad definition %q: %w", api, name, bs[name], errors.Join(backend.ErrInvalid, err))
 			}
 			info.Budgets = append(info.Budgets, b)
 		}

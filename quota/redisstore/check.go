@@ -27,7 +27,7 @@ func WithAllowEviction() Option { return func(s *Store) { s.allowEviction = true
 // it (Redis WAIT n timeout, sent in the same round trip as the decision),
 // so that an admitted charge survives a failover. A decision that fewer
 // replicas acknowledged within timeout is an error wrapping
-// quota.ErrStoreUnavailable; it stays recorded on the master (it counts:
+// backend.ErrStoreUnavailable; it stays recorded on the master (it counts:
 // the conservative choice). Default: 0, no waiting. A timeout <= 0 means
 // one second (WAIT never waits for ever here). The client's read timeout
 // must exceed timeout. Works on a standalone or Sentinel client and on a
@@ -49,8 +49,8 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // permitted (managed Redis), from INFO memory's maxmemory and
 // maxmemory_policy fields; a server that answers neither is accepted (the
 // store-loss marker still finds evicted state). An unreachable server gives
-// an error wrapping quota.ErrStoreUnavailable. WithReplicas(n) with n < 0 is
-// an error wrapping quota.ErrInvalid.
+// an error wrapping backend.ErrStoreUnavailable. WithReplicas(n) with n < 0 is
+// an error wrapping backend.ErrInvalid.
 func Open(ctx context.Context, client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := New(client, opts...)
 	if s.replicas < 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -97,7 +98,7 @@ func TestServerClockDailyDST(t *testing.T) {
 				t.Fatalf("reservation at %v: At %v Reset %v Used %d; want At %v Reset %v Used 4", now, r.At, r.Usage[0].Reset, r.Usage[0].Used, now, next)
 			}
 			logKey := "quota:{youtube/" + fingerprint(secret) + "}:log:units"
-			if ttl, want := m.TTL(logKey), next.Sub(now)+quota.DailyKeep; ttl != want {
+			if ttl, want := m.TTL(logKey), next.Sub(now)+backend.DailyKeep; ttl != want {
 				t.Fatalf("TTL of %s = %v, want %v (until DailyKeep past the reset)", logKey, ttl, want)
 			}
 
@@ -233,10 +234,10 @@ func TestKeysExpire(t *testing.T) {
 		"app1:" + tag + ":log:units":  2 * (time.Hour + 6*time.Minute),
 		"app1:" + tag + ":sum:units":  2 * (time.Hour + 6*time.Minute),
 		"app1:" + tag + ":exh:units":  10 * time.Minute,
-		"app1:" + tag + ":log:daily":  4*time.Hour + quota.DailyKeep,
-		"app1:" + tag + ":sum:daily":  4*time.Hour + quota.DailyKeep,
+		"app1:" + tag + ":log:daily":  4*time.Hour + backend.DailyKeep,
+		"app1:" + tag + ":sum:daily":  4*time.Hour + backend.DailyKeep,
 		"app1:" + tag + ":keep:units": 2 * (time.Hour + 6*time.Minute),
-		"app1:" + tag + ":keep:daily": 4*time.Hour + quota.DailyKeep,
+		"app1:" + tag + ":keep:daily": 4*time.Hour + backend.DailyKeep,
 		// the store-loss marker: twice the longest, extended once a window
 		"app1:" + tag + ":mark": 8 * time.Hour,
 		// the breakdown hash of the hour: kept an hour (the hour's end)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -71,16 +72,16 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 		owner := []string{"a", "b"}[rng.IntN(2)]
 		switch op := rng.IntN(100); {
 		case op < 60:
-			var debits []quota.Debit
+			var debits []backend.Debit
 			if rng.IntN(5) > 0 {
 				b := budgets[rng.IntN(len(budgets))]
-				debits = []quota.Debit{{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)}}
+				debits = []backend.Debit{{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)}}
 			} else {
 				for _, b := range budgets[:2+rng.IntN(3)] {
-					debits = append(debits, quota.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)})
+					debits = append(debits, backend.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/8)})
 				}
 			}
-			req := &quota.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprint("n", step), Now: now,
+			req := &backend.TakeRequest{API: "yt", Owner: owner, Nonce: fmt.Sprint("n", step), Now: now,
 				Method: "videos.list", Job: "ingest", Debits: debits}
 			if rng.IntN(6) == 0 {
 				req.Hold = time.Duration(rng.IntN(6)) * time.Second // a lease's block: at most a tenth of a minute
@@ -114,7 +115,7 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 		if step%100 == 99 {
 			sameKeys(t, c, base+"f:", base+"g:")
 			for _, o := range []string{"a", "b"} {
-				ureq := &quota.UsageRequest{API: "yt", Owner: o, Budgets: budgets, Now: now}
+				ureq := &backend.UsageRequest{API: "yt", Owner: o, Budgets: budgets, Now: now}
 				f, ef := fast.Usage(ctx, ureq)
 				g, eg := general.Usage(ctx, ureq)
 				same(step, "Usage", f, g, ef, eg)
@@ -142,7 +143,7 @@ func randomBudgets(la *time.Location) []quota.Budget {
 type grant struct {
 	owner, nonce string
 	at           time.Time
-	debits       []quota.Debit
+	debits       []backend.Debit
 }
 
 // bothStores are two stores a random driver sends the same requests to,
@@ -178,7 +179,7 @@ func (b *bothStores) change(step int, kind string, rng *rand.Rand, now time.Time
 		for _, d := range gr.debits {
 			bs = append(bs, d.Budget)
 		}
-		req := &quota.RefundRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce, Budgets: bs, Now: now}
+		req := &backend.RefundRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce, Budgets: bs, Now: now}
 		x, ex := b.x.Refund(ctx, req)
 		y, ey := b.y.Refund(ctx, req)
 		b.same(step, "Refund", now, x, y, ex, ey)
@@ -188,18 +189,18 @@ func (b *bothStores) change(step int, kind string, rng *rand.Rand, now time.Time
 		for i := range debits {
 			debits[i].Cost = rng.Int64N(debits[i].Cost + 1)
 		}
-		req := &quota.SettleRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce,
+		req := &backend.SettleRequest{API: "yt", Owner: gr.owner, At: gr.at, Nonce: gr.nonce,
 			Method: "videos.list", Job: "ingest", Debits: debits, Now: now}
 		x, ex := b.x.Settle(ctx, req)
 		y, ey := b.y.Settle(ctx, req)
 		b.same(step, "Settle", now, x, y, ex, ey)
 	case "exhaust":
 		bd := budgets[rng.IntN(len(budgets))]
-		req := &quota.ExhaustRequest{API: "yt", Owner: owner, Budget: bd, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
+		req := &backend.ExhaustRequest{API: "yt", Owner: owner, Budget: bd, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
 		b.same(step, "Exhaust", now, nil, nil, b.x.Exhaust(ctx, req), b.y.Exhaust(ctx, req))
 	case "adjust":
 		bd := budgets[rng.IntN(len(budgets))]
-		req := &quota.AdjustRequest{API: "yt", Owner: owner, Budget: bd, Used: rng.Int64N(bd.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
+		req := &backend.AdjustRequest{API: "yt", Owner: owner, Budget: bd, Used: rng.Int64N(bd.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
 		b.same(step, "Adjust", now, nil, nil, b.x.Adjust(ctx, req), b.y.Adjust(ctx, req))
 	default:
 		b.t.Fatalf("unknown change %q", kind)
@@ -276,11 +277,11 @@ func TestFastSlidingRefusal(t *testing.T) {
 		b := quota.Budget{Name: "minute", Limit: 10, Window: quota.Sliding(time.Minute)}
 		t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 		step := 0
-		take := func(at time.Duration, cost int64) *quota.TakeResult {
+		take := func(at time.Duration, cost int64) *backend.TakeResult {
 			t.Helper()
 			step++
-			req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", step), Now: t0.Add(at),
-				Debits: []quota.Debit{{Budget: b, Cost: cost}}}
+			req := &backend.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", step), Now: t0.Add(at),
+				Debits: []backend.Debit{{Budget: b, Cost: cost}}}
 			want, errW := ref.Take(ctx, req)
 			f, errF := fast.Take(ctx, req)
 			g, errG := general.Take(ctx, req)

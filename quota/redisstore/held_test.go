@@ -7,6 +7,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -22,12 +23,12 @@ func TestHeldEntryKeepsKeys(t *testing.T) {
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(w)}
 	owner := fingerprint(quota.Credential{Secret: "held-keys-secret"})
 	t0 := time.Now().Truncate(time.Microsecond)
-	if res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "block", Now: t0,
-		Debits: []quota.Debit{{Budget: b, Cost: 10}}, Hold: w / 10}); err != nil || !res.OK {
+	if res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "block", Now: t0,
+		Debits: []backend.Debit{{Budget: b, Cost: 10}}, Hold: w / 10}); err != nil || !res.OK {
 		t.Fatalf("held take = %+v, %v", res, err)
 	}
-	if res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "plain", Now: t0.Add(time.Second),
-		Debits: []quota.Debit{{Budget: b, Cost: 1}}}); err != nil || !res.OK {
+	if res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "plain", Now: t0.Add(time.Second),
+		Debits: []backend.Debit{{Budget: b, Cost: 1}}}); err != nil || !res.OK {
 		t.Fatalf("plain take = %+v, %v", res, err)
 	}
 	tag := prefix + redisstore.CredentialTag("api", owner)

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// Leases of quota.StateStore, under the prefix like every key, and in the
+// Leases of backend.StateStore, under the prefix like every key, and in the
 // Cluster slot of the state key PREFIX state:KEY they fence: their hash tag
 // "{...}" holds the whole state key, which hashes as the state key itself.
 //
@@ -30,8 +30,8 @@ func (s *Store) leaseKeys(key string) []string {
 }
 
 // lease runs lease.lua's operation op.
-func (s *Store) lease(ctx context.Context, op string, req *quota.StateLeaseRequest) (ok bool, l quota.StateLease, err error) {
-	if err := quota.CheckStateLease(op+" lease", req); err != nil {
+func (s *Store) lease(ctx context.Context, op string, req *backend.StateLeaseRequest) (ok bool, l backend.StateLease, err error) {
+	if err := backend.CheckStateLease(op+" lease", req); err != nil {
 		return false, l, fmt.Errorf("redisstore: %w", err)
 	}
 	reply, err := s.run(ctx, leaseScript, s.leaseKeys(req.Key), []any{nowArg(req.Now), op, req.TTL.Microseconds(), req.Token, req.Holder})
@@ -51,63 +51,63 @@ func (s *Store) lease(ctx context.Context, op string, req *quota.StateLeaseReque
 	if err1 != nil || err2 != nil || !ok3 {
 		return false, l, failed(ctx, op+" lease", fmt.Errorf("unexpected script reply %v", reply))
 	}
-	return st == 1, quota.StateLease{Key: req.Key, Holder: holder, Token: tok, Expires: time.UnixMicro(exp)}, nil
+	return st == 1, backend.StateLease{Key: req.Key, Holder: holder, Token: tok, Expires: time.UnixMicro(exp)}, nil
 }
 
-// AcquireLease implements quota.StateStore: a script reads the lease key
+// AcquireLease implements backend.StateStore: a script reads the lease key
 // and, unless a live lease is there, sets it with SET NX PX and the next
 // token (INCR, raised to the script's now in µs if below).
-func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
+func (s *Store) AcquireLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
 	ok, l, err := s.lease(ctx, "acquire", req)
 	switch {
 	case err != nil:
-		return quota.StateLease{}, err
+		return backend.StateLease{}, err
 	case !ok:
-		return quota.StateLease{}, fmt.Errorf("redisstore: %w", &quota.StateLeaseHeldError{Held: l})
+		return backend.StateLease{}, fmt.Errorf("redisstore: %w", &backend.StateLeaseHeldError{Held: l})
 	}
 	return l, nil
 }
 
-// RenewLease implements quota.StateStore.
-func (s *Store) RenewLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
+// RenewLease implements backend.StateStore.
+func (s *Store) RenewLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
 	ok, l, err := s.lease(ctx, "renew", req)
 	switch {
 	case err != nil:
-		return quota.StateLease{}, err
+		return backend.StateLease{}, err
 	case !ok:
-		return quota.StateLease{}, fmt.Errorf("redisstore: renew lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
+		return backend.StateLease{}, fmt.Errorf("redisstore: renew lease: %w: %q token %d", backend.ErrLeaseLost, req.Key, req.Token)
 	}
 	return l, nil
 }
 
-// ReleaseLease implements quota.StateStore: compare and delete, in a script.
-func (s *Store) ReleaseLease(ctx context.Context, req *quota.StateLeaseRequest) error {
+// ReleaseLease implements backend.StateStore: compare and delete, in a script.
+func (s *Store) ReleaseLease(ctx context.Context, req *backend.StateLeaseRequest) error {
 	ok, _, err := s.lease(ctx, "release", req)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
-		return fmt.Errorf("redisstore: release lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
+		return fmt.Errorf("redisstore: release lease: %w: %q token %d", backend.ErrLeaseLost, req.Key, req.Token)
 	}
 	return nil
 }
 
-// LoadLease implements quota.StateStore.
-func (s *Store) LoadLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
+// LoadLease implements backend.StateStore.
+func (s *Store) LoadLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
 	ok, l, err := s.lease(ctx, "load", req)
 	switch {
 	case err != nil:
-		return quota.StateLease{}, err
+		return backend.StateLease{}, err
 	case !ok:
-		return quota.StateLease{}, fmt.Errorf("redisstore: %w: no live lease on %q", quota.ErrNotFound, req.Key)
+		return backend.StateLease{}, fmt.Errorf("redisstore: %w: no live lease on %q", backend.ErrNotFound, req.Key)
 	}
 	return l, nil
 }
 
-// SaveStateFenced implements quota.StateStore: a script compares token with
+// SaveStateFenced implements backend.StateStore: a script compares token with
 // the last one granted on key and sets the state key only if none is newer.
 func (s *Store) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
-	if err := quota.CheckStateLease("save state fenced", &quota.StateLeaseRequest{Key: key}); err != nil {
+	if err := backend.CheckStateLease("save state fenced", &backend.StateLeaseRequest{Key: key}); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	k := s.leaseKeys(key)
@@ -121,7 +121,7 @@ func (s *Store) SaveStateFenced(ctx context.Context, key string, value []byte, t
 		return failed(ctx, "save state fenced", fmt.Errorf("unexpected script reply %v", reply))
 	}
 	if st != 1 {
-		return fmt.Errorf("redisstore: save state %q: %w: token %d, a lease with token %d was granted since", key, quota.ErrLeaseLost, token, last)
+		return fmt.Errorf("redisstore: save state %q: %w: token %d, a lease with token %d was granted since", key, backend.ErrLeaseLost, token, last)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -19,7 +20,7 @@ func TestLeaseKeys(t *testing.T) {
 	m := redistest.Mini(t)
 	st := redisstore.New(redistest.MiniClient(t, m), redisstore.WithPrefix("app:"))
 	ctx := context.Background()
-	l, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: 30 * time.Second})
+	l, err := st.AcquireLease(ctx, &backend.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +34,10 @@ func TestLeaseKeys(t *testing.T) {
 		}
 	}
 	m.FastForward(31 * time.Second) // PX on the server's clock
-	if _, err := st.LoadLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x"}); err == nil {
+	if _, err := st.LoadLease(ctx, &backend.StateLeaseRequest{Key: "jobs/checkpoint/x"}); err == nil {
 		t.Error("the lease outlived its PX")
 	}
-	next, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:2", TTL: 30 * time.Second})
+	next, err := st.AcquireLease(ctx, &backend.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:2", TTL: 30 * time.Second})
 	if err != nil || next.Token <= l.Token {
 		t.Errorf("next grant %+v, %v; want a token above %d", next, err, l.Token)
 	}
@@ -54,8 +55,8 @@ func TestLeaseTokensOutliveDataLoss(t *testing.T) {
 	ctx := context.Background()
 	const key = "jobs/checkpoint/x"
 	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	req := func(holder string, token int64, at time.Duration) *quota.StateLeaseRequest {
-		return &quota.StateLeaseRequest{Key: key, Holder: holder, Token: token, TTL: 30 * time.Second, Now: t0.Add(at)}
+	req := func(holder string, token int64, at time.Duration) *backend.StateLeaseRequest {
+		return &backend.StateLeaseRequest{Key: key, Holder: holder, Token: token, TTL: 30 * time.Second, Now: t0.Add(at)}
 	}
 	first, err := st.AcquireLease(ctx, req("h:1", 0, 0))
 	if err != nil {

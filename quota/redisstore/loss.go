@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // The store-loss marker (lua/lib.lua has the layout): each owner's hash
@@ -137,9 +137,9 @@ func (s *Store) sawMark(mk string, now int64, rest []any) error {
 	return nil
 }
 
-var _ quota.ChangeVersioner = (*Store)(nil)
+var _ backend.ChangeVersioner = (*Store)(nil)
 
-// ChangeVersion implements quota.ChangeVersioner: the field v of the
+// ChangeVersion implements backend.ChangeVersioner: the field v of the
 // owner's marker (lua/lib.lua), which adjust.lua and exhaust.lua bump in
 // the same script as their write; one HMGET of one key (a Cluster sends it
 // to the owner's slot). A marker without v, or none this store knew of:

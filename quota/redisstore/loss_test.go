@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
@@ -460,7 +461,7 @@ type exhaustHook struct {
 	before func()
 }
 
-func (s *exhaustHook) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
+func (s *exhaustHook) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error {
 	if f := s.before; f != nil {
 		s.before = nil
 		f()
@@ -693,7 +694,7 @@ func TestChangeVersionOutlivesLoss(t *testing.T) {
 		b := quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}
 		adjust := func(nonce string, at time.Time) int64 {
 			t.Helper()
-			if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 50, Nonce: nonce, Now: at}); err != nil {
+			if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 50, Nonce: nonce, Now: at}); err != nil {
 				t.Fatal(err)
 			}
 			v, err := st.ChangeVersion(ctx, "api", owner)
@@ -726,9 +727,9 @@ func TestExpiredMarkerStartedAfreshIsNoLoss(t *testing.T) {
 	m.SetTime(t0)
 	a := quota.Budget{Name: "a", Limit: 100, Window: quota.Sliding(time.Hour)}
 	b := quota.Budget{Name: "b", Limit: 100, Window: quota.Daily(time.UTC)}
-	take := func() *quota.TakeResult {
+	take := func() *backend.TakeResult {
 		t.Helper()
-		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []quota.Debit{{Budget: a, Cost: 10}}})
+		res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []backend.Debit{{Budget: a, Cost: 10}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -741,12 +742,12 @@ func TestExpiredMarkerStartedAfreshIsNoLoss(t *testing.T) {
 	later := t0.Add(48 * time.Hour)
 	m.FastForward(later.Sub(t0))
 	m.SetTime(later)
-	if err := st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: "o", Budget: b, Until: later.Add(30 * time.Minute)}); err != nil {
+	if err := st.Exhaust(ctx, &backend.ExhaustRequest{API: "api", Owner: "o", Budget: b, Until: later.Add(30 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	// a refused charge of b (a daily budget's first decision of the day,
 	// which marks the day) catches the new marker's sequence up
-	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "m", Debits: []quota.Debit{{Budget: b, Cost: 1}}})
+	res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "m", Debits: []backend.Debit{{Budget: b, Cost: 1}}})
 	if err != nil || res.OK || res.StoreLoss {
 		t.Fatalf("b exhausted: %+v, %v; want refused, no loss", res, err)
 	}

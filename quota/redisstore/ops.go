@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // runSpecs runs a script whose ARGV holds window specs built by build from
@@ -40,11 +40,11 @@ func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys 
 	}
 }
 
-// Exhaust implements quota.Store: it marks the budget spent until
+// Exhaust implements backend.Store: it marks the budget spent until
 // req.Until (the key expires then), or clears the mark. A mark set after a
 // store loss (req.StoreLoss, or the take script's own) is never shortened
 // by a later Exhaust with an earlier Until; clearing clears it too.
-func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
+func (s *Store) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	mk := s.markKey(req.API, req.Owner)
 	var until int64
 	if !req.Until.IsZero() {
-		until = quota.ClampTime(req.Until).UnixMicro() // past int64 µs would wrap
+		until = backend.ClampTime(req.Until).UnixMicro() // past int64 µs would wrap
 	}
 	loss := zero
 	if req.StoreLoss {
@@ -72,10 +72,10 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	return s.sawMark(mk, now, rest)
 }
 
-// Adjust implements quota.Store: it replaces the budget's log with one
+// Adjust implements backend.Store: it replaces the budget's log with one
 // entry of req.Used units recorded now (none if 0), keeping the entries
 // held past now (open leases' blocks), and clears any exhaustion mark.
-func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
+func (s *Store) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return err
 	}
@@ -107,15 +107,15 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 	return s.sawMark(mk, now, rest)
 }
 
-// Usage implements quota.Store: the usage of each budget for one
+// Usage implements backend.Store: the usage of each budget for one
 // credential now, after dropping expired entries.
-func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
+func (s *Store) Usage(ctx context.Context, req *backend.UsageRequest) ([]backend.Usage, error) {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
 	n := len(req.Budgets)
 	if n == 0 {
-		return []quota.Usage{}, nil
+		return []backend.Usage{}, nil
 	}
 	daily := false
 	for _, b := range req.Budgets {
@@ -145,9 +145,9 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 	if err != nil || len(v) != 4*n {
 		return nil, unavailable("usage", fmt.Errorf("bad script reply %v: %v", rest, err))
 	}
-	out := make([]quota.Usage, n)
+	out := make([]backend.Usage, n)
 	for i, b := range req.Budgets {
-		out[i] = quota.Usage{
+		out[i] = backend.Usage{
 			Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: v[3*i],
 			Reset: usTime(v[3*i+1]), ExhaustedUntil: usTime(v[3*i+2]), StoreLoss: v[3*n+i] == 1,
 		}
@@ -155,9 +155,9 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 	return out, nil
 }
 
-// Entries implements quota.Store: the entries the budget counts now,
+// Entries implements backend.Store: the entries the budget counts now,
 // oldest first.
-func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota.Entry, error) {
+func (s *Store) Entries(ctx context.Context, req *backend.EntriesRequest) ([]backend.Entry, error) {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 	if len(rest)%2 != 0 {
 		return nil, unavailable("entries", fmt.Errorf("odd script reply of %d values", len(rest)))
 	}
-	var out []quota.Entry
+	var out []backend.Entry
 	for j := 0; j < len(rest); j += 2 {
 		m, ok := rest[j].(string)
 		at, err := num(rest[j+1])
@@ -189,7 +189,7 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 		if err != nil {
 			return nil, unavailable("entries", fmt.Errorf("bad log entry %q: %v", m, err))
 		}
-		out = append(out, quota.Entry{At: time.UnixMicro(at), Cost: cost, Nonce: m[:n]})
+		out = append(out, backend.Entry{At: time.UnixMicro(at), Cost: cost, Nonce: m[:n]})
 	}
 	return out, nil
 }

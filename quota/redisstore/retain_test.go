@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -153,14 +154,14 @@ func TestAdjustedDailyKeysLiveDailyKeep(t *testing.T) {
 	adj := time.Date(2026, 11, 23, 12, 58, 0, 0, time.UTC) // Tokyo resets at 15:00 UTC
 	m.SetTime(adj)
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(tokyo)}
-	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 81, Nonce: "adj"}); err != nil {
+	if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 81, Nonce: "adj"}); err != nil {
 		t.Fatal(err)
 	}
 	later := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC) // Los Angeles: still Nov 23
 	m.FastForward(later.Sub(adj))
 	m.SetTime(later)
 	b.Window = quota.Daily(la)
-	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 20}}})
+	res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []backend.Debit{{Budget: b, Cost: 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,9 +184,9 @@ func TestLengthenedWindowKeepsKeysOnRefusal(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	m.SetTime(t0)
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(5 * time.Minute)}
-	take := func(cost int64) *quota.TakeResult {
+	take := func(cost int64) *backend.TakeResult {
 		t.Helper()
-		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: cost}}})
+		res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n", Debits: []backend.Debit{{Budget: b, Cost: cost}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// Settle implements quota.Store: one run of settle.lua shrinks the
+// Settle implements backend.Store: one run of settle.lua shrinks the
 // reservation's entry (found by its score At and nonce) in each named
 // budget to min(its cost, the actual units), keeping its score, and
 // returns the units freed per budget whose entry was found.
-func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[string]int64, error) {
+func (s *Store) Settle(ctx context.Context, req *backend.SettleRequest) (map[string]int64, error) {
 	for _, d := range req.Debits {
 		if d.Cost < 0 {
 			return nil, invalid("settle: actual %d for budget %q: must be >= 0", d.Cost, d.Name)
@@ -35,13 +35,13 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 	return got, nil
 }
 
-// Refund implements quota.Store: a refund is a settle to zero, which
+// Refund implements backend.Store: a refund is a settle to zero, which
 // removes the reservation's entry from each named budget; it returns the
 // units given back per budget whose entry was found.
-func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
-	debits := make([]quota.Debit, len(req.Budgets))
+func (s *Store) Refund(ctx context.Context, req *backend.RefundRequest) (map[string]int64, error) {
+	debits := make([]backend.Debit, len(req.Budgets))
 	for i, b := range req.Budgets {
-		debits[i] = quota.Debit{Budget: b} // Cost 0: keep nothing
+		debits[i] = backend.Debit{Budget: b} // Cost 0: keep nothing
 	}
 	freed, err := s.settle(ctx, "refund", req.API, req.Owner, req.At, req.At, req.Nonce, req.Method, req.Job, debits, req.Now)
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[strin
 // settle runs settle.lua for one reservation: each debit's entry keeps
 // min(its cost, the debit's Cost). It returns, per debit, the units freed,
 // or -1 where the entry was not found.
-func (s *Store) settle(ctx context.Context, op, api, owner string, at, row time.Time, nonce, method, job string, debits []quota.Debit, now time.Time) ([]int64, error) {
+func (s *Store) settle(ctx context.Context, op, api, owner string, at, row time.Time, nonce, method, job string, debits []backend.Debit, now time.Time) ([]int64, error) {
 	if err := checkCred(api, owner); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *Store) settle(ctx context.Context, op, api, owner string, at, row time.
 		keys = append(keys, all[3*i], all[3*i+1])
 	}
 	keys = append(keys, all[3*n:]...)
-	keys = append(keys, s.useKey(api, owner, quota.HourOf(row)), s.markKey(api, owner))
+	keys = append(keys, s.useKey(api, owner, backend.HourOf(row)), s.markKey(api, owner))
 	rest, _, err := s.runSpecs(ctx, op, settleScript, keys, now, daily, func(est time.Time) []any {
 		args := []any{nowArg(now), at.UnixMicro(), nonce}
 		for _, d := range debits {
@@ -94,7 +94,7 @@ func (s *Store) settle(ctx context.Context, op, api, owner string, at, row time.
 			args = append(args, s.box(d.Budget).id)
 		}
 		for _, d := range debits {
-			args = append(args, quota.BreakdownField(d.Name, method, job))
+			args = append(args, backend.BreakdownField(d.Name, method, job))
 		}
 		return args
 	})

@@ -7,18 +7,17 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/quotactl/quotactl/quota"
 )
 
-// quota.StateStore, for the jobs package's checkpoints and run history:
+// backend.StateStore, for the jobs package's checkpoints and run history:
 //
 //	PREFIX state:KEY       string
 //	PREFIX rec:STREAM      list, newest first (LPUSH, LTRIM to keep)
 //	PREFIX streams         set of stream names
 
-// SaveState implements quota.StateStore: it sets key to value.
+// SaveState implements backend.StateStore: it sets key to value.
 func (s *Store) SaveState(ctx context.Context, key string, value []byte) error {
 	err := s.do(ctx, func(ctx context.Context) error {
 		return s.rdb.Set(ctx, s.catalogKey("state:", key), value, 0).Err()
@@ -29,8 +28,8 @@ func (s *Store) SaveState(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
-// LoadState implements quota.StateStore: key's value, or an error wrapping
-// quota.ErrNotFound.
+// LoadState implements backend.StateStore: key's value, or an error wrapping
+// backend.ErrNotFound.
 func (s *Store) LoadState(ctx context.Context, key string) ([]byte, error) {
 	var v []byte
 	err := s.do(ctx, func(ctx context.Context) (err error) {
@@ -38,7 +37,7 @@ func (s *Store) LoadState(ctx context.Context, key string) ([]byte, error) {
 		return err
 	})
 	if errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("redisstore: %w: state %q", quota.ErrNotFound, key)
+		return nil, fmt.Errorf("redisstore: %w: state %q", backend.ErrNotFound, key)
 	}
 	if err != nil {
 		return nil, failed(ctx, "load state", err)
@@ -46,7 +45,7 @@ func (s *Store) LoadState(ctx context.Context, key string) ([]byte, error) {
 	return v, nil
 }
 
-// AppendRecord implements quota.StateStore: it appends rec to stream,
+// AppendRecord implements backend.StateStore: it appends rec to stream,
 // keeping the newest keep records (keep <= 0: all).
 func (s *Store) AppendRecord(ctx context.Context, stream string, rec []byte, keep int) error {
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -67,7 +66,7 @@ func (s *Store) AppendRecord(ctx context.Context, stream string, rec []byte, kee
 	return nil
 }
 
-// Records implements quota.StateStore: up to limit records of stream,
+// Records implements backend.StateStore: up to limit records of stream,
 // newest first (limit <= 0: all).
 func (s *Store) Records(ctx context.Context, stream string, limit int) ([][]byte, error) {
 	stop := int64(-1)
@@ -89,7 +88,7 @@ func (s *Store) Records(ctx context.Context, stream string, limit int) ([][]byte
 	return out, nil
 }
 
-// Streams implements quota.StateStore: the names of the streams that start
+// Streams implements backend.StateStore: the names of the streams that start
 // with prefix, sorted.
 func (s *Store) Streams(ctx context.Context, prefix string) ([]string, error) {
 	var names []string

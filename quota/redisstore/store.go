@@ -1,4 +1,4 @@
-// Package redisstore is a quota.Store on Redis, for budgets shared by many
+// Package redisstore is a backend.Store on Redis, for budgets shared by many
 // processes on many hosts. It works with a standalone server, Sentinel (a
 // failover client) and Cluster, through redis.UniversalClient.
 //
@@ -41,12 +41,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/quotactl/quotactl/quota"
 )
 
-// Store is a quota.Store and quota.StateStore on Redis. It is safe for
+// Store is a backend.Store and backend.StateStore on Redis. It is safe for
 // concurrent use. Make one with New; the zero value is not usable.
 type Store struct {
 	rdb    redis.UniversalClient
@@ -62,7 +61,7 @@ type Store struct {
 
 	// caches of script arguments, guarded by boxMu
 	boxMu sync.RWMutex
-	boxes map[quota.Budget]boxed
+	boxes map[backend.Budget]boxed
 	days  map[*time.Location]*dayBounds
 
 	// marks remembers each owner's store-loss marker (loss.go).
@@ -81,8 +80,8 @@ type Store struct {
 }
 
 var (
-	_ quota.Store      = (*Store)(nil)
-	_ quota.StateStore = (*Store)(nil)
+	_ backend.Store      = (*Store)(nil)
+	_ backend.StateStore = (*Store)(nil)
 )
 
 // Option configures a Store in New.
@@ -103,7 +102,7 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // Every call honours its context's deadline. A client built with
 // ContextTimeoutEnabled does that itself, and is the cheaper choice; for any
 // other client the store waits for the reply in a separate goroutine and
-// gives up at the deadline with an error wrapping quota.ErrStoreUnavailable
+// gives up at the deadline with an error wrapping backend.ErrStoreUnavailable
 // (and the context's error). Either way a decision abandoned at its deadline
 // may still be recorded by the server: the failure errs towards counting.
 //
@@ -116,7 +115,7 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // a compatible one. New does not talk to the server: Open does the same and
 // also refuses an unsafe eviction policy, and is what most callers want.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[quota.Budget]boxed), days: make(map[*time.Location]*dayBounds), own: ownField(),
+	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[backend.Budget]boxed), days: make(map[*time.Location]*dayBounds), own: ownField(),
 		pipe: &pipeliner{lanes: DefaultLanes}}
 	for _, o := range opts {
 		o(s)
@@ -139,7 +138,7 @@ func honoursContext(client redis.UniversalClient) bool {
 	return false
 }
 
-// Close implements quota.Store. The store owns nothing: the client stays
+// Close implements backend.Store. The store owns nothing: the client stays
 // open for its owner to close.
 func (s *Store) Close() error { return nil }
 
@@ -211,7 +210,7 @@ func (s *Store) catalogKey(parts ...string) string { return s.prefix + strings.J
 
 // unavailable wraps a Redis or network error for op.
 func unavailable(op string, err error) error {
-	return fmt.Errorf("redisstore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)
+	return fmt.Errorf("redisstore: %s: %w: %w", op, backend.ErrStoreUnavailable, err)
 }
 
 // failed is unavailable for an error met under ctx: when ctx has ended
@@ -226,17 +225,17 @@ func failed(ctx context.Context, op string, err error) error {
 		cerr = context.DeadlineExceeded // the socket deadline fired first
 	}
 	if cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("redisstore: %s: %w: %w (%w)", op, quota.ErrStoreUnavailable, err, cerr)
+		return fmt.Errorf("redisstore: %s: %w: %w (%w)", op, backend.ErrStoreUnavailable, err, cerr)
 	}
 	return unavailable(op, err)
 }
 
 // errNilContext is what run and do return for a nil context (failed names
 // the operation instead).
-var errNilContext = fmt.Errorf("redisstore: %w: nil context", quota.ErrInvalid)
+var errNilContext = fmt.Errorf("redisstore: %w: nil context", backend.ErrInvalid)
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("redisstore: %w: "+format, append([]any{quota.ErrInvalid}, args...)...)
+	return fmt.Errorf("redisstore: %w: "+format, append([]any{backend.ErrInvalid}, args...)...)
 }
 
 // run runs script through s's client: EVALSHA, or EVAL when the server

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -81,30 +82,30 @@ func TestBadRequests(t *testing.T) {
 	st := redisstore.New(redistest.MiniClient(t, redistest.Mini(t)))
 	units := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
 	fp := fingerprint(secret)
-	for name, req := range map[string]*quota.TakeRequest{
-		"empty credential":   {API: "api", Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}},
-		"brace":              {API: "api", Owner: "a}b", Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}},
-		"bad api":            {API: "a/b", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 1}}},
-		"nonce with colon":   {API: "api", Owner: fp, Nonce: "n:1", Debits: []quota.Debit{{Budget: units, Cost: 1}}},
-		"empty nonce":        {API: "api", Owner: fp, Debits: []quota.Debit{{Budget: units, Cost: 1}}},
+	for name, req := range map[string]*backend.TakeRequest{
+		"empty credential":   {API: "api", Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 1}}},
+		"brace":              {API: "api", Owner: "a}b", Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 1}}},
+		"bad api":            {API: "a/b", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 1}}},
+		"nonce with colon":   {API: "api", Owner: fp, Nonce: "n:1", Debits: []backend.Debit{{Budget: units, Cost: 1}}},
+		"empty nonce":        {API: "api", Owner: fp, Debits: []backend.Debit{{Budget: units, Cost: 1}}},
 		"no debits":          {API: "api", Owner: fp, Nonce: "n1"},
-		"zero cost":          {API: "api", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 0}}},
-		"cost over limit":    {API: "api", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: units, Cost: 101}}},
-		"limit over 2^53":    {API: "api", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: quota.Budget{Name: "u", Limit: 1 << 53, Window: quota.Sliding(time.Hour)}, Cost: 1}}},
-		"zero window":        {API: "api", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: quota.Budget{Name: "u", Limit: 5}, Cost: 1}}},
-		"bad budget name":    {API: "api", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: quota.Budget{Name: "a b", Limit: 5, Window: quota.Sliding(time.Hour)}, Cost: 1}}},
-		"daily without zone": {API: "api", Owner: fp, Nonce: "n1", Debits: []quota.Debit{{Budget: quota.Budget{Name: "u", Limit: 5, Window: quota.Daily(nil)}, Cost: 1}}},
+		"zero cost":          {API: "api", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 0}}},
+		"cost over limit":    {API: "api", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: units, Cost: 101}}},
+		"limit over 2^53":    {API: "api", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: quota.Budget{Name: "u", Limit: 1 << 53, Window: quota.Sliding(time.Hour)}, Cost: 1}}},
+		"zero window":        {API: "api", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: quota.Budget{Name: "u", Limit: 5}, Cost: 1}}},
+		"bad budget name":    {API: "api", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: quota.Budget{Name: "a b", Limit: 5, Window: quota.Sliding(time.Hour)}, Cost: 1}}},
+		"daily without zone": {API: "api", Owner: fp, Nonce: "n1", Debits: []backend.Debit{{Budget: quota.Budget{Name: "u", Limit: 5, Window: quota.Daily(nil)}, Cost: 1}}},
 	} {
 		if _, err := st.Take(ctx, req); !errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrStoreUnavailable) {
 			t.Errorf("%s: Take = %v, want ErrInvalid", name, err)
 		}
 	}
 	big := quota.Budget{Name: "units", Limit: 1<<53 - 1, Window: quota.Sliding(time.Hour)}
-	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: fp, Nonce: "n1", Now: t0, Debits: []quota.Debit{{Budget: big, Cost: 1<<53 - 2}}})
+	res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: fp, Nonce: "n1", Now: t0, Debits: []backend.Debit{{Budget: big, Cost: 1<<53 - 2}}})
 	if err != nil || !res.OK || res.Usage[0].Used != 1<<53-2 {
 		t.Fatalf("the largest exact limit: %+v, %v", res, err)
 	}
-	res, err = st.Take(ctx, &quota.TakeRequest{API: "api", Owner: fp, Nonce: "n2", Now: t0, Debits: []quota.Debit{{Budget: big, Cost: 2}}})
+	res, err = st.Take(ctx, &backend.TakeRequest{API: "api", Owner: fp, Nonce: "n2", Now: t0, Debits: []backend.Debit{{Budget: big, Cost: 2}}})
 	if err != nil || res.OK || res.Usage[0].Used != 1<<53-2 || !res.Usage[0].RetryAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("one unit over the largest exact limit: %+v, %v", res, err)
 	}

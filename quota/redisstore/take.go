@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// Take implements quota.Store: one run of take.lua decides for every budget
+// Take implements backend.Store: one run of take.lua decides for every budget
 // of the charge, atomically. Redis or network errors, and ctx's deadline,
-// give an error wrapping quota.ErrStoreUnavailable; bad requests one
-// wrapping quota.ErrInvalid.
-func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+// give an error wrapping backend.ErrStoreUnavailable; bad requests one
+// wrapping backend.ErrInvalid.
+func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	if err := checkCred(req.API, req.Owner); err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			return nil, invalid("cost %d for budget %q: must be between 1 and the limit %d", d.Cost, d.Name, d.Limit)
 		}
 	}
-	if err := quota.CheckHold(req.Hold, req.Debits); err != nil {
+	if err := backend.CheckHold(req.Hold, req.Debits); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	name := func(i int) string { return req.Debits[i].Name }
@@ -50,8 +50,8 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 	var keep time.Duration
 	fields := make([]any, n)
 	for i, d := range req.Debits {
-		keep = max(keep, quota.BreakdownKeep(d.Window))
-		fields[i] = quota.BreakdownField(d.Name, req.Method, req.Job)
+		keep = max(keep, backend.BreakdownKeep(d.Window))
+		fields[i] = backend.BreakdownField(d.Name, req.Method, req.Job)
 	}
 	hold := zero
 	if req.Hold > 0 {
@@ -62,7 +62,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 		// the breakdown hashes of the hour holding est (less a margin for
 		// a Redis clock behind the host's) and the next: the script picks
 		// the one of its now
-		h0 := quota.HourOf(est.Add(-hourMargin))
+		h0 := backend.HourOf(est.Add(-hourMargin))
 		keys[4*n] = s.useKey(req.API, req.Owner, h0)
 		keys[4*n+1] = s.useKey(req.API, req.Owner, h0.Add(time.Hour))
 		args = append(args[:0], nowArg(req.Now), req.Nonce, seen.seq, seen.until, trust,
@@ -133,12 +133,12 @@ func head(reply []any) (status, now int64, err error) {
 // takeReply is a TakeResult with what the script said of the owner's
 // store-loss marker.
 type takeReply struct {
-	quota.TakeResult
+	backend.TakeResult
 	seq, until int64 // the marker after the call
 	lost       bool  // some debited budget was found lost
 }
 
-func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*takeReply, error) {
+func takeResult(req *backend.TakeRequest, ok bool, now int64, rest []any) (*takeReply, error) {
 	n := len(req.Debits)
 	if len(rest) != 5*n+3 {
 		return nil, unavailable("take", fmt.Errorf("script replied %d values for %d budgets", len(rest), n))
@@ -147,12 +147,12 @@ func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*takeRe
 	if n <= 4 { // one allocation for the result and its usage
 		r := new(struct {
 			res   takeReply
-			usage [4]quota.Usage
+			usage [4]backend.Usage
 		})
 		res = &r.res
 		res.Usage = r.usage[:n:n]
 	} else {
-		res = &takeReply{TakeResult: quota.TakeResult{Usage: make([]quota.Usage, n)}}
+		res = &takeReply{TakeResult: backend.TakeResult{Usage: make([]backend.Usage, n)}}
 	}
 	tail, err := ints(rest[4*n:])
 	if err != nil {
@@ -176,7 +176,7 @@ func takeResult(req *quota.TakeRequest, ok bool, now int64, rest []any) (*takeRe
 			v[j] = x
 		}
 		u := &res.Usage[i]
-		*u = quota.Usage{
+		*u = backend.Usage{
 			Budget: d.Name, Window: d.Window, Limit: d.Limit, Used: v[0],
 			Reset: usTime(v[1]), ExhaustedUntil: usTime(v[2]), RetryAt: usTime(v[3]),
 			StoreLoss: u.StoreLoss,

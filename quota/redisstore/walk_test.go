@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
@@ -31,8 +32,8 @@ func TestRefusalWalksDeepLog(t *testing.T) {
 		// 2,600 entries, one a second, with costs 1 to 3, and a few
 		// expired ones before them
 		for i := range 2610 {
-			req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", i), Now: now,
-				Debits: []quota.Debit{{Budget: b, Cost: 1 + int64(i%3)}}}
+			req := &backend.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", i), Now: now,
+				Debits: []backend.Debit{{Budget: b, Cost: 1 + int64(i%3)}}}
 			if i == 10 {
 				now = now.Add(time.Hour) // the first 10 expire
 			}
@@ -49,8 +50,8 @@ func TestRefusalWalksDeepLog(t *testing.T) {
 		for _, limit := range []int64{5199, 5190, 3000, 2000, 1, 2} {
 			low := b
 			low.Limit = limit
-			req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("low", limit), Now: now,
-				Debits: []quota.Debit{{Budget: low, Cost: 1}}}
+			req := &backend.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("low", limit), Now: now,
+				Debits: []backend.Debit{{Budget: low, Cost: 1}}}
 			want, errW := ref.Take(ctx, req)
 			got, errG := st.Take(ctx, req)
 			if errW != nil || errG != nil {
@@ -65,7 +66,7 @@ func TestRefusalWalksDeepLog(t *testing.T) {
 
 // utcResult returns r with its instants in UTC, for comparing stores that
 // answer in different locations.
-func utcResult(r *quota.TakeResult) quota.TakeResult {
+func utcResult(r *backend.TakeResult) backend.TakeResult {
 	c := *r
 	c.At = c.At.UTC()
 	c.Usage = append([]quota.Usage(nil), r.Usage...)
@@ -88,14 +89,14 @@ func BenchmarkDeepRefusal(b *testing.B) {
 	bu := quota.Budget{Name: "units", Limit: 1 << 40, Window: quota.Sliding(time.Hour)}
 	now := time.Now()
 	for i := range 20000 {
-		req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", i), Now: now.Add(time.Duration(i) * time.Millisecond),
-			Debits: []quota.Debit{{Budget: bu, Cost: 1}}}
+		req := &backend.TakeRequest{API: "yt", Owner: "o", Nonce: fmt.Sprint("n", i), Now: now.Add(time.Duration(i) * time.Millisecond),
+			Debits: []backend.Debit{{Budget: bu, Cost: 1}}}
 		if _, err := st.Take(ctx, req); err != nil {
 			b.Fatal(err)
 		}
 	}
 	bu.Limit = 1
-	req := &quota.TakeRequest{API: "yt", Owner: "o", Nonce: "low", Now: now.Add(time.Minute), Debits: []quota.Debit{{Budget: bu, Cost: 1}}}
+	req := &backend.TakeRequest{API: "yt", Owner: "o", Nonce: "low", Now: now.Add(time.Minute), Debits: []backend.Debit{{Budget: bu, Cost: 1}}}
 	for b.Loop() {
 		res, err := st.Take(ctx, req)
 		if err != nil || res.OK {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // maxExact is the largest count a Lua number (a float64) holds exactly:
@@ -52,7 +52,7 @@ func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
 	if d != nil && d.lo <= us && us < d.hi {
 		return d
 	}
-	b := quota.Daily(loc).Boundaries(est)
+	b := backend.Daily(loc).Boundaries(est)
 	d = &dayBounds{lo: b[1].UnixMicro(), hi: b[2].UnixMicro()}
 	for i, t := range b {
 		d.box[i] = t.UnixMicro()
@@ -68,7 +68,7 @@ func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
 
 // appendSpec appends the 5-value window spec a script reads (see lib.lua):
 // WIN, B1..B4.
-func (s *Store) appendSpec(args []any, w quota.Window, est time.Time) []any {
+func (s *Store) appendSpec(args []any, w backend.Window, est time.Time) []any {
 	if !w.IsDaily() {
 		return append(args, w.Duration().Microseconds(), zero, zero, zero, zero)
 	}
@@ -83,7 +83,7 @@ type boxed struct{ limit, win, id any }
 
 // windowID returns the id scripts know window w by (see lib.lua): "S" and
 // its length in µs for a sliding window, "D" and its zone for a daily one.
-func windowID(w quota.Window) string {
+func windowID(w backend.Window) string {
 	if w.IsDaily() {
 		return "D" + w.Location().String()
 	}
@@ -94,7 +94,7 @@ func windowID(w quota.Window) string {
 const maxBoxed = 1024
 
 // box returns b's limit and window length as script arguments, cached.
-func (s *Store) box(b quota.Budget) boxed {
+func (s *Store) box(b backend.Budget) boxed {
 	s.boxMu.RLock()
 	v, ok := s.boxes[b]
 	s.boxMu.RUnlock()
@@ -112,8 +112,8 @@ func (s *Store) box(b quota.Budget) boxed {
 }
 
 // checkBudget validates what the scripts rely on.
-func checkBudget(b quota.Budget) error {
-	if err := quota.CheckName("budget", b.Name); err != nil {
+func checkBudget(b backend.Budget) error {
+	if err := backend.CheckName("budget", b.Name); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	if b.Limit <= 0 || b.Limit > maxExact {
@@ -135,7 +135,7 @@ func checkBudget(b quota.Budget) error {
 // checkCred validates an API name and credential fingerprint that go into a
 // hash tag.
 func checkCred(api, cred string) error {
-	if err := quota.CheckName("api", api); err != nil {
+	if err := backend.CheckName("api", api); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	if cred == "" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
@@ -28,19 +29,19 @@ func TestAdjustedDailyLogOutlivesItsDay(t *testing.T) {
 	}
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(tokyo)}
 	adj := time.Date(2026, 11, 23, 12, 58, 0, 0, time.UTC) // Tokyo resets at 15:00 UTC
-	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 81, Nonce: "adj", Now: adj}); err != nil {
+	if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 81, Nonce: "adj", Now: adj}); err != nil {
 		t.Fatal(err)
 	}
 	// decisions of another owner after the Tokyo reset run the sweep
 	later := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC) // Los Angeles: still Nov 23
 	for i := range 3 {
-		req := &quota.TakeRequest{API: "api", Owner: "x", Nonce: "x", Now: later.Add(time.Duration(i) * time.Minute), Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+		req := &backend.TakeRequest{API: "api", Owner: "x", Nonce: "x", Now: later.Add(time.Duration(i) * time.Minute), Debits: []backend.Debit{{Budget: b, Cost: 1}}}
 		if _, err := st.Take(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b.Window = quota.Daily(la)
-	req := &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Now: later.Add(time.Hour), Debits: []quota.Debit{{Budget: b, Cost: 20}}}
+	req := &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n", Now: later.Add(time.Hour), Debits: []backend.Debit{{Budget: b, Cost: 20}}}
 	res, err := st.Take(ctx, req)
 	if err != nil {
 		t.Fatal(err)

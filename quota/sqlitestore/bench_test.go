@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // benchLimiter returns a limiter over a fresh file with a budget the
@@ -62,14 +63,14 @@ func BenchmarkTakeParallel(b *testing.B) {
 func BenchmarkStoreTake(b *testing.B) {
 	st, _ := openTemp(b)
 	ctx := context.Background()
-	debits := []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: 1 << 50, Window: quota.Sliding(24 * time.Hour)}, Cost: 7}}
+	debits := []backend.Debit{{Budget: quota.Budget{Name: "units", Limit: 1 << 50, Window: quota.Sliding(24 * time.Hour)}, Cost: 7}}
 	// Nonces made before the loop, so that making them is not measured; a
 	// nonce repeats only after 4096 decisions, which no one refunds here.
 	nonces := make([]string, 4096)
 	for i := range nonces {
 		nonces[i] = fmt.Sprint("n", i)
 	}
-	req := &quota.TakeRequest{API: "bench", Owner: "bench-owner", Debits: debits}
+	req := &backend.TakeRequest{API: "bench", Owner: "bench-owner", Debits: debits}
 	i := 0
 	for b.Loop() {
 		req.Nonce = nonces[i%len(nonces)]

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 //go:embed schema_v3.sql
@@ -19,19 +19,19 @@ const spendSQL = `INSERT INTO usage_hours (api, owner, hour, budget, method, job
 
 // spend adds units to the breakdown row of the hour holding at (µs), in the
 // decision's transaction.
-func (w *wtx) spend(api, owner string, b quota.Budget, method, job string, at, units int64) error {
-	hour := quota.HourOf(time.UnixMicro(at)).UnixMicro()
-	keep := hour + int64(time.Hour/time.Microsecond) + quota.BreakdownKeep(b.Window).Microseconds()
+func (w *wtx) spend(api, owner string, b backend.Budget, method, job string, at, units int64) error {
+	hour := backend.HourOf(time.UnixMicro(at)).UnixMicro()
+	keep := hour + int64(time.Hour/time.Microsecond) + backend.BreakdownKeep(b.Window).Microseconds()
 	return w.st.spend.text(1, api).text(2, owner).int(3, hour).text(4, b.Name).text(5, method).text(6, job).int(7, units).int(8, keep).exec()
 }
 
-// Breakdown implements quota.Store.
-func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]quota.BreakdownRow, error) {
+// Breakdown implements backend.Store.
+func (s *Store) Breakdown(ctx context.Context, req *backend.BreakdownRequest) ([]backend.BreakdownRow, error) {
 	if req == nil || req.Owner == "" {
-		return nil, fmt.Errorf("sqlitestore: breakdown: %w: empty credential", quota.ErrInvalid)
+		return nil, fmt.Errorf("sqlitestore: breakdown: %w: empty credential", backend.ErrInvalid)
 	}
 	now := nowOr(req.Now).UnixMicro()
-	since := quota.HourOf(req.Since).UnixMicro()
+	since := backend.HourOf(req.Since).UnixMicro()
 	q := `SELECT hour, budget, method, job, units FROM usage_hours WHERE api = ? AND owner = ? AND hour >= ? AND keep > ? AND units != 0`
 	args := []any{req.API, req.Owner, since, now}
 	if len(req.Budgets) > 0 {
@@ -40,7 +40,7 @@ func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]q
 			args = append(args, b)
 		}
 	}
-	var out []quota.BreakdownRow
+	var out []backend.BreakdownRow
 	err := s.read(ctx, "breakdown", func(tx *sql.Tx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, q+` ORDER BY hour, budget, method, job`, args...)
@@ -49,7 +49,7 @@ func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]q
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var r quota.BreakdownRow
+			var r backend.BreakdownRow
 			var hour int64
 			if err := rows.Scan(&hour, &r.Budget, &r.Method, &r.Job, &r.Units); err != nil {
 				return err
@@ -62,18 +62,18 @@ func (s *Store) Breakdown(ctx context.Context, req *quota.BreakdownRequest) ([]q
 	if err != nil {
 		return nil, err
 	}
-	return quota.SortBreakdown(out), nil
+	return backend.SortBreakdown(out), nil
 }
 
-// MarkCrossing implements quota.Store: an upsert that replaces only a
+// MarkCrossing implements backend.Store: an upsert that replaces only a
 // lapsed mark, in one immediate transaction, so of several processes
 // exactly one records it.
-func (s *Store) MarkCrossing(ctx context.Context, req *quota.CrossingMark) (bool, error) {
+func (s *Store) MarkCrossing(ctx context.Context, req *backend.CrossingMark) (bool, error) {
 	if req == nil || req.Owner == "" {
-		return false, fmt.Errorf("sqlitestore: mark crossing: %w: empty credential", quota.ErrInvalid)
+		return false, fmt.Errorf("sqlitestore: mark crossing: %w: empty credential", backend.ErrInvalid)
 	}
 	if req.Percent < 1 || req.Percent > 100 {
-		return false, fmt.Errorf("sqlitestore: mark crossing: %w: threshold %d%%: must be between 1 and 100", quota.ErrInvalid, req.Percent)
+		return false, fmt.Errorf("sqlitestore: mark crossing: %w: threshold %d%%: must be between 1 and 100", backend.ErrInvalid, req.Percent)
 	}
 	now := nowOr(req.Now).UnixMicro()
 	var first bool

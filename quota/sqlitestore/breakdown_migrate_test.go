@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
@@ -51,11 +52,11 @@ func TestOpenMigratesToBreakdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := st.Breakdown(ctx, &quota.BreakdownRequest{API: "api", Owner: r.Owner, Since: now.Add(-time.Hour), Now: now})
+	rows, err := st.Breakdown(ctx, &backend.BreakdownRequest{API: "api", Owner: r.Owner, Since: now.Add(-time.Hour), Now: now})
 	if err != nil || len(rows) != 1 || rows[0].Units != 2 || rows[0].Method != "videos.list" || !rows[0].Hour.Equal(now.Add(-30*time.Minute)) {
 		t.Fatalf("Breakdown after migration = %+v, %v", rows, err)
 	}
-	if first, err := st.MarkCrossing(ctx, &quota.CrossingMark{API: "api", Owner: "o", Budget: "units", Percent: 50, Until: now.Add(time.Hour), Now: now}); err != nil || !first {
+	if first, err := st.MarkCrossing(ctx, &backend.CrossingMark{API: "api", Owner: "o", Budget: "units", Percent: 50, Until: now.Add(time.Hour), Now: now}); err != nil || !first {
 		t.Fatalf("MarkCrossing after migration = %v, %v", first, err)
 	}
 }
@@ -74,9 +75,9 @@ func TestOpenMigratesToHeldEntries(t *testing.T) {
 	}
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
 	now := time.Now() // the host clock: the migration reads it
-	for _, req := range []*quota.TakeRequest{
-		{API: "api", Owner: "o", Nonce: "lease", Now: now, Hold: time.Minute, Debits: []quota.Debit{{Budget: b, Cost: 40}}},
-		{API: "api", Owner: "o", Nonce: "plain", Now: now.Add(-time.Minute), Debits: []quota.Debit{{Budget: b, Cost: 5}}},
+	for _, req := range []*backend.TakeRequest{
+		{API: "api", Owner: "o", Nonce: "lease", Now: now, Hold: time.Minute, Debits: []backend.Debit{{Budget: b, Cost: 40}}},
+		{API: "api", Owner: "o", Nonce: "plain", Now: now.Add(-time.Minute), Debits: []backend.Debit{{Budget: b, Cost: 5}}},
 	} {
 		if res, err := st.Take(ctx, req); err != nil || !res.OK {
 			t.Fatalf("Take %s = %+v, %v", req.Nonce, res, err)
@@ -89,7 +90,7 @@ func TestOpenMigratesToHeldEntries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open a version 3 file read-only: %v", err)
 	}
-	us, err := ro.Usage(ctx, &quota.UsageRequest{API: "api", Owner: "o", Budgets: []quota.Budget{b}, Now: now})
+	us, err := ro.Usage(ctx, &backend.UsageRequest{API: "api", Owner: "o", Budgets: []quota.Budget{b}, Now: now})
 	ro.Close()
 	if err != nil || us[0].Used != 45 {
 		t.Fatalf("read-only usage of a version 3 file = %+v, %v; want 45", us, err)
@@ -103,10 +104,10 @@ func TestOpenMigratesToHeldEntries(t *testing.T) {
 	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 4 {
 		t.Fatalf("user_version = %d, %v; want 4", version, err)
 	}
-	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 7, Nonce: "adj", Now: now}); err != nil {
+	if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 7, Nonce: "adj", Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	es, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: "o", Budget: b, Now: now})
+	es, err := st.Entries(ctx, &backend.EntriesRequest{API: "api", Owner: "o", Budget: b, Now: now})
 	if err != nil || len(es) != 2 || es[0].Nonce != "adj" || es[0].Cost != 7 || es[1].Nonce != "lease" || es[1].Cost != 40 {
 		t.Fatalf("entries after the adjust = %+v, %v; want adj (7) and the held lease block (40)", es, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // lossFound is called, under the gate and with no transaction open on the
@@ -63,7 +63,7 @@ func (s *Store) lossFound(err error) error {
 // from that file after it was deleted or replaced at its path.
 type lostLog struct {
 	api, account string
-	budget       quota.Budget
+	budget       backend.Budget
 	until        time.Time // when everything it counts has expired, and any mark ended
 }
 
@@ -84,13 +84,13 @@ func lostLogs(c *conn, now time.Time) ([]lostLog, error) {
 	}
 	var out []lostLog
 	for st.int(1, now.UnixMicro()); st.next(); {
-		w, err := quota.ParseWindow(st.view(3))
+		w, err := backend.ParseWindow(st.view(3))
 		if err != nil {
 			continue // not a window this build reads: nothing to carry
 		}
 		out = append(out, lostLog{
 			api: strings.Clone(st.view(0)), account: strings.Clone(st.view(1)),
-			budget: quota.Budget{Name: strings.Clone(st.view(2)), Limit: max(st.col(4), 1), Window: w},
+			budget: backend.Budget{Name: strings.Clone(st.view(2)), Limit: max(st.col(4), 1), Window: w},
 			until:  time.UnixMicro(st.col(5)),
 		})
 	}
@@ -115,7 +115,7 @@ func (s *Store) carry(logs []lostLog, now time.Time) (string, bool) {
 	ctx := context.Background()
 	var failed []string
 	for _, l := range logs {
-		err := ns.Exhaust(ctx, &quota.ExhaustRequest{API: l.api, Owner: l.account, Budget: l.budget, Until: l.until, Now: now, StoreLoss: true})
+		err := ns.Exhaust(ctx, &backend.ExhaustRequest{API: l.api, Owner: l.account, Budget: l.budget, Until: l.until, Now: now, StoreLoss: true})
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s/%s of %s: %v", l.api, l.budget.Name, l.account, err))
 		}

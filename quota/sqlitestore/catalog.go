@@ -5,23 +5,23 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// DefineBudgets implements quota.Store. A window must survive its text
-// form (quota.ParseWindow), so a daily window needs an IANA zone name
+// DefineBudgets implements backend.Store. A window must survive its text
+// form (backend.ParseWindow), so a daily window needs an IANA zone name
 // ("America/Los_Angeles", "UTC", "Local"), not a time.FixedZone.
-func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []quota.Budget) error {
-	if err := quota.CheckName("api", api); err != nil {
+func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []backend.Budget) error {
+	if err := backend.CheckName("api", api); err != nil {
 		return fmt.Errorf("sqlitestore: define budgets: %w", err)
 	}
 	for _, b := range budgets {
-		if err := quota.ValidateBudgets([]quota.Budget{b}); err != nil {
+		if err := backend.ValidateBudgets([]backend.Budget{b}); err != nil {
 			return fmt.Errorf("sqlitestore: define budgets of %q: %w", api, err)
 		}
-		if w, err := quota.ParseWindow(b.Window.String()); err != nil || w.String() != b.Window.String() {
+		if w, err := backend.ParseWindow(b.Window.String()); err != nil || w.String() != b.Window.String() {
 			return fmt.Errorf("sqlitestore: define budgets of %q: %w: budget %q: window %s cannot be stored: give a daily window an IANA zone name",
-				api, quota.ErrInvalid, b.Name, b.Window)
+				api, backend.ErrInvalid, b.Name, b.Window)
 		}
 	}
 	return s.write(ctx, "define budgets", func(tx *sql.Tx) error {
@@ -39,8 +39,8 @@ func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []quota.B
 	})
 }
 
-// DeleteBudget implements quota.Store. A budget that is not defined gives
-// an error wrapping quota.ErrNotFound.
+// DeleteBudget implements backend.Store. A budget that is not defined gives
+// an error wrapping backend.ErrNotFound.
 func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 	return s.write(ctx, "delete budget", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM budgets WHERE api = ? AND name = ?`, api, budget)
@@ -50,30 +50,30 @@ func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return fmt.Errorf("sqlitestore: delete budget %s/%s: %w", api, budget, quota.ErrNotFound)
+			return fmt.Errorf("sqlitestore: delete budget %s/%s: %w", api, budget, backend.ErrNotFound)
 		}
 		return nil
 	})
 }
 
-// UpdateCredential implements quota.Store: it reads the API's catalog and
+// UpdateCredential implements backend.Store: it reads the API's catalog and
 // writes the change in one immediate transaction, so that two processes
 // never give one label to two credentials. Only fingerprints, labels and
 // owner names are stored.
-func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.CredentialUpdate) (quota.CredentialInfo, error) {
-	if err := quota.CheckName("api", api); err != nil {
-		return quota.CredentialInfo{}, fmt.Errorf("sqlitestore: update credential: %w", err)
+func (s *Store) UpdateCredential(ctx context.Context, api string, u backend.CredentialUpdate) (backend.CredentialInfo, error) {
+	if err := backend.CheckName("api", api); err != nil {
+		return backend.CredentialInfo{}, fmt.Errorf("sqlitestore: update credential: %w", err)
 	}
-	var out quota.CredentialInfo
+	var out backend.CredentialInfo
 	err := s.write(ctx, "update credential", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT fp, label, owner FROM creds WHERE api = ?`, api)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		var creds []quota.CredentialInfo
+		var creds []backend.CredentialInfo
 		for rows.Next() {
-			var c quota.CredentialInfo
+			var c backend.CredentialInfo
 			if err := rows.Scan(&c.ID, &c.Label, &c.Owner); err != nil {
 				return err
 			}
@@ -83,7 +83,7 @@ func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.Creden
 			return err
 		}
 		rows.Close()
-		ch, info, err := quota.ApplyCredentialUpdate(api, creds, u)
+		ch, info, err := backend.ApplyCredentialUpdate(api, creds, u)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: %w", err)
 		}
@@ -105,16 +105,16 @@ func (s *Store) UpdateCredential(ctx context.Context, api string, u quota.Creden
 		return nil
 	})
 	if err != nil {
-		return quota.CredentialInfo{}, err
+		return backend.CredentialInfo{}, err
 	}
 	return out, nil
 }
 
-// List implements quota.Store.
-func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
-	var out []quota.APIInfo
+// List implements backend.Store.
+func (s *Store) List(ctx context.Context) ([]backend.APIInfo, error) {
+	var out []backend.APIInfo
 	err := s.read(ctx, "list", func(tx *sql.Tx) error {
-		out = []quota.APIInfo{}
+		out = []backend.APIInfo{}
 		index := map[string]int{}
 		rows, err := tx.QueryContext(ctx, `SELECT name FROM apis ORDER BY name`)
 		if err != nil {
@@ -127,7 +127,7 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 				return err
 			}
 			index[name] = len(out)
-			out = append(out, quota.APIInfo{Name: name, Budgets: []quota.Budget{}, Credentials: []quota.CredentialInfo{}})
+			out = append(out, backend.APIInfo{Name: name, Budgets: []backend.Budget{}, Credentials: []backend.CredentialInfo{}})
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -141,11 +141,11 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var api, win string
-			var b quota.Budget
+			var b backend.Budget
 			if err := rows.Scan(&api, &b.Name, &b.Limit, &win); err != nil {
 				return err
 			}
-			if b.Window, err = quota.ParseWindow(win); err != nil {
+			if b.Window, err = backend.ParseWindow(win); err != nil {
 				return fmt.Errorf("stored budget %s/%s: %v", api, b.Name, err)
 			}
 			if i, ok := index[api]; ok {
@@ -164,7 +164,7 @@ func (s *Store) List(ctx context.Context) ([]quota.APIInfo, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var api string
-			var c quota.CredentialInfo
+			var c backend.CredentialInfo
 			if err := rows.Scan(&api, &c.ID, &c.Label, &c.Owner); err != nil {
 				return err
 			}

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// changesSQL is the table of quota.ChangeVersioner: one row per API and
+// changesSQL is the table of backend.ChangeVersioner: one row per API and
 // owner whose budgets were ever adjusted or exhausted, its version bumped
 // by each, in the same transaction. Rows are never dropped (one small row
 // per owner), so a version never comes back. It is added to files of any
@@ -47,14 +47,14 @@ func (s *Store) ensureTables(ctx context.Context, conn *sql.Conn) error {
 	return nil
 }
 
-var _ quota.ChangeVersioner = (*Store)(nil)
+var _ backend.ChangeVersioner = (*Store)(nil)
 
-// ChangeVersion implements quota.ChangeVersioner: one row read, in a read
+// ChangeVersion implements backend.ChangeVersioner: one row read, in a read
 // transaction. A file without the table (opened read-only, never opened
 // by this build for writing) has no change recorded: 0.
 func (s *Store) ChangeVersion(ctx context.Context, api, owner string) (int64, error) {
 	if owner == "" {
-		return 0, fmt.Errorf("sqlitestore: change version: %w: empty credential", quota.ErrInvalid)
+		return 0, fmt.Errorf("sqlitestore: change version: %w: empty credential", backend.ErrInvalid)
 	}
 	var v int64
 	err := s.read(ctx, "change version", func(tx *sql.Tx) error {

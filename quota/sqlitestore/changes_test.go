@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 	"github.com/quotactl/quotactl/quota/storetest"
 )
@@ -21,7 +22,7 @@ func TestChangesOnOlderFile(t *testing.T) {
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
 	t.Run("v3", func(t *testing.T) {
 		st, path := openTemp(t)
-		if _, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n1", Debits: []quota.Debit{{Budget: b, Cost: 7}}}); err != nil {
+		if _, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n1", Debits: []backend.Debit{{Budget: b, Cost: 7}}}); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()
@@ -52,7 +53,7 @@ func TestChangesOnOlderFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: "o", Budgets: []quota.Budget{b}})
+		us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: "o", Budgets: []quota.Budget{b}})
 		if err != nil || us[0].Used != 7 {
 			t.Fatalf("usage kept across the migration: %+v, %v; want 7", us, err)
 		}
@@ -71,14 +72,14 @@ func checkBumps(t *testing.T, st *sqlitestore.Store, b quota.Budget) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 3, Nonce: "a"}); err != nil {
+	if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: "o", Budget: b, Used: 3, Nonce: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	v1, err := st.ChangeVersion(ctx, "api", "o")
 	if err != nil || v1 == v0 {
 		t.Fatalf("ChangeVersion after Adjust = %d, %v; it was %d", v1, err, v0)
 	}
-	if err := st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: "o", Budget: b, Until: time.Now().Add(time.Hour)}); err != nil {
+	if err := st.Exhaust(ctx, &backend.ExhaustRequest{API: "api", Owner: "o", Budget: b, Until: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if v2, err := st.ChangeVersion(ctx, "api", "o"); err != nil || v2 == v1 || v2 == v0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
@@ -38,8 +39,8 @@ func TestDecisionReadsClockUnderLock(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	budget := quota.Budget{Name: "units", Limit: 2, Window: quota.Daily(la)}
-	take := func(s *sqlitestore.Store, nonce string, cost int64) (*quota.TakeResult, error) {
-		return s.Take(ctx, &quota.TakeRequest{API: "api", Owner: "o", Nonce: nonce, Debits: []quota.Debit{{Budget: budget, Cost: cost}}})
+	take := func(s *sqlitestore.Store, nonce string, cost int64) (*backend.TakeResult, error) {
+		return s.Take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: nonce, Debits: []backend.Debit{{Budget: budget, Cost: cost}}})
 	}
 	before := time.Date(2026, 11, 22, 23, 59, 59, 900000000, la)
 	after := time.Date(2026, 11, 23, 0, 0, 0, 100000000, la)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // TestTakeNewLogsBesideKnownOnes: a charge of budgets some of which have a
@@ -22,9 +23,9 @@ func TestTakeNewLogsBesideKnownOnes(t *testing.T) {
 	}
 	take := func(nonce string, at time.Time, costs map[string]int64, names ...string) {
 		t.Helper()
-		req := &quota.TakeRequest{API: "api", Owner: "o", Nonce: nonce, Now: at}
+		req := &backend.TakeRequest{API: "api", Owner: "o", Nonce: nonce, Now: at}
 		for _, n := range names {
-			req.Debits = append(req.Debits, quota.Debit{Budget: budget(n), Cost: costs[n]})
+			req.Debits = append(req.Debits, backend.Debit{Budget: budget(n), Cost: costs[n]})
 		}
 		if res, err := st.Take(ctx, req); err != nil || !res.OK {
 			t.Fatalf("Take(%v) = %+v, %v", names, res, err)
@@ -40,7 +41,7 @@ func TestTakeNewLogsBesideKnownOnes(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		bs = append(bs, budget(n))
 	}
-	us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: "o", Budgets: bs, Now: t0.Add(3 * time.Second)})
+	us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: "o", Budgets: bs, Now: t0.Add(3 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,17 +64,17 @@ func TestTakeWithDoneContext(t *testing.T) {
 	// Both the gate and the done context are ready: either may win, so
 	// try enough times to see both (1 in 2^40 to miss one).
 	for i := range 40 {
-		req := &quota.TakeRequest{API: "api", Owner: "o", Nonce: fmt.Sprint("n", i), Now: t0, Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+		req := &backend.TakeRequest{API: "api", Owner: "o", Nonce: fmt.Sprint("n", i), Now: t0, Debits: []backend.Debit{{Budget: b, Cost: 1}}}
 		if _, err := st.Take(done, req); !errors.Is(err, context.Canceled) || !errors.Is(err, quota.ErrStoreUnavailable) {
 			t.Fatalf("Take with a done context = %v, want Canceled and ErrStoreUnavailable", err)
 		}
 	}
-	us, err := st.Usage(context.Background(), &quota.UsageRequest{API: "api", Owner: "o", Budgets: []quota.Budget{b}, Now: t0})
+	us, err := st.Usage(context.Background(), &backend.UsageRequest{API: "api", Owner: "o", Budgets: []quota.Budget{b}, Now: t0})
 	if err != nil || us[0].Used != 0 {
 		t.Fatalf("Usage = %+v, %v; want nothing recorded", us, err)
 	}
 	// The store goes on deciding.
-	req := &quota.TakeRequest{API: "api", Owner: "o", Nonce: "ok", Now: t0, Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+	req := &backend.TakeRequest{API: "api", Owner: "o", Nonce: "ok", Now: t0, Debits: []backend.Debit{{Budget: b, Cost: 1}}}
 	if res, err := st.Take(context.Background(), req); err != nil || !res.OK || res.Usage[0].Used != 1 {
 		t.Fatalf("Take after = %+v, %v", res, err)
 	}
@@ -85,8 +86,8 @@ func TestTakeWithDoneContext(t *testing.T) {
 func TestTakeAllocations(t *testing.T) {
 	st, _ := openTemp(t)
 	ctx := context.Background()
-	debits := []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: quota.MaxLimit, Window: quota.Sliding(time.Hour)}, Cost: 1}}
-	req := &quota.TakeRequest{API: "api", Owner: "o", Nonce: "n", Method: "m", Job: "j", Debits: debits}
+	debits := []backend.Debit{{Budget: quota.Budget{Name: "units", Limit: quota.MaxLimit, Window: quota.Sliding(time.Hour)}, Cost: 1}}
+	req := &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n", Method: "m", Job: "j", Debits: debits}
 	const most = 8
 	if n := testing.AllocsPerRun(200, func() {
 		if res, err := st.Take(ctx, req); err != nil || !res.OK {

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// ErrReplaced is wrapped (with quota.ErrStoreUnavailable) by every
+// ErrReplaced is wrapped (with backend.ErrStoreUnavailable) by every
 // operation of a Store whose database file was deleted or replaced at its
 // path after the Store opened it: the Store's connections still hold the
 // old file, while other processes open the new one, so going on would split

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // leasesSQL is the leases table of schema.sql, for a file whose schema was
@@ -36,8 +36,8 @@ type leaseRow struct {
 	token, expiresUs int64
 }
 
-func (r leaseRow) lease(key string) quota.StateLease {
-	return quota.StateLease{Key: key, Holder: r.holder, Token: r.token, Expires: time.UnixMicro(r.expiresUs)}
+func (r leaseRow) lease(key string) backend.StateLease {
+	return backend.StateLease{Key: key, Holder: r.holder, Token: r.token, Expires: time.UnixMicro(r.expiresUs)}
 }
 
 func getLease(ctx context.Context, tx *sql.Tx, key string) (r leaseRow, found bool, err error) {
@@ -48,15 +48,15 @@ func getLease(ctx context.Context, tx *sql.Tx, key string) (r leaseRow, found bo
 	return r, err == nil, err
 }
 
-// AcquireLease implements quota.StateStore: in one immediate transaction,
+// AcquireLease implements backend.StateStore: in one immediate transaction,
 // it reads the key's lease row and, unless a live lease is there, writes
 // the new holder with the next token.
-func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
-	if err := quota.CheckStateLease("acquire lease", req); err != nil {
-		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
+func (s *Store) AcquireLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
+	if err := backend.CheckStateLease("acquire lease", req); err != nil {
+		return backend.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
-	var out quota.StateLease
-	var held *quota.StateLeaseHeldError
+	var out backend.StateLease
+	var held *backend.StateLeaseHeldError
 	err := s.write(ctx, "acquire lease", func(tx *sql.Tx) error {
 		now := nowOr(req.Now).UnixMicro() // under the write lock (see Store.now)
 		r, _, err := getLease(ctx, tx, req.Key)
@@ -64,7 +64,7 @@ func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) 
 			return err
 		}
 		if r.expiresUs > now {
-			held = &quota.StateLeaseHeldError{Held: r.lease(req.Key)}
+			held = &backend.StateLeaseHeldError{Held: r.lease(req.Key)}
 			return nil
 		}
 		r = leaseRow{holder: req.Holder, token: r.token + 1, expiresUs: now + req.TTL.Microseconds()}
@@ -76,19 +76,19 @@ func (s *Store) AcquireLease(ctx context.Context, req *quota.StateLeaseRequest) 
 	})
 	switch {
 	case err != nil:
-		return quota.StateLease{}, err
+		return backend.StateLease{}, err
 	case held != nil:
-		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", held)
+		return backend.StateLease{}, fmt.Errorf("sqlitestore: %w", held)
 	}
 	return out, nil
 }
 
-// RenewLease implements quota.StateStore.
-func (s *Store) RenewLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
-	if err := quota.CheckStateLease("renew lease", req); err != nil {
-		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
+// RenewLease implements backend.StateStore.
+func (s *Store) RenewLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
+	if err := backend.CheckStateLease("renew lease", req); err != nil {
+		return backend.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
-	var out quota.StateLease
+	var out backend.StateLease
 	lost := false
 	err := s.write(ctx, "renew lease", func(tx *sql.Tx) error {
 		now := nowOr(req.Now).UnixMicro() // under the write lock (see Store.now)
@@ -107,16 +107,16 @@ func (s *Store) RenewLease(ctx context.Context, req *quota.StateLeaseRequest) (q
 	})
 	switch {
 	case err != nil:
-		return quota.StateLease{}, err
+		return backend.StateLease{}, err
 	case lost:
-		return quota.StateLease{}, fmt.Errorf("sqlitestore: renew lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
+		return backend.StateLease{}, fmt.Errorf("sqlitestore: renew lease: %w: %q token %d", backend.ErrLeaseLost, req.Key, req.Token)
 	}
 	return out, nil
 }
 
-// ReleaseLease implements quota.StateStore: the row keeps its token.
-func (s *Store) ReleaseLease(ctx context.Context, req *quota.StateLeaseRequest) error {
-	if err := quota.CheckStateLease("release lease", req); err != nil {
+// ReleaseLease implements backend.StateStore: the row keeps its token.
+func (s *Store) ReleaseLease(ctx context.Context, req *backend.StateLeaseRequest) error {
+	if err := backend.CheckStateLease("release lease", req); err != nil {
 		return fmt.Errorf("sqlitestore: %w", err)
 	}
 	var n int64
@@ -133,15 +133,15 @@ func (s *Store) ReleaseLease(ctx context.Context, req *quota.StateLeaseRequest) 
 	case err != nil:
 		return err
 	case n == 0:
-		return fmt.Errorf("sqlitestore: release lease: %w: %q token %d", quota.ErrLeaseLost, req.Key, req.Token)
+		return fmt.Errorf("sqlitestore: release lease: %w: %q token %d", backend.ErrLeaseLost, req.Key, req.Token)
 	}
 	return nil
 }
 
-// LoadLease implements quota.StateStore.
-func (s *Store) LoadLease(ctx context.Context, req *quota.StateLeaseRequest) (quota.StateLease, error) {
-	if err := quota.CheckStateLease("load lease", req); err != nil {
-		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
+// LoadLease implements backend.StateStore.
+func (s *Store) LoadLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
+	if err := backend.CheckStateLease("load lease", req); err != nil {
+		return backend.StateLease{}, fmt.Errorf("sqlitestore: %w", err)
 	}
 	now := nowOr(req.Now).UnixMicro()
 	var r leaseRow
@@ -150,18 +150,18 @@ func (s *Store) LoadLease(ctx context.Context, req *quota.StateLeaseRequest) (qu
 		return err
 	})
 	if err != nil {
-		return quota.StateLease{}, err
+		return backend.StateLease{}, err
 	}
 	if r.expiresUs <= now {
-		return quota.StateLease{}, fmt.Errorf("sqlitestore: %w: no live lease on %q", quota.ErrNotFound, req.Key)
+		return backend.StateLease{}, fmt.Errorf("sqlitestore: %w: no live lease on %q", backend.ErrNotFound, req.Key)
 	}
 	return r.lease(req.Key), nil
 }
 
-// SaveStateFenced implements quota.StateStore: the token check and the write
+// SaveStateFenced implements backend.StateStore: the token check and the write
 // are one immediate transaction.
 func (s *Store) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
-	if err := quota.CheckStateLease("save state fenced", &quota.StateLeaseRequest{Key: key}); err != nil {
+	if err := backend.CheckStateLease("save state fenced", &backend.StateLeaseRequest{Key: key}); err != nil {
 		return fmt.Errorf("sqlitestore: %w", err)
 	}
 	if value == nil {
@@ -185,7 +185,7 @@ func (s *Store) SaveStateFenced(ctx context.Context, key string, value []byte, t
 	case err != nil:
 		return err
 	case newer != 0:
-		return fmt.Errorf("sqlitestore: save state %q: %w: token %d, a lease with token %d was granted since", key, quota.ErrLeaseLost, token, newer)
+		return fmt.Errorf("sqlitestore: save state %q: %w: token %d, a lease with token %d was granted since", key, backend.ErrLeaseLost, token, newer)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
@@ -33,7 +33,7 @@ func TestLeasesOnOlderFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	l, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: time.Minute})
+	l, err := st.AcquireLease(ctx, &backend.StateLeaseRequest{Key: "jobs/checkpoint/x", Holder: "h:1", TTL: time.Minute})
 	if err != nil || l.Token != 1 {
 		t.Fatalf("AcquireLease on a file made before leases: %+v, %v", l, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // TestHostClock: with no injected clock the store decides on the host's
@@ -19,7 +20,7 @@ func TestHostClock(t *testing.T) {
 	st, _ := openTemp(t)
 	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
 	before := time.Now().Truncate(time.Microsecond)
-	res, err := st.Take(context.Background(), &quota.TakeRequest{API: "api", Owner: "c", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 4}}})
+	res, err := st.Take(context.Background(), &backend.TakeRequest{API: "api", Owner: "c", Nonce: "n", Debits: []backend.Debit{{Budget: b, Cost: 4}}})
 	after := time.Now()
 	if err != nil || !res.OK {
 		t.Fatalf("Take = %+v, %v", res, err)
@@ -117,8 +118,8 @@ func TestStoreValidates(t *testing.T) {
 	st, _ := openTemp(t)
 	ctx := context.Background()
 	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
-	take := func(cred string, ds ...quota.Debit) error {
-		_, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: cred, Nonce: "n", Now: t0, Debits: ds})
+	take := func(cred string, ds ...backend.Debit) error {
+		_, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: cred, Nonce: "n", Now: t0, Debits: ds})
 		return err
 	}
 	for name, tc := range map[string]struct {
@@ -126,25 +127,25 @@ func TestStoreValidates(t *testing.T) {
 		want error
 		says string
 	}{
-		"empty credential": {take("", quota.Debit{Budget: b, Cost: 1}), quota.ErrInvalid, "empty credential"},
+		"empty credential": {take("", backend.Debit{Budget: b, Cost: 1}), quota.ErrInvalid, "empty credential"},
 		"no debits":        {take("c"), quota.ErrInvalid, "no budget"},
-		"zero cost":        {take("c", quota.Debit{Budget: b, Cost: 0}), quota.ErrInvalid, "cost 0"},
-		"over the limit":   {take("c", quota.Debit{Budget: b, Cost: 11}), quota.ErrCostExceedsLimit, "cost 11 > limit 10"},
-		"twice":            {take("c", quota.Debit{Budget: b, Cost: 1}, quota.Debit{Budget: b, Cost: 1}), quota.ErrInvalid, "twice"},
-		"zero window":      {take("c", quota.Debit{Budget: quota.Budget{Name: "w", Limit: 5}, Cost: 1}), quota.ErrInvalid, `"w"`},
-		"nil zone":         {take("c", quota.Debit{Budget: quota.Budget{Name: "d", Limit: 5, Window: quota.Daily(nil)}, Cost: 1}), quota.ErrInvalid, `"d"`},
+		"zero cost":        {take("c", backend.Debit{Budget: b, Cost: 0}), quota.ErrInvalid, "cost 0"},
+		"over the limit":   {take("c", backend.Debit{Budget: b, Cost: 11}), quota.ErrCostExceedsLimit, "cost 11 > limit 10"},
+		"twice":            {take("c", backend.Debit{Budget: b, Cost: 1}, backend.Debit{Budget: b, Cost: 1}), quota.ErrInvalid, "twice"},
+		"zero window":      {take("c", backend.Debit{Budget: quota.Budget{Name: "w", Limit: 5}, Cost: 1}), quota.ErrInvalid, `"w"`},
+		"nil zone":         {take("c", backend.Debit{Budget: quota.Budget{Name: "d", Limit: 5, Window: quota.Daily(nil)}, Cost: 1}), quota.ErrInvalid, `"d"`},
 		"fixed zone": {st.DefineBudgets(ctx, "api", []quota.Budget{{Name: "f", Limit: 5, Window: quota.Daily(time.FixedZone("X", 3600))}}),
 			quota.ErrInvalid, "IANA"},
 		"bad api name":      {st.DefineBudgets(ctx, "a b", []quota.Budget{b}), quota.ErrInvalid, "api name"},
-		"empty fingerprint": {second(st.UpdateCredential(ctx, "api", quota.CredentialUpdate{Label: "x"})), quota.ErrInvalid, "fingerprint"},
-		"negative adjust": {st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: "c", Budget: b, Used: -1, Now: t0}),
+		"empty fingerprint": {second(st.UpdateCredential(ctx, "api", backend.CredentialUpdate{Label: "x"})), quota.ErrInvalid, "fingerprint"},
+		"negative adjust": {st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: "c", Budget: b, Used: -1, Now: t0}),
 			quota.ErrInvalid, "used -1"},
 	} {
 		if !errors.Is(tc.err, tc.want) || !strings.Contains(tc.err.Error(), tc.says) || !strings.HasPrefix(tc.err.Error(), "sqlitestore: ") {
 			t.Errorf("%s: err = %v, want %v saying %q", name, tc.err, tc.want, tc.says)
 		}
 	}
-	if n, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: "c", Budget: b, Now: t0}); err != nil || len(n) != 0 {
+	if n, err := st.Entries(ctx, &backend.EntriesRequest{API: "api", Owner: "c", Budget: b, Now: t0}); err != nil || len(n) != 0 {
 		t.Fatalf("bad requests recorded entries: %v, %v", n, err)
 	}
 }

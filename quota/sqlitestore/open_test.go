@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
@@ -200,7 +201,7 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	}
 	ctx := context.Background()
 	b := quota.Budget{Name: "u", Limit: 10, Window: quota.Sliding(time.Hour)}
-	_, err := st.Take(ctx, &quota.TakeRequest{API: "a", Owner: "c", Nonce: "n", Debits: []quota.Debit{{Budget: b, Cost: 1}}})
+	_, err := st.Take(ctx, &backend.TakeRequest{API: "a", Owner: "c", Nonce: "n", Debits: []backend.Debit{{Budget: b, Cost: 1}}})
 	if !errors.Is(err, quota.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "sqlitestore: take: ") {
 		t.Errorf("Take after Close = %v, want sqlitestore: take: ...ErrStoreUnavailable", err)
 	}

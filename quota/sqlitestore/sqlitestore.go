@@ -1,4 +1,4 @@
-// Package sqlitestore is the quota.Store for one host: one SQLite database
+// Package sqlitestore is the backend.Store for one host: one SQLite database
 // file that every process on the host opens, with no server to run. It uses
 // modernc.org/sqlite (pure Go, no cgo).
 //
@@ -11,7 +11,7 @@
 // write lock, polling it every few hundred microseconds (not in SQLite's
 // busy handler, whose sleeps grow to 100ms and let a busy process starve
 // the others), up to the busy timeout (WithBusyTimeout, default 5s), after
-// which the call fails with an error wrapping quota.ErrStoreUnavailable. A
+// which the call fails with an error wrapping backend.ErrStoreUnavailable. A
 // process that holds the lock back to back leaves it free for a moment
 // every 20ms, so waiting processes get their turn. Reads (Usage, Entries,
 // List, LoadState, Records, Streams) use a pool of read-only connections
@@ -53,9 +53,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quotactl/quotactl/quota/backend"
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
-
-	"github.com/quotactl/quotactl/quota"
 )
 
 // schemaVersion is the PRAGMA user_version of the schema this package writes.
@@ -77,7 +76,7 @@ var schemaV4SQL string
 const migrateV1 = `ALTER TABLE creds ADD COLUMN owner TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 2;`
 
 // ErrNotDatabase is returned by Open for a file that is not an SQLite
-// database. errors.Is(err, quota.ErrInvalid) also holds for it.
+// database. errors.Is(err, backend.ErrInvalid) also holds for it.
 var ErrNotDatabase error = &sentinel{"file is not an SQLite database"}
 
 // errClosed is the error of a decision on a closed Store.
@@ -86,9 +85,9 @@ var errClosed = errors.New("store closed")
 type sentinel struct{ msg string }
 
 func (e *sentinel) Error() string        { return e.msg }
-func (e *sentinel) Is(target error) bool { return target == quota.ErrInvalid }
+func (e *sentinel) Is(target error) bool { return target == backend.ErrInvalid }
 
-// Store is a quota.Store and quota.StateStore kept in an SQLite file. It is
+// Store is a backend.Store and backend.StateStore kept in an SQLite file. It is
 // safe for concurrent use by many goroutines, and many processes may open
 // the same file. Open makes one; Close releases it.
 type Store struct {
@@ -113,8 +112,8 @@ type Store struct {
 }
 
 var (
-	_ quota.Store      = (*Store)(nil)
-	_ quota.StateStore = (*Store)(nil)
+	_ backend.Store      = (*Store)(nil)
+	_ backend.StateStore = (*Store)(nil)
 )
 
 // Option configures a Store in Open.
@@ -130,20 +129,20 @@ type config struct {
 // WithReadOnly opens the database read-only: nothing is ever written to
 // the file, so a user who may read but not write it (a 0644 file of
 // another user) can inspect it. The file must exist (an error wrapping
-// quota.ErrNotFound says so otherwise) and hold the store's schema. Usage,
+// backend.ErrNotFound says so otherwise) and hold the store's schema. Usage,
 // Entries, List and the StateStore reads work; every write fails with an
 // error wrapping ErrReadOnly. Each read sees what other processes have
 // written until then, so a long-running reader (quotactl serve) stays
 // current. quotactl's inspecting commands use it.
 func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
 
-// ErrReadOnly is wrapped (with quota.ErrInvalid) by every write to a Store
+// ErrReadOnly is wrapped (with backend.ErrInvalid) by every write to a Store
 // opened WithReadOnly.
 var ErrReadOnly = errors.New("sqlitestore: store opened read-only")
 
 // WithBusyTimeout sets how long a write waits for another process holding
 // the database's write lock before failing with an error wrapping
-// quota.ErrStoreUnavailable. Default: 5s. d is rounded down to the
+// backend.ErrStoreUnavailable. Default: 5s. d is rounded down to the
 // millisecond; d <= 0 means fail at once.
 func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busy = d } }
 
@@ -163,25 +162,25 @@ func WithReadConns(n int) Option { return func(c *config) { c.readConns = max(n,
 // a sweep of idle credentials every 1024 decisions, 4 read connections.
 //
 // A file that is not an SQLite database gives an error wrapping
-// ErrNotDatabase (and quota.ErrInvalid) that names the path; so does, with
-// quota.ErrInvalid, a database with a newer schema version or with tables
+// ErrNotDatabase (and backend.ErrInvalid) that names the path; so does, with
+// backend.ErrInvalid, a database with a newer schema version or with tables
 // of another program. In those cases nothing in the file is modified. A
 // file that cannot be read or locked in time gives an error wrapping
-// quota.ErrStoreUnavailable.
+// backend.ErrStoreUnavailable.
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := config{busy: 5 * time.Second, sweepEvery: 1024, readConns: 4}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if path == "" {
-		return nil, fmt.Errorf("sqlitestore: open: %w: empty path", quota.ErrInvalid)
+		return nil, fmt.Errorf("sqlitestore: open: %w: empty path", backend.ErrInvalid)
 	}
 	if err := checkHeader(path); err != nil {
 		return nil, err
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w: %w", path, backend.ErrStoreUnavailable, err)
 	}
 	if cfg.readOnly {
 		return openReadOnly(path, abs, cfg)
@@ -191,7 +190,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	if _, err := os.Stat(filepath.Dir(abs)); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w: the directory %s does not exist (Open creates the file, not its directory)",
-			path, quota.ErrStoreUnavailable, filepath.Dir(abs))
+			path, backend.ErrStoreUnavailable, filepath.Dir(abs))
 	}
 	file := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?_pragma=synchronous(NORMAL)"
 	busy := "&_pragma=busy_timeout(" + strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
@@ -260,7 +259,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 func openReadOnly(path, abs string, cfg config) (*Store, error) {
 	s := &Store{path: path, busy: max(cfg.busy, 0), gate: newGate(), readOnly: true}
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no database at this path", path, quota.ErrNotFound)
+		return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no database at this path", path, backend.ErrNotFound)
 	}
 	base := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?mode=ro&_pragma=query_only(1)&_pragma=busy_timeout(" +
 		strconv.FormatInt(max(cfg.busy.Milliseconds(), 0), 10) + ")"
@@ -292,7 +291,7 @@ func openReadOnly(path, abs string, cfg config) (*Store, error) {
 			conn.Close()
 			if err == nil && v < readVersion {
 				s.Close()
-				return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no store schema yet (an empty database)", path, quota.ErrNotFound)
+				return nil, fmt.Errorf("sqlitestore: open %s read-only: %w: no store schema yet (an empty database)", path, backend.ErrNotFound)
 			}
 		}
 		if err == nil {
@@ -303,7 +302,7 @@ func openReadOnly(path, abs string, cfg config) (*Store, error) {
 			s.ident.wal, s.ident.shm = nil, nil // another process's WAL and shared memory may come and go
 			return s, nil
 		}
-		if errors.Is(err, quota.ErrInvalid) {
+		if errors.Is(err, backend.ErrInvalid) {
 			s.Close()
 			return nil, err // not ours: say so, whatever the mode
 		}
@@ -361,11 +360,11 @@ func checkHeader(path string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
+		return fmt.Errorf("sqlitestore: open %s: %w: %w", path, backend.ErrStoreUnavailable, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return fmt.Errorf("sqlitestore: open %s: %w: is a directory", path, quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: open %s: %w: is a directory", path, backend.ErrInvalid)
 	}
 	var hdr [16]byte
 	n, err := io.ReadFull(f, hdr[:])
@@ -373,7 +372,7 @@ func checkHeader(path string) error {
 	case n == 0 && (err == io.EOF):
 		return nil // an empty file is an empty database
 	case err != nil && err != io.ErrUnexpectedEOF:
-		return fmt.Errorf("sqlitestore: open %s: %w: %w", path, quota.ErrStoreUnavailable, err)
+		return fmt.Errorf("sqlitestore: open %s: %w: %w", path, backend.ErrStoreUnavailable, err)
 	case string(hdr[:n]) != "SQLite format 3\x00":
 		return fmt.Errorf("sqlitestore: open %s: %w", path, ErrNotDatabase)
 	}
@@ -397,7 +396,7 @@ func checkWritable(path string) error {
 	case errors.Is(err, os.ErrPermission):
 		return fmt.Errorf("sqlitestore: open %s: %w: %s is not writable by this process (uid %d): %w; "+
 			"run as a user who may write it, or open it read-only (WithReadOnly; quotactl's inspecting commands do)",
-			path, quota.ErrStoreUnavailable, path, os.Geteuid(), err)
+			path, backend.ErrStoreUnavailable, path, os.Geteuid(), err)
 	}
 	return nil // anything else: SQLite says what
 }
@@ -410,9 +409,9 @@ func (s *Store) openErr(err error) error {
 	}
 	if ok && code == 1544 { // SQLITE_READONLY_DIRECTORY
 		return fmt.Errorf("sqlitestore: open %s: %w: the directory %s is not writable by this process (uid %d), and SQLite must create %s-wal and %s-shm there: %w",
-			s.path, quota.ErrStoreUnavailable, filepath.Dir(s.path), os.Geteuid(), filepath.Base(s.path), filepath.Base(s.path), err)
+			s.path, backend.ErrStoreUnavailable, filepath.Dir(s.path), os.Geteuid(), filepath.Base(s.path), filepath.Base(s.path), err)
 	}
-	return fmt.Errorf("sqlitestore: open %s: %w: %w", s.path, quota.ErrStoreUnavailable, err)
+	return fmt.Errorf("sqlitestore: open %s: %w: %w", s.path, backend.ErrStoreUnavailable, err)
 }
 
 // init checks the file's schema version, then switches it to WAL and
@@ -446,7 +445,7 @@ func (s *Store) init(dsn string) error {
 			return s.openErr(err)
 		}
 		if mode != "wal" {
-			return fmt.Errorf("sqlitestore: open %s: %w: cannot switch to WAL journal mode (still %q)", s.path, quota.ErrStoreUnavailable, mode)
+			return fmt.Errorf("sqlitestore: open %s: %w: cannot switch to WAL journal mode (still %q)", s.path, backend.ErrStoreUnavailable, mode)
 		}
 	}
 	if v == schemaVersion {
@@ -514,14 +513,14 @@ func (s *Store) check(ctx context.Context, conn *sql.Conn) (int, error) {
 	}
 	if v > schemaVersion {
 		return 0, fmt.Errorf("sqlitestore: open %s: %w: database schema version %d is newer than this build supports (%d); upgrade quotactl",
-			s.path, quota.ErrInvalid, v, schemaVersion)
+			s.path, backend.ErrInvalid, v, schemaVersion)
 	}
 	if v == 0 {
 		var name string
 		err := tx.QueryRowContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' LIMIT 1`).Scan(&name)
 		if err == nil {
 			return 0, fmt.Errorf("sqlitestore: open %s: %w: an SQLite database of another program (it has table %q and no sqlitestore schema)",
-				s.path, quota.ErrInvalid, name)
+				s.path, backend.ErrInvalid, name)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, s.openErr(err)
@@ -535,7 +534,7 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the database. It is safe to call more than once; calls after
 // the first return the first's result. Operations after Close fail with an
-// error wrapping quota.ErrStoreUnavailable.
+// error wrapping backend.ErrStoreUnavailable.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
@@ -573,10 +572,10 @@ func (s *Store) Close() error {
 
 // fail wraps an error of operation op: argument errors pass as they are,
 // everything else (I/O, a lock not obtained within the busy timeout, a done
-// context, a closed store) wraps quota.ErrStoreUnavailable.
+// context, a closed store) wraps backend.ErrStoreUnavailable.
 func fail(op string, err error) error {
-	if errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrNotFound) || errors.Is(err, quota.ErrCostExceedsLimit) ||
-		errors.Is(err, quota.ErrLabelTaken) || errors.Is(err, quota.ErrUnknownCredential) {
+	if errors.Is(err, backend.ErrInvalid) || errors.Is(err, backend.ErrNotFound) || errors.Is(err, backend.ErrCostExceedsLimit) ||
+		errors.Is(err, backend.ErrLabelTaken) || errors.Is(err, backend.ErrUnknownCredential) {
 		return err
 	}
 	if code, ok := sqliteCode(err); ok && code == 522 { // SQLITE_IOERR_SHORT_READ
@@ -585,19 +584,19 @@ func fail(op string, err error) error {
 		// frames the new, empty WAL lacks.
 		return fmt.Errorf("sqlitestore: %s: %w: %w (a file of the database is shorter than SQLite expects: "+
 			"was its WAL deleted while another process had it open? That process copies its decisions back into "+
-			"the database at its next decision, or when it closes the database; until then this one cannot decide)", op, quota.ErrStoreUnavailable, err)
+			"the database at its next decision, or when it closes the database; until then this one cannot decide)", op, backend.ErrStoreUnavailable, err)
 	}
-	return fmt.Errorf("sqlitestore: %s: %w: %w", op, quota.ErrStoreUnavailable, err)
+	return fmt.Errorf("sqlitestore: %s: %w: %w", op, backend.ErrStoreUnavailable, err)
 }
 
 // write runs fn in one BEGIN IMMEDIATE transaction on the write connection
 // (see begin for how it waits for the lock).
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if ctx == nil {
-		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, backend.ErrInvalid)
 	}
 	if s.readOnly {
-		return fmt.Errorf("sqlitestore: %s %s: %w: %w", op, s.path, quota.ErrInvalid, ErrReadOnly)
+		return fmt.Errorf("sqlitestore: %s %s: %w: %w", op, s.path, backend.ErrInvalid, ErrReadOnly)
 	}
 	var tx *sql.Tx
 	err := s.begin(ctx, func() (err error) {
@@ -630,10 +629,10 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 // rolls the decision back.
 func (s *Store) decide(ctx context.Context, op string, fn func(w *wtx) error) error {
 	if ctx == nil {
-		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, backend.ErrInvalid)
 	}
 	if s.readOnly {
-		return fmt.Errorf("sqlitestore: %s %s: %w: %w", op, s.path, quota.ErrInvalid, ErrReadOnly)
+		return fmt.Errorf("sqlitestore: %s %s: %w: %w", op, s.path, backend.ErrInvalid, ErrReadOnly)
 	}
 	c := s.dc
 	if err := s.begin(ctx, func() error {
@@ -670,7 +669,7 @@ func (s *Store) decide(ctx context.Context, op string, fn func(w *wtx) error) er
 // snapshot that never waits for writers.
 func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if ctx == nil {
-		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: %s: %w: nil context", op, backend.ErrInvalid)
 	}
 	if err := s.ident.check(); err != nil {
 		return fail(op, err)

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// SaveState implements quota.StateStore.
+// SaveState implements backend.StateStore.
 func (s *Store) SaveState(ctx context.Context, key string, value []byte) error {
 	if value == nil {
 		value = []byte{}
@@ -22,14 +22,14 @@ func (s *Store) SaveState(ctx context.Context, key string, value []byte) error {
 	})
 }
 
-// LoadState implements quota.StateStore. A missing key gives an error
-// wrapping quota.ErrNotFound.
+// LoadState implements backend.StateStore. A missing key gives an error
+// wrapping backend.ErrNotFound.
 func (s *Store) LoadState(ctx context.Context, key string) ([]byte, error) {
 	var v []byte
 	err := s.read(ctx, "load state", func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `SELECT value FROM state WHERE key = ?`, key).Scan(&v)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("sqlitestore: load state %q: %w", key, quota.ErrNotFound)
+			return fmt.Errorf("sqlitestore: load state %q: %w", key, backend.ErrNotFound)
 		}
 		return err
 	})
@@ -39,7 +39,7 @@ func (s *Store) LoadState(ctx context.Context, key string) ([]byte, error) {
 	return v, nil
 }
 
-// AppendRecord implements quota.StateStore: it appends rec to stream and
+// AppendRecord implements backend.StateStore: it appends rec to stream and
 // deletes all but the newest keep records (keep <= 0 keeps every record).
 func (s *Store) AppendRecord(ctx context.Context, stream string, rec []byte, keep int) error {
 	if rec == nil {
@@ -62,7 +62,7 @@ func (s *Store) AppendRecord(ctx context.Context, stream string, rec []byte, kee
 	})
 }
 
-// Records implements quota.StateStore: up to limit records of stream,
+// Records implements backend.StateStore: up to limit records of stream,
 // newest first (limit <= 0: all).
 func (s *Store) Records(ctx context.Context, stream string, limit int) ([][]byte, error) {
 	if limit <= 0 {
@@ -91,7 +91,7 @@ func (s *Store) Records(ctx context.Context, stream string, limit int) ([][]byte
 	return out, nil
 }
 
-// Streams implements quota.StateStore: the names of the streams that start
+// Streams implements backend.StateStore: the names of the streams that start
 // with prefix, sorted.
 func (s *Store) Streams(ctx context.Context, prefix string) ([]string, error) {
 	var out []string

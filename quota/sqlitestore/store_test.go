@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 	"github.com/quotactl/quotactl/quota/storetest"
 )
@@ -152,7 +153,7 @@ func TestSweepDropsIdleCredentials(t *testing.T) {
 func TestLockTimeout(t *testing.T) {
 	st, path := openTemp(t, sqlitestore.WithBusyTimeout(50*time.Millisecond))
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
-	req := &quota.TakeRequest{API: "api", Owner: "c", Nonce: "n1", Now: t0, Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+	req := &backend.TakeRequest{API: "api", Owner: "c", Nonce: "n1", Now: t0, Debits: []backend.Debit{{Budget: b, Cost: 1}}}
 	ctx := context.Background()
 	if _, err := st.Take(ctx, req); err != nil {
 		t.Fatal(err)
@@ -173,7 +174,7 @@ func TestLockTimeout(t *testing.T) {
 	}
 	for name, op := range map[string]func() error{
 		"Exhaust": func() error {
-			return st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: "c", Budget: b, Until: t0.Add(time.Hour), Now: t0})
+			return st.Exhaust(ctx, &backend.ExhaustRequest{API: "api", Owner: "c", Budget: b, Until: t0.Add(time.Hour), Now: t0})
 		},
 		"DefineBudgets": func() error { return st.DefineBudgets(ctx, "api", []quota.Budget{b}) },
 		"SaveState":     func() error { return st.SaveState(ctx, "k", nil) },
@@ -183,7 +184,7 @@ func TestLockTimeout(t *testing.T) {
 		}
 	}
 	// Readers are not blocked by a writer.
-	us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: "c", Budgets: []quota.Budget{b}, Now: t0})
+	us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: "c", Budgets: []quota.Budget{b}, Now: t0})
 	if err != nil || us[0].Used != 1 {
 		t.Fatalf("Usage while locked = %+v, %v", us, err)
 	}

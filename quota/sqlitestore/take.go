@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // logRow is one log, the (api, credential, budget) triple, as the sums
@@ -18,18 +18,18 @@ import (
 type logRow struct {
 	id     int64
 	budget string
-	// window is the window the log keeps its entries for (quota.Retain):
+	// window is the window the log keeps its entries for (backend.Retain):
 	// the budget's window, or a longer one after the window was shortened,
 	// so that a longer window it had still finds its entries.
 	window string
-	kept   quota.Window // window, parsed; zero while it equals the budget's
-	used   int64        // running sum of the costs of the log's entries
-	gap    int64        // of used, units the budget's window no longer counts
-	exh    int64        // exhausted until, µs; 0 if not marked
-	idle   int64        // every entry expired and the mark ended by then, µs
-	dirty  bool         // the sums row needs writing back
-	seen   bool         // debited by the decision at hand
-	deb    int          // in Take, the index of its debit; -1 for none
+	kept   backend.Window // window, parsed; zero while it equals the budget's
+	used   int64          // running sum of the costs of the log's entries
+	gap    int64          // of used, units the budget's window no longer counts
+	exh    int64          // exhausted until, µs; 0 if not marked
+	idle   int64          // every entry expired and the mark ended by then, µs
+	dirty  bool           // the sums row needs writing back
+	seen   bool           // debited by the decision at hand
+	deb    int            // in Take, the index of its debit; -1 for none
 }
 
 // wtx is a decision's transaction on the decision connection: its
@@ -39,17 +39,17 @@ type wtx struct {
 	st   *stmts
 	logs []logRow
 	lgs  []*logRow
-	win  map[quota.Window]string // text forms of windows met, a few dozen at most
+	win  map[backend.Window]string // text forms of windows met, a few dozen at most
 }
 
 // winText returns win.String(), without building it again for a window
 // seen before.
-func (w *wtx) winText(win quota.Window) string {
+func (w *wtx) winText(win backend.Window) string {
 	if t, ok := w.win[win]; ok {
 		return t
 	}
 	if len(w.win) >= 64 || w.win == nil {
-		w.win = make(map[quota.Window]string)
+		w.win = make(map[backend.Window]string)
 	}
 	t := win.String()
 	w.win[win] = t
@@ -77,7 +77,7 @@ func storedWindow(s *stmt, win string) string {
 // budget has its budget's name and the debit's index in deb; the others
 // have neither (nor their window's text), only what the decision needs to
 // drop them.
-func (w *wtx) credLogs(api, cred string, debits []quota.Debit) ([]logRow, error) {
+func (w *wtx) credLogs(api, cred string, debits []backend.Debit) ([]logRow, error) {
 	logs := w.logs[:0]
 	s := w.st.credLogs.text(1, api).text(2, cred)
 	for s.next() {
@@ -105,7 +105,7 @@ func (w *wtx) credLogs(api, cred string, debits []quota.Debit) ([]logRow, error)
 
 // log returns the log of budget b, creating it if create is set; nil if it
 // does not exist and create is not set.
-func (w *wtx) log(api, cred string, b quota.Budget, now time.Time, create bool) (*logRow, error) {
+func (w *wtx) log(api, cred string, b backend.Budget, now time.Time, create bool) (*logRow, error) {
 	lg := &logRow{budget: b.Name, deb: -1}
 	found := false
 	s := w.st.logByName.text(1, api).text(2, cred).text(3, b.Name)
@@ -129,7 +129,7 @@ func (w *wtx) log(api, cred string, b quota.Budget, now time.Time, create bool) 
 func (lg *logRow) counted() int64 { return lg.used - lg.gap }
 
 // create makes lg the new log of budget b.
-func (w *wtx) create(lg *logRow, api, cred string, b quota.Budget) error {
+func (w *wtx) create(lg *logRow, api, cred string, b backend.Budget) error {
 	*lg = logRow{budget: b.Name, window: w.winText(b.Window), seen: true, deb: lg.deb}
 	found := false
 	s := w.st.newLog.text(1, api).text(2, cred).text(3, b.Name).text(4, lg.window)
@@ -146,18 +146,18 @@ func (w *wtx) create(lg *logRow, api, cred string, b quota.Budget) error {
 }
 
 // setWindow records the window a log is used with at now, and how long it
-// keeps its entries (quota.Retain: a shortened window keeps what the longer
+// keeps its entries (backend.Retain: a shortened window keeps what the longer
 // one counted). When the window changed (the budget was redefined), it
 // first deletes the entries the old kept window no longer keeps (gone for
 // every window, even a longer one set now), and recomputes idle_after so
 // the sweep never drops an entry a kept window counts.
-func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
+func (w *wtx) setWindow(lg *logRow, win backend.Window, now time.Time) error {
 	ws := w.winText(win)
-	lg.kept = quota.Window{}
+	lg.kept = backend.Window{}
 	if lg.window == ws {
 		return nil // the hot path: the definition did not change
 	}
-	old, err := quota.ParseWindow(lg.window)
+	old, err := backend.ParseWindow(lg.window)
 	if err != nil {
 		return fmt.Errorf("log of budget %q: stored window %q: %w", lg.budget, lg.window, err)
 	}
@@ -167,12 +167,12 @@ func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
 			return err
 		}
 	}
-	if err := w.prune(lg, quota.KeptSince(old, now).UnixMicro(), now.UnixMicro(), false); err != nil {
+	if err := w.prune(lg, backend.KeptSince(old, now).UnixMicro(), now.UnixMicro(), false); err != nil {
 		return err
 	}
 	kept := win
 	if lg.used != 0 { // an empty log starts afresh
-		kept = quota.Retain(old, win)
+		kept = backend.Retain(old, win)
 	}
 	if ks := kept.String(); ks != ws {
 		lg.kept = kept
@@ -193,7 +193,7 @@ func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
 	lg.idle = lg.exh
 	if valid {
 		at := time.UnixMicro(newest)
-		lg.idle = max(lg.idle, win.Expiry(at).UnixMicro(), quota.KeptUntil(kept, at).UnixMicro())
+		lg.idle = max(lg.idle, win.Expiry(at).UnixMicro(), backend.KeptUntil(kept, at).UnixMicro())
 	}
 	return nil
 }
@@ -201,13 +201,13 @@ func (w *wtx) setWindow(lg *logRow, win quota.Window, now time.Time) error {
 // trim prunes the log for window win at now: it deletes the entries that
 // neither win nor the kept window counts, and sets the units kept but no
 // longer counted.
-func (w *wtx) trim(lg *logRow, win quota.Window, now time.Time) error {
+func (w *wtx) trim(lg *logRow, win backend.Window, now time.Time) error {
 	start := win.Start(now).UnixMicro()
 	if lg.kept.IsZero() {
 		lg.gap = 0
 		return w.prune(lg, start, now.UnixMicro(), win.IsDaily())
 	}
-	if err := w.prune(lg, quota.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro(), false); err != nil {
+	if err := w.prune(lg, backend.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro(), false); err != nil {
 		return err
 	}
 	s := w.st.gap.int(1, lg.id).int(2, start)
@@ -219,10 +219,10 @@ func (w *wtx) trim(lg *logRow, win quota.Window, now time.Time) error {
 
 // expiry returns when an entry recorded at now leaves both the budget's
 // window and the kept one (µs).
-func (lg *logRow) expiry(win quota.Window, now time.Time) int64 {
-	e := quota.KeptUntil(win, now).UnixMicro()
+func (lg *logRow) expiry(win backend.Window, now time.Time) int64 {
+	e := backend.KeptUntil(win, now).UnixMicro()
 	if !lg.kept.IsZero() {
-		e = max(e, quota.KeptUntil(lg.kept, now).UnixMicro())
+		e = max(e, backend.KeptUntil(lg.kept, now).UnixMicro())
 	}
 	return e
 }
@@ -231,7 +231,7 @@ func (lg *logRow) expiry(win quota.Window, now time.Time) int64 {
 // their costs from the running sum: O(expired entries). It also drops an
 // exhaustion mark that has ended by now. With aside (a log kept for a
 // daily window), it sets the entries aside instead (log = -id), out of the
-// sum, and deletes those set aside more than quota.DailyKeep before now:
+// sum, and deletes those set aside more than backend.DailyKeep before now:
 // a budget redefined with another zone or a sliding window counts the
 // others again (unarchive). The set-aside entries are trimmed when more
 // are set aside, at a day's first decision; whatever their number, none
@@ -252,7 +252,7 @@ func (w *wtx) prune(lg *logRow, start, now int64, aside bool) error {
 		return err
 	}
 	if aside && moved {
-		if err := w.st.trimAside.int(1, lg.id).int(2, now-quota.DailyKeep.Microseconds()+1).exec(); err != nil {
+		if err := w.st.trimAside.int(1, lg.id).int(2, now-backend.DailyKeep.Microseconds()+1).exec(); err != nil {
 			return err
 		}
 	}
@@ -268,11 +268,11 @@ func (w *wtx) prune(lg *logRow, start, now int64, aside bool) error {
 }
 
 // unarchive puts the log's set-aside entries recorded in the last
-// quota.DailyKeep back in it, and their costs in its running sum, and
+// backend.DailyKeep back in it, and their costs in its running sum, and
 // deletes the older ones: the log's window changed, and the new one may
 // count them.
 func (w *wtx) unarchive(lg *logRow, now time.Time) error {
-	from := quota.KeptSince(quota.Daily(time.UTC), now).UnixMicro()
+	from := backend.KeptSince(backend.Daily(time.UTC), now).UnixMicro()
 	var back int64
 	s := w.st.unarchive.int(1, lg.id).int(2, from)
 	for s.next() {
@@ -292,7 +292,7 @@ func (w *wtx) unarchive(lg *logRow, now time.Time) error {
 // returns when the entry that covers them expires (µs): exactly when a
 // charge short of deficit units fits. Entries at one instant expire
 // together, so their order among themselves does not matter.
-func (w *wtx) retryAt(lg *logRow, win quota.Window, deficit int64, now time.Time) (int64, error) {
+func (w *wtx) retryAt(lg *logRow, win backend.Window, deficit int64, now time.Time) (int64, error) {
 	var freed, at int64
 	found := false
 	s := w.st.walk.int(1, lg.id).int(2, win.Start(now).UnixMicro())
@@ -313,8 +313,8 @@ func (w *wtx) retryAt(lg *logRow, win quota.Window, deficit int64, now time.Time
 }
 
 // usage describes the log at now.
-func (w *wtx) usage(lg *logRow, b quota.Budget, now time.Time) (quota.Usage, error) {
-	u := quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.counted()}
+func (w *wtx) usage(lg *logRow, b backend.Budget, now time.Time) (backend.Usage, error) {
+	u := backend.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.counted()}
 	if lg.exh > now.UnixMicro() {
 		u.ExhaustedUntil = time.UnixMicro(lg.exh)
 	}
@@ -345,18 +345,18 @@ func (w *wtx) drop(id int64) error {
 	return w.st.dropLog.int(1, id).exec()
 }
 
-// Take implements quota.Store: one BEGIN IMMEDIATE transaction that prunes
+// Take implements backend.Store: one BEGIN IMMEDIATE transaction that prunes
 // each debited log, checks every budget (and exhaustion mark), and records
 // one entry per budget or nothing. Logs of the same credential that are
 // wholly expired are dropped on the way.
-func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	if err := checkTake(req); err != nil {
 		return nil, err
 	}
 	var (
 		now time.Time
 		n   int64
-		res *quota.TakeResult
+		res *backend.TakeResult
 	)
 	err := s.decide(ctx, "take", func(w *wtx) error {
 		// the host clock is read under the write lock (see s.now)
@@ -435,7 +435,7 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 			lg := lgs[i]
 			at, held := now, int64(0) // a held entry (a lease's block) sits at its lease's end
 			if req.Hold > 0 {
-				at, held = quota.HeldAt(d.Window, now, req.Hold), 1
+				at, held = backend.HeldAt(d.Window, now, req.Hold), 1
 			}
 			if err := w.st.insert.int(1, lg.id).int(2, at.UnixMicro()).int(3, d.Cost).text(4, req.Nonce).int(5, held).exec(); err != nil {
 				return err
@@ -469,24 +469,24 @@ func (s *Store) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeRe
 
 // newTakeResult returns an admitting result at now for n debits, in one
 // allocation for the usual one or two.
-func newTakeResult(now time.Time, n int) *quota.TakeResult {
+func newTakeResult(now time.Time, n int) *backend.TakeResult {
 	switch n {
 	case 1:
 		r := new(struct {
-			quota.TakeResult
-			u [1]quota.Usage
+			backend.TakeResult
+			u [1]backend.Usage
 		})
-		r.TakeResult = quota.TakeResult{OK: true, At: now, Usage: r.u[:]}
+		r.TakeResult = backend.TakeResult{OK: true, At: now, Usage: r.u[:]}
 		return &r.TakeResult
 	case 2:
 		r := new(struct {
-			quota.TakeResult
-			u [2]quota.Usage
+			backend.TakeResult
+			u [2]backend.Usage
 		})
-		r.TakeResult = quota.TakeResult{OK: true, At: now, Usage: r.u[:]}
+		r.TakeResult = backend.TakeResult{OK: true, At: now, Usage: r.u[:]}
 		return &r.TakeResult
 	}
-	return &quota.TakeResult{OK: true, At: now, Usage: make([]quota.Usage, n)}
+	return &backend.TakeResult{OK: true, At: now, Usage: make([]backend.Usage, n)}
 }
 
 // sweep drops up to sweepMax logs that are idle at now (µs): every entry
@@ -515,36 +515,36 @@ func (s *Store) sweep(ctx context.Context, now int64) (int, error) {
 	return dropped, err
 }
 
-// Refund implements quota.Store.
-func (s *Store) Refund(ctx context.Context, req *quota.RefundRequest) (map[string]int64, error) {
+// Refund implements backend.Store.
+func (s *Store) Refund(ctx context.Context, req *backend.RefundRequest) (map[string]int64, error) {
 	if req == nil || req.Owner == "" {
-		return nil, fmt.Errorf("sqlitestore: refund: %w: empty credential", quota.ErrInvalid)
+		return nil, fmt.Errorf("sqlitestore: refund: %w: empty credential", backend.ErrInvalid)
 	}
 	for _, b := range req.Budgets {
 		if err := checkBudget("refund", b); err != nil {
 			return nil, err
 		}
 	}
-	debits := make([]quota.Debit, len(req.Budgets)) // a refund is a settle to zero
+	debits := make([]backend.Debit, len(req.Budgets)) // a refund is a settle to zero
 	for i, b := range req.Budgets {
-		debits[i] = quota.Debit{Budget: b}
+		debits[i] = backend.Debit{Budget: b}
 	}
 	return s.shrink(ctx, "refund", req.API, req.Owner, req.Method, req.Job, req.At, req.At, req.Nonce, req.Now, debits)
 }
 
-// Settle implements quota.Store: in one write transaction, each named
+// Settle implements backend.Store: in one write transaction, each named
 // budget's entry of the reservation keeps min(its cost, the actual units),
 // and goes at 0; the running sum drops by what was freed.
-func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[string]int64, error) {
+func (s *Store) Settle(ctx context.Context, req *backend.SettleRequest) (map[string]int64, error) {
 	if req == nil || req.Owner == "" {
-		return nil, fmt.Errorf("sqlitestore: settle: %w: empty credential", quota.ErrInvalid)
+		return nil, fmt.Errorf("sqlitestore: settle: %w: empty credential", backend.ErrInvalid)
 	}
 	for _, d := range req.Debits {
 		if err := checkBudget("settle", d.Budget); err != nil {
 			return nil, err
 		}
 		if d.Cost < 0 {
-			return nil, fmt.Errorf("sqlitestore: settle: %w: actual %d for budget %q: must be >= 0", quota.ErrInvalid, d.Cost, d.Name)
+			return nil, fmt.Errorf("sqlitestore: settle: %w: actual %d for budget %q: must be >= 0", backend.ErrInvalid, d.Cost, d.Name)
 		}
 	}
 	row := req.Decided
@@ -559,7 +559,7 @@ func (s *Store) Settle(ctx context.Context, req *quota.SettleRequest) (map[strin
 // Cost), 0 removing it, and returns the units freed per budget whose entry
 // it found. The freed units leave the sum and the breakdown row they were
 // spent in (the hour of row: at, or a held entry's decision). An entry the window no longer counts is not found.
-func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, at, row time.Time, nonce string, reqNow time.Time, debits []quota.Debit) (map[string]int64, error) {
+func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, at, row time.Time, nonce string, reqNow time.Time, debits []backend.Debit) (map[string]int64, error) {
 	atUS, rowUS := at.UnixMicro(), row.UnixMicro()
 	var got map[string]int64
 	err := s.decide(ctx, op, func(w *wtx) error {
@@ -621,10 +621,10 @@ func (s *Store) shrink(ctx context.Context, op, api, owner, method, job string, 
 	return got, nil
 }
 
-// Exhaust implements quota.Store.
-func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
+// Exhaust implements backend.Store.
+func (s *Store) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error {
 	if req == nil || req.Owner == "" {
-		return fmt.Errorf("sqlitestore: exhaust: %w: empty credential", quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: exhaust: %w: empty credential", backend.ErrInvalid)
 	}
 	if err := checkBudget("exhaust", req.Budget); err != nil {
 		return err
@@ -642,7 +642,7 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 		if err := w.st.bump.text(1, req.API).text(2, req.Owner).exec(); err != nil {
 			return err
 		}
-		u := quota.ClampTime(req.Until).UnixMicro()
+		u := backend.ClampTime(req.Until).UnixMicro()
 		switch {
 		case req.StoreLoss && lg.exh >= u:
 			// a mark for lost usage never shortens a later one
@@ -657,16 +657,16 @@ func (s *Store) Exhaust(ctx context.Context, req *quota.ExhaustRequest) error {
 	})
 }
 
-// Adjust implements quota.Store.
-func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
+// Adjust implements backend.Store.
+func (s *Store) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
 	if req == nil || req.Owner == "" {
-		return fmt.Errorf("sqlitestore: adjust: %w: empty credential", quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: adjust: %w: empty credential", backend.ErrInvalid)
 	}
 	if err := checkBudget("adjust", req.Budget); err != nil {
 		return err
 	}
 	if req.Used < 0 {
-		return fmt.Errorf("sqlitestore: adjust: %w: used %d for budget %q: must be >= 0", quota.ErrInvalid, req.Used, req.Budget.Name)
+		return fmt.Errorf("sqlitestore: adjust: %w: used %d for budget %q: must be >= 0", backend.ErrInvalid, req.Used, req.Budget.Name)
 	}
 	return s.decide(ctx, "adjust", func(w *wtx) error {
 		now := s.now(req.Now)
@@ -703,9 +703,9 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 			return err
 		}
 		lg.used, lg.exh, lg.idle, lg.dirty = held, 0, 0, true
-		lg.window, lg.kept = w.winText(req.Budget.Window), quota.Window{} // a new log: nothing kept
+		lg.window, lg.kept = w.winText(req.Budget.Window), backend.Window{} // a new log: nothing kept
 		if held > 0 {
-			lg.idle = quota.KeptUntil(req.Budget.Window, time.UnixMicro(newest)).UnixMicro()
+			lg.idle = backend.KeptUntil(req.Budget.Window, time.UnixMicro(newest)).UnixMicro()
 		}
 		if req.Used > 0 {
 			if err := w.st.insert.int(1, lg.id).int(2, n).int(3, req.Used).text(4, req.Nonce).int(5, 0).exec(); err != nil {
@@ -714,17 +714,17 @@ func (s *Store) Adjust(ctx context.Context, req *quota.AdjustRequest) error {
 			lg.used += req.Used
 			// (a daily log keeps it DailyKeep, set aside once its day
 			// ends, as an admission's: see prune)
-			lg.idle = max(lg.idle, quota.KeptUntil(req.Budget.Window, now).UnixMicro())
+			lg.idle = max(lg.idle, backend.KeptUntil(req.Budget.Window, now).UnixMicro())
 		}
 		return w.save(lg)
 	})
 }
 
-// Usage implements quota.Store. It reads a snapshot and writes nothing:
+// Usage implements backend.Store. It reads a snapshot and writes nothing:
 // expired entries are subtracted, not deleted.
-func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usage, error) {
+func (s *Store) Usage(ctx context.Context, req *backend.UsageRequest) ([]backend.Usage, error) {
 	if req == nil || req.Owner == "" {
-		return nil, fmt.Errorf("sqlitestore: usage: %w: empty credential", quota.ErrInvalid)
+		return nil, fmt.Errorf("sqlitestore: usage: %w: empty credential", backend.ErrInvalid)
 	}
 	for _, b := range req.Budgets {
 		if err := checkBudget("usage", b); err != nil {
@@ -733,11 +733,11 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 	}
 	now := nowOr(req.Now)
 	n := now.UnixMicro()
-	var out []quota.Usage
+	var out []backend.Usage
 	err := s.read(ctx, "usage", func(tx *sql.Tx) error {
-		out = make([]quota.Usage, len(req.Budgets))
+		out = make([]backend.Usage, len(req.Budgets))
 		for i, b := range req.Budgets {
-			u := quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit}
+			u := backend.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit}
 			if b.Window.IsDaily() {
 				u.Reset = time.UnixMicro(b.Window.NextReset(now).UnixMicro())
 			}
@@ -788,17 +788,17 @@ func (s *Store) Usage(ctx context.Context, req *quota.UsageRequest) ([]quota.Usa
 	return out, nil
 }
 
-// Entries implements quota.Store: the entries counted in the window now,
+// Entries implements backend.Store: the entries counted in the window now,
 // oldest first (ties in the order they were recorded).
-func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota.Entry, error) {
+func (s *Store) Entries(ctx context.Context, req *backend.EntriesRequest) ([]backend.Entry, error) {
 	if req == nil || req.Owner == "" {
-		return nil, fmt.Errorf("sqlitestore: entries: %w: empty credential", quota.ErrInvalid)
+		return nil, fmt.Errorf("sqlitestore: entries: %w: empty credential", backend.ErrInvalid)
 	}
 	if err := checkBudget("entries", req.Budget); err != nil {
 		return nil, err
 	}
 	now := nowOr(req.Now)
-	var out []quota.Entry
+	var out []backend.Entry
 	err := s.read(ctx, "entries", func(tx *sql.Tx) error {
 		out = nil
 		var id int64
@@ -823,7 +823,7 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 		defer rows.Close()
 		for rows.Next() {
 			var at int64
-			var e quota.Entry
+			var e backend.Entry
 			if err := rows.Scan(&at, &e.Cost, &e.Nonce); err != nil {
 				return err
 			}
@@ -844,16 +844,16 @@ func (s *Store) Entries(ctx context.Context, req *quota.EntriesRequest) ([]quota
 // (entries a decision would delete first; see setWindow); and whether the
 // log's set-aside entries count too (kept is a daily window, and win
 // another: a decision would put them back first).
-func countFrom(win quota.Window, kept string, now time.Time) (int64, bool, error) {
+func countFrom(win backend.Window, kept string, now time.Time) (int64, bool, error) {
 	start := win.Start(now).UnixMicro()
 	if kept == win.String() {
 		return start, false, nil
 	}
-	k, err := quota.ParseWindow(kept)
+	k, err := backend.ParseWindow(kept)
 	if err != nil {
 		return 0, false, fmt.Errorf("stored window %q: %w", kept, err)
 	}
-	return max(start, quota.KeptSince(k, now).UnixMicro()), k.IsDaily(), nil
+	return max(start, backend.KeptSince(k, now).UnixMicro()), k.IsDaily(), nil
 }
 
 // asideID returns the log id under which the set-aside entries of log id
@@ -865,17 +865,17 @@ func asideID(id int64, aside bool) int64 {
 	return id
 }
 
-func checkTake(req *quota.TakeRequest) error {
+func checkTake(req *backend.TakeRequest) error {
 	if req == nil {
-		return fmt.Errorf("sqlitestore: take: %w: nil request", quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: take: %w: nil request", backend.ErrInvalid)
 	}
 	if req.Owner == "" {
-		return fmt.Errorf("sqlitestore: take: %w: empty credential", quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: take: %w: empty credential", backend.ErrInvalid)
 	}
 	if len(req.Debits) == 0 {
-		return fmt.Errorf("sqlitestore: take: %w: charge names no budget", quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: take: %w: charge names no budget", backend.ErrInvalid)
 	}
-	if err := quota.CheckHold(req.Hold, req.Debits); err != nil {
+	if err := backend.CheckHold(req.Hold, req.Debits); err != nil {
 		return fmt.Errorf("sqlitestore: take: %w", err)
 	}
 	for i, d := range req.Debits {
@@ -883,14 +883,14 @@ func checkTake(req *quota.TakeRequest) error {
 			return err
 		}
 		if d.Cost <= 0 {
-			return fmt.Errorf("sqlitestore: take: %w: cost %d for budget %q: must be > 0", quota.ErrInvalid, d.Cost, d.Name)
+			return fmt.Errorf("sqlitestore: take: %w: cost %d for budget %q: must be > 0", backend.ErrInvalid, d.Cost, d.Name)
 		}
 		if d.Cost > d.Limit {
-			return fmt.Errorf("sqlitestore: take: %w: budget %q: cost %d > limit %d", quota.ErrCostExceedsLimit, d.Name, d.Cost, d.Limit)
+			return fmt.Errorf("sqlitestore: take: %w: budget %q: cost %d > limit %d", backend.ErrCostExceedsLimit, d.Name, d.Cost, d.Limit)
 		}
 		for _, e := range req.Debits[:i] {
 			if e.Name == d.Name {
-				return fmt.Errorf("sqlitestore: take: %w: budget %q debited twice", quota.ErrInvalid, d.Name)
+				return fmt.Errorf("sqlitestore: take: %w: budget %q debited twice", backend.ErrInvalid, d.Name)
 			}
 		}
 	}
@@ -899,16 +899,16 @@ func checkTake(req *quota.TakeRequest) error {
 
 // checkBudget checks what the store relies on: a name, a limit and a
 // usable window.
-func checkBudget(op string, b quota.Budget) error {
+func checkBudget(op string, b backend.Budget) error {
 	switch {
 	case b.Name == "":
-		return fmt.Errorf("sqlitestore: %s: %w: empty budget name", op, quota.ErrInvalid)
+		return fmt.Errorf("sqlitestore: %s: %w: empty budget name", op, backend.ErrInvalid)
 	case b.Limit <= 0:
-		return fmt.Errorf("sqlitestore: %s: %w: budget %q: limit %d, must be > 0", op, quota.ErrInvalid, b.Name, b.Limit)
+		return fmt.Errorf("sqlitestore: %s: %w: budget %q: limit %d, must be > 0", op, backend.ErrInvalid, b.Name, b.Limit)
 	case b.Window.IsZero(),
 		b.Window.IsDaily() && b.Window.Location() == nil,
 		!b.Window.IsDaily() && b.Window.Duration() < time.Microsecond:
-		return fmt.Errorf("sqlitestore: %s: %w: budget %q: window %s", op, quota.ErrInvalid, b.Name, b.Window)
+		return fmt.Errorf("sqlitestore: %s: %w: budget %q: window %s", op, backend.ErrInvalid, b.Name, b.Window)
 	}
 	return nil
 }

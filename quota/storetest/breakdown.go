@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 func breakdown(t *testing.T, st quota.Store, owner string, since, now time.Time, budgets ...string) string {
 	t.Helper()
-	rows, err := st.Breakdown(context.Background(), &quota.BreakdownRequest{API: "api", Owner: owner, Budgets: budgets, Since: since, Now: now})
+	rows, err := st.Breakdown(context.Background(), &backend.BreakdownRequest{API: "api", Owner: owner, Budgets: budgets, Since: since, Now: now})
 	if err != nil {
 		t.Fatalf("Breakdown: %v", err)
 	}
@@ -122,7 +123,7 @@ func (s suite) crossings(t *testing.T) {
 	fp := "owner-1"
 	mark := func(o, budget string, pct int, until, now time.Time) bool {
 		t.Helper()
-		first, err := st.MarkCrossing(ctx, &quota.CrossingMark{API: "api", Owner: o, Budget: budget, Percent: pct, Until: until, Now: now})
+		first, err := st.MarkCrossing(ctx, &backend.CrossingMark{API: "api", Owner: o, Budget: budget, Percent: pct, Until: until, Now: now})
 		if err != nil {
 			t.Fatalf("MarkCrossing(%s %d%%): %v", budget, pct, err)
 		}
@@ -148,7 +149,7 @@ func (s suite) crossings(t *testing.T) {
 		t.Fatal("second mark in the next window: first = true")
 	}
 	for _, pct := range []int{0, 101} {
-		if _, err := st.MarkCrossing(ctx, &quota.CrossingMark{API: "api", Owner: fp, Budget: "units", Percent: pct, Until: end, Now: T0}); !errors.Is(err, quota.ErrInvalid) {
+		if _, err := st.MarkCrossing(ctx, &backend.CrossingMark{API: "api", Owner: fp, Budget: "units", Percent: pct, Until: end, Now: T0}); !errors.Is(err, quota.ErrInvalid) {
 			t.Fatalf("MarkCrossing(%d%%) = %v, want ErrInvalid", pct, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // budgetLeases: two limiters ("processes") with leases share one budget over the
@@ -148,7 +149,7 @@ func (s suite) leaseBreakdownAcrossHour(t *testing.T) {
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := st.Breakdown(ctx, &quota.BreakdownRequest{API: "api", Owner: r.Owner, Since: T0.Add(-time.Hour), Now: clock.Now()})
+	rows, err := st.Breakdown(ctx, &backend.BreakdownRequest{API: "api", Owner: r.Owner, Since: T0.Add(-time.Hour), Now: clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // changeVersion: a store's ChangeVersion (quota.ChangeVersioner) changes on
@@ -18,7 +19,7 @@ import (
 func (s suite) changeVersion(t *testing.T) {
 	ctx := context.Background()
 	st := s.store(t)
-	cv, ok := st.(quota.ChangeVersioner)
+	cv, ok := st.(backend.ChangeVersioner)
 	if !ok {
 		t.Skip("the store does not implement quota.ChangeVersioner")
 	}
@@ -65,56 +66,56 @@ func (s suite) changeVersion(t *testing.T) {
 		}
 	}
 	// An open lease's block, held for the whole test.
-	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "block", Now: now,
-		Debits: []quota.Debit{{Budget: units, Cost: 100}}, Hold: time.Minute})
+	res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "block", Now: now,
+		Debits: []backend.Debit{{Budget: units, Cost: 100}}, Hold: time.Minute})
 	if err != nil || !res.OK {
 		t.Fatalf("held Take = %+v, %v", res, err)
 	}
 	same("a held take")
-	plain, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "plain", Now: now,
-		Debits: []quota.Debit{{Budget: units, Cost: 10}, {Budget: day, Cost: 10}}})
+	plain, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "plain", Now: now,
+		Debits: []backend.Debit{{Budget: units, Cost: 10}, {Budget: day, Cost: 10}}})
 	if err != nil || !plain.OK {
 		t.Fatalf("plain Take = %+v, %v", plain, err)
 	}
 	same("a plain take")
-	if _, err := st.Settle(ctx, &quota.SettleRequest{API: "api", Owner: owner, At: plain.At, Nonce: "plain",
-		Debits: []quota.Debit{{Budget: units, Cost: 5}}, Now: now}); err != nil {
+	if _, err := st.Settle(ctx, &backend.SettleRequest{API: "api", Owner: owner, At: plain.At, Nonce: "plain",
+		Debits: []backend.Debit{{Budget: units, Cost: 5}}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	same("a settle")
-	if _, err := st.Refund(ctx, &quota.RefundRequest{API: "api", Owner: owner, At: plain.At, Nonce: "plain",
+	if _, err := st.Refund(ctx, &backend.RefundRequest{API: "api", Owner: owner, At: plain.At, Nonce: "plain",
 		Budgets: []quota.Budget{units, day}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	same("a refund")
-	if _, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{units, day}, Now: now}); err != nil {
+	if _, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{units, day}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	same("a usage read")
 
 	now = now.Add(time.Second)
-	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: units, Used: 900, Nonce: "adj1", Now: now}); err != nil {
+	if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: owner, Budget: units, Used: 900, Nonce: "adj1", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	changed("an adjust")
-	if err := st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: owner, Budget: day, Until: now.Add(time.Hour), Now: now}); err != nil {
+	if err := st.Exhaust(ctx, &backend.ExhaustRequest{API: "api", Owner: owner, Budget: day, Until: now.Add(time.Hour), Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	changed("an exhaust of another budget")
-	if err := st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: owner, Budget: day, Now: now}); err != nil {
+	if err := st.Exhaust(ctx, &backend.ExhaustRequest{API: "api", Owner: owner, Budget: day, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	changed("an exhaust clear")
-	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: day, Used: 0, Nonce: "adj2", Now: now}); err != nil {
+	if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: owner, Budget: day, Used: 0, Nonce: "adj2", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	changed("an adjust to 0 of a budget with nothing held")
-	if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: units, Used: 0, Nonce: "adj3", Now: now}); err != nil {
+	if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: owner, Budget: units, Used: 0, Nonce: "adj3", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	changed("a reset")
 	// The held block is still there, counted.
-	us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{units}, Now: now})
+	us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{units}, Now: now})
 	if err != nil || us[0].Used != 100 {
 		t.Fatalf("after the adjusts: Usage = %+v, %v; want the held block of 100", us, err)
 	}

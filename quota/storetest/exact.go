@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // midnightDST checks zones whose DST change skips midnight itself (clocks
@@ -122,7 +123,7 @@ func (s suite) extremes(t *testing.T) {
 			t.Fatalf("Exhaust until %v: %v", until, err)
 		}
 		ee := mustRefuse(t, l, key, quota.Units("units", 1))
-		if want := time.UnixMicro(quota.MaxTimeMicro); !ee.ExhaustedUntil.Equal(want) {
+		if want := time.UnixMicro(backend.MaxTimeMicro); !ee.ExhaustedUntil.Equal(want) {
 			t.Fatalf("Exhaust until %v: marked until %v, want %v", until, ee.ExhaustedUntil, want)
 		}
 		if err := l.Exhaust(ctx, key, "units", time.Time{}); err != nil {
@@ -133,21 +134,21 @@ func (s suite) extremes(t *testing.T) {
 	// The store itself clamps too, for callers that skip the Limiter.
 	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), key.Secret)
 	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
-	if err := st.Exhaust(ctx, &quota.ExhaustRequest{API: "api", Owner: fp, Budget: b, Until: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), Now: clock.Now()}); err != nil {
+	if err := st.Exhaust(ctx, &backend.ExhaustRequest{API: "api", Owner: fp, Budget: b, Until: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), Now: clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: fp, Budgets: []quota.Budget{b}, Now: clock.Now()})
+	us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: fp, Budgets: []quota.Budget{b}, Now: clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := time.UnixMicro(quota.MaxTimeMicro); !us[0].ExhaustedUntil.Equal(want) {
+	if want := time.UnixMicro(backend.MaxTimeMicro); !us[0].ExhaustedUntil.Equal(want) {
 		t.Fatalf("store Exhaust far away: marked until %v, want %v", us[0].ExhaustedUntil, want)
 	}
 	var nilCtx context.Context // a nil context is an argument error, not a panic
 	if _, err := l.Take(nilCtx, key, quota.Units("units", 1)); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("Limiter.Take(nil ctx) = %v, want ErrInvalid", err)
 	}
-	take := &quota.TakeRequest{API: "api", Owner: fp, Nonce: "n1", Now: clock.Now(), Debits: []quota.Debit{{Budget: b, Cost: 1}}}
+	take := &backend.TakeRequest{API: "api", Owner: fp, Nonce: "n1", Now: clock.Now(), Debits: []backend.Debit{{Budget: b, Cost: 1}}}
 	if _, err := st.Take(nilCtx, take); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("Store.Take(nil ctx) = %v, want ErrInvalid", err)
 	}
@@ -267,31 +268,31 @@ func (s suite) adjustAfterStepBack(t *testing.T) {
 		b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Minute)}
 		owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "adjust-held")
 		hold := 2 * time.Second
-		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
-			Debits: []quota.Debit{{Budget: b, Cost: 40}}, Hold: hold})
+		res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
+			Debits: []backend.Debit{{Budget: b, Cost: 40}}, Hold: hold})
 		if err != nil || !res.OK {
 			t.Fatalf("held Take = %+v, %v", res, err)
 		}
-		if got, err := st.Settle(ctx, &quota.SettleRequest{API: "api", Owner: owner, At: T0.Add(hold), Nonce: "lease1",
-			Debits: []quota.Debit{{Budget: b, Cost: 30}}, Now: T0.Add(time.Second), Decided: T0}); err != nil || got["units"] != 10 {
+		if got, err := st.Settle(ctx, &backend.SettleRequest{API: "api", Owner: owner, At: T0.Add(hold), Nonce: "lease1",
+			Debits: []backend.Debit{{Budget: b, Cost: 30}}, Now: T0.Add(time.Second), Decided: T0}); err != nil || got["units"] != 10 {
 			t.Fatalf("Settle = %v, %v; want 10 freed", got, err)
 		}
-		res, err = st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "plain1", Now: T0.Add(1500 * time.Millisecond),
-			Debits: []quota.Debit{{Budget: b, Cost: 5}}})
+		res, err = st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "plain1", Now: T0.Add(1500 * time.Millisecond),
+			Debits: []backend.Debit{{Budget: b, Cost: 5}}})
 		if err != nil || !res.OK {
 			t.Fatalf("plain Take = %+v, %v", res, err)
 		}
 		back := T0.Add(500 * time.Millisecond) // the clock steps back
-		if err := st.Adjust(ctx, &quota.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 7, Nonce: "adj", Now: back}); err != nil {
+		if err := st.Adjust(ctx, &backend.AdjustRequest{API: "api", Owner: owner, Budget: b, Used: 7, Nonce: "adj", Now: back}); err != nil {
 			t.Fatal(err)
 		}
-		es, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner, Budget: b, Now: back})
+		es, err := st.Entries(ctx, &backend.EntriesRequest{API: "api", Owner: owner, Budget: b, Now: back})
 		want := []quota.Entry{{At: back, Cost: 7, Nonce: "adj"}, {At: T0.Add(hold), Cost: 30, Nonce: "lease1"}}
 		if err != nil || len(es) != 2 || !es[0].At.Equal(want[0].At) || es[0].Cost != 7 || es[0].Nonce != "adj" ||
 			!es[1].At.Equal(want[1].At) || es[1].Cost != 30 || es[1].Nonce != "lease1" {
 			t.Fatalf("entries after the adjust = %+v, %v; want %+v", es, err, want)
 		}
-		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{b}, Now: back})
+		us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{b}, Now: back})
 		if err != nil || us[0].Used != 37 {
 			t.Fatalf("usage after the adjust = %+v, %v; want 37 (7 and the held 30)", us, err)
 		}

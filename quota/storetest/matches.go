@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 type granted struct {
@@ -95,13 +96,13 @@ func matchesMemory(t *testing.T, st quota.Store, seed uint64, move func(now time
 		cred := creds[rng.IntN(len(creds))]
 		switch op := rng.IntN(100); {
 		case op < 55:
-			var debits []quota.Debit
+			var debits []backend.Debit
 			for _, b := range budgets {
 				if rng.IntN(2) == 0 || len(debits) == 0 && b.Name == budgets[len(budgets)-1].Name {
-					debits = append(debits, quota.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/5)})
+					debits = append(debits, backend.Debit{Budget: b, Cost: 1 + rng.Int64N(b.Limit/5)})
 				}
 			}
-			req := &quota.TakeRequest{API: "api", Owner: cred, Nonce: fmt.Sprint("n", step), Now: now, Debits: debits}
+			req := &backend.TakeRequest{API: "api", Owner: cred, Nonce: fmt.Sprint("n", step), Now: now, Debits: debits}
 			want, errW := ref.Take(ctx, req)
 			got, errG := st.Take(ctx, req)
 			check(step, "Take", want, got, errW, errG)
@@ -117,7 +118,7 @@ func matchesMemory(t *testing.T, st quota.Store, seed uint64, move func(now time
 			}
 		case op < 65 && len(grants) > 0:
 			g := grants[rng.IntN(len(grants))]
-			req := &quota.RefundRequest{API: "api", Owner: g.cred, At: g.at, Nonce: g.nonce, Budgets: g.budgets, Now: now}
+			req := &backend.RefundRequest{API: "api", Owner: g.cred, At: g.at, Nonce: g.nonce, Budgets: g.budgets, Now: now}
 			if rng.IntN(4) == 0 {
 				req.Budgets = budgets // by ID: every budget of the API
 			}
@@ -130,11 +131,11 @@ func matchesMemory(t *testing.T, st quota.Store, seed uint64, move func(now time
 			if rng.IntN(5) == 0 {
 				until = time.Time{}
 			}
-			req := &quota.ExhaustRequest{API: "api", Owner: cred, Budget: b, Until: until, Now: now}
+			req := &backend.ExhaustRequest{API: "api", Owner: cred, Budget: b, Until: until, Now: now}
 			check(step, "Exhaust", nil, nil, ref.Exhaust(ctx, req), st.Exhaust(ctx, req))
 		case op < 73:
 			b := budgets[rng.IntN(len(budgets))]
-			req := &quota.AdjustRequest{API: "api", Owner: cred, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
+			req := &backend.AdjustRequest{API: "api", Owner: cred, Budget: b, Used: rng.Int64N(b.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
 			check(step, "Adjust", nil, nil, ref.Adjust(ctx, req), st.Adjust(ctx, req))
 		case op < 76:
 			// An operator redefines a budget with another window.
@@ -156,12 +157,12 @@ func matchesMemory(t *testing.T, st quota.Store, seed uint64, move func(now time
 			look = creds
 		}
 		for _, c := range look {
-			ureq := &quota.UsageRequest{API: "api", Owner: c, Budgets: budgets, Now: now}
+			ureq := &backend.UsageRequest{API: "api", Owner: c, Budgets: budgets, Now: now}
 			want, errW := ref.Usage(ctx, ureq)
 			got, errG := st.Usage(ctx, ureq)
 			check(step, "Usage of "+c, want, got, errW, errG)
 			for _, b := range budgets {
-				ereq := &quota.EntriesRequest{API: "api", Owner: c, Budget: b, Now: now}
+				ereq := &backend.EntriesRequest{API: "api", Owner: c, Budget: b, Now: now}
 				want, errW := ref.Entries(ctx, ereq)
 				got, errG := st.Entries(ctx, ereq)
 				check(step, "Entries of "+c+"/"+b.Name, want, got, errW, errG)
@@ -189,7 +190,7 @@ func inUTC(v any) any {
 		return out
 	}
 	switch x := v.(type) {
-	case *quota.TakeResult:
+	case *backend.TakeResult:
 		if x == nil {
 			return x
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // countingStore counts the decisions that reach the store.
@@ -17,7 +18,7 @@ type countingStore struct {
 	takes atomic.Int64
 }
 
-func (c *countingStore) Take(ctx context.Context, req *quota.TakeRequest) (*quota.TakeResult, error) {
+func (c *countingStore) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	c.takes.Add(1)
 	return c.Store.Take(ctx, req)
 }

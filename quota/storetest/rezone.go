@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // redefineKeepsDay: an entry recorded at t counts in every window that
@@ -127,7 +128,7 @@ func (s suite) redefineKeepsDay(t *testing.T) {
 		for _, tc := range []struct {
 			after time.Duration
 			want  int64
-		}{{quota.DailyKeep - time.Microsecond, 6}, {quota.DailyKeep, 1}} {
+		}{{backend.DailyKeep - time.Microsecond, 6}, {backend.DailyKeep, 1}} {
 			st, clock := fill(t, true)
 			clock.Set(at.Add(tc.after))
 			l := s.limiter(t, st, clock, longer)

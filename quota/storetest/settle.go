@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // settle: a reservation shrinks to the units really spent, never grows,
@@ -73,8 +74,8 @@ func (s suite) settle(t *testing.T) {
 			if err := l.Settle(ctx, r2, map[string]int64{"nope": 1}); !errors.Is(err, quota.ErrInvalid) {
 				t.Fatalf("Settle of an unknown budget = %v, want ErrInvalid", err)
 			}
-			if _, err := l.Store().Settle(ctx, &quota.SettleRequest{API: "api", Owner: r2.Credential, At: r2.At, Nonce: "n",
-				Debits: []quota.Debit{{Budget: quota.Budget{Name: "units", Limit: 100, Window: w}, Cost: -3}}}); !errors.Is(err, quota.ErrInvalid) {
+			if _, err := l.Store().Settle(ctx, &backend.SettleRequest{API: "api", Owner: r2.Credential, At: r2.At, Nonce: "n",
+				Debits: []backend.Debit{{Budget: quota.Budget{Name: "units", Limit: 100, Window: w}, Cost: -3}}}); !errors.Is(err, quota.ErrInvalid) {
 				t.Fatalf("store Settle with a negative actual = %v, want ErrInvalid", err)
 			}
 			if u := used(t, l, key, "units"); u != 85 {
@@ -124,8 +125,8 @@ func (s suite) held(t *testing.T) {
 	daily := quota.Budget{Name: "day", Limit: 100, Window: quota.Daily(time.UTC)}
 	owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner")
 	hold := 2 * time.Second
-	res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
-		Debits: []quota.Debit{{Budget: sliding, Cost: 40}, {Budget: daily, Cost: 40}}, Hold: hold})
+	res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
+		Debits: []backend.Debit{{Budget: sliding, Cost: 40}, {Budget: daily, Cost: 40}}, Hold: hold})
 	if err != nil || !res.OK || !res.At.Equal(T0) {
 		t.Fatalf("held Take = %+v, %v", res, err)
 	}
@@ -136,7 +137,7 @@ func (s suite) held(t *testing.T) {
 	}
 	usage := func(at time.Time) (int64, int64) {
 		t.Helper()
-		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{sliding, daily}, Now: at})
+		us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: owner, Budgets: []quota.Budget{sliding, daily}, Now: at})
 		if err != nil {
 			t.Fatalf("Usage: %v", err)
 		}
@@ -145,27 +146,27 @@ func (s suite) held(t *testing.T) {
 	if u, d := usage(T0); u != 40 || d != 40 {
 		t.Fatalf("at the take: used %d and %d, want 40 and 40", u, d)
 	}
-	es, err := st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner, Budget: daily, Now: T0})
+	es, err := st.Entries(ctx, &backend.EntriesRequest{API: "api", Owner: owner, Budget: daily, Now: T0})
 	if err != nil || len(es) != 1 || !es[0].At.Equal(T0.Add(hold)) {
 		t.Fatalf("daily entries = %+v, %v; want one held at %v", es, err, T0.Add(hold))
 	}
 	// A later plain take sits before the held entry in time order; both are
 	// found by refund and settle.
-	res2, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "plain1", Now: T0.Add(time.Second),
-		Debits: []quota.Debit{{Budget: sliding, Cost: 10}}})
+	res2, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "plain1", Now: T0.Add(time.Second),
+		Debits: []backend.Debit{{Budget: sliding, Cost: 10}}})
 	if err != nil || !res2.OK {
 		t.Fatalf("plain Take = %+v, %v", res2, err)
 	}
-	es, err = st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner, Budget: sliding, Now: T0.Add(time.Second)})
+	es, err = st.Entries(ctx, &backend.EntriesRequest{API: "api", Owner: owner, Budget: sliding, Now: T0.Add(time.Second)})
 	if err != nil || len(es) != 2 || !es[0].At.Equal(T0.Add(time.Second)) || !es[1].At.Equal(T0.Add(hold)) {
 		t.Fatalf("entries = %+v, %v; want the plain one then the held one, oldest first", es, err)
 	}
-	got, err := st.Settle(ctx, &quota.SettleRequest{API: "api", Owner: owner, At: T0.Add(hold), Nonce: "lease1",
-		Debits: []quota.Debit{{Budget: sliding, Cost: 15}}, Now: T0.Add(time.Second)})
+	got, err := st.Settle(ctx, &backend.SettleRequest{API: "api", Owner: owner, At: T0.Add(hold), Nonce: "lease1",
+		Debits: []backend.Debit{{Budget: sliding, Cost: 15}}, Now: T0.Add(time.Second)})
 	if err != nil || got["units"] != 25 {
 		t.Fatalf("Settle of the held entry = %v, %v; want 25 freed", got, err)
 	}
-	got, err = st.Refund(ctx, &quota.RefundRequest{API: "api", Owner: owner, At: T0.Add(time.Second), Nonce: "plain1",
+	got, err = st.Refund(ctx, &backend.RefundRequest{API: "api", Owner: owner, At: T0.Add(time.Second), Nonce: "plain1",
 		Budgets: []quota.Budget{sliding}, Now: T0.Add(time.Second)})
 	if err != nil || got["units"] != 10 {
 		t.Fatalf("Refund of the plain entry = %v, %v; want 10", got, err)
@@ -178,8 +179,8 @@ func (s suite) held(t *testing.T) {
 	owner3 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner-3")
 	for i, want := range []time.Time{T0.Add(hold + time.Minute), T0.Add(hold + time.Minute)} {
 		at := T0.Add(time.Duration(i) * time.Second)
-		res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner3, Nonce: fmt.Sprint("one", i), Now: at,
-			Debits: []quota.Debit{{Budget: sliding, Cost: 1}}, Hold: hold})
+		res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner3, Nonce: fmt.Sprint("one", i), Now: at,
+			Debits: []backend.Debit{{Budget: sliding, Cost: 1}}, Hold: hold})
 		if err != nil || !res.OK {
 			t.Fatalf("held Take %d = %+v, %v", i, res, err)
 		}
@@ -188,8 +189,8 @@ func (s suite) held(t *testing.T) {
 		}
 	}
 	// A hold over a tenth of a sliding window is refused.
-	if _, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner, Nonce: "toolong", Now: T0.Add(time.Second),
-		Debits: []quota.Debit{{Budget: sliding, Cost: 1}}, Hold: 7 * time.Second}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "toolong", Now: T0.Add(time.Second),
+		Debits: []backend.Debit{{Budget: sliding, Cost: 1}}, Hold: 7 * time.Second}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("Take with a hold of 7s on a 1m window = %v, want ErrInvalid", err)
 	}
 	// The held entry counts until Hold past its window, then goes.
@@ -204,22 +205,22 @@ func (s suite) held(t *testing.T) {
 	// that day, and is gone at the reset.
 	owner2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner-2")
 	late := time.Date(2026, 11, 22, 23, 59, 59, 0, time.UTC)
-	if res, err := st.Take(ctx, &quota.TakeRequest{API: "api", Owner: owner2, Nonce: "late", Now: late,
-		Debits: []quota.Debit{{Budget: daily, Cost: 5}}, Hold: hold}); err != nil || !res.OK {
+	if res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner2, Nonce: "late", Now: late,
+		Debits: []backend.Debit{{Budget: daily, Cost: 5}}, Hold: hold}); err != nil || !res.OK {
 		t.Fatalf("held Take a second before midnight = %+v, %v", res, err)
 	}
 	lastUS := late.Add(time.Second - time.Microsecond)
-	es, err = st.Entries(ctx, &quota.EntriesRequest{API: "api", Owner: owner2, Budget: daily, Now: late})
+	es, err = st.Entries(ctx, &backend.EntriesRequest{API: "api", Owner: owner2, Budget: daily, Now: late})
 	if err != nil || len(es) != 1 || !es[0].At.Equal(lastUS) || es[0].Nonce != "late" {
 		t.Fatalf("daily entries = %+v, %v; want the late one held at the day's last µs %v", es, err, lastUS)
 	}
-	if got, err := st.Settle(ctx, &quota.SettleRequest{API: "api", Owner: owner2, At: lastUS, Nonce: "late",
-		Debits: []quota.Debit{{Budget: daily, Cost: 1}}, Now: late}); err != nil || got["day"] != 4 {
+	if got, err := st.Settle(ctx, &backend.SettleRequest{API: "api", Owner: owner2, At: lastUS, Nonce: "late",
+		Debits: []backend.Debit{{Budget: daily, Cost: 1}}, Now: late}); err != nil || got["day"] != 4 {
 		t.Fatalf("Settle of the late held entry = %v, %v; want 4 freed", got, err)
 	}
 	dayUsed := func(at time.Time) int64 {
 		t.Helper()
-		us, err := st.Usage(ctx, &quota.UsageRequest{API: "api", Owner: owner2, Budgets: []quota.Budget{daily}, Now: at})
+		us, err := st.Usage(ctx, &backend.UsageRequest{API: "api", Owner: owner2, Budgets: []quota.Budget{daily}, Now: at})
 		if err != nil {
 			t.Fatalf("Usage: %v", err)
 		}

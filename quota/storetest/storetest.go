@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Clock is a fake clock for tests: Now returns the set instant; Set and Add
@@ -1115,9 +1116,9 @@ func (s suite) registerOwnerIfNew(t *testing.T) {
 	ctx := context.Background()
 	st := s.store(t)
 	fp := func(secret string) string { return quota.Fingerprint([]byte("storetest"), secret) }
-	register := func(u quota.CredentialUpdate) quota.CredentialInfo {
+	register := func(u backend.CredentialUpdate) quota.CredentialInfo {
 		t.Helper()
-		u.Op = quota.OpRegister
+		u.Op = backend.OpRegister
 		info, err := st.UpdateCredential(ctx, "api", u)
 		if err != nil {
 			t.Fatalf("UpdateCredential(%+v): %v", u, err)
@@ -1126,25 +1127,25 @@ func (s suite) registerOwnerIfNew(t *testing.T) {
 	}
 	const dflt = "unnamed-project"
 	fresh, named, own, legacy, migrated := fp("fresh"), fp("named"), fp("own"), fp("legacy"), fp("migrated")
-	if info := register(quota.CredentialUpdate{ID: fresh, Label: "k-fresh", OwnerIfNew: dflt}); info.Owner != dflt || info.Label != "k-fresh" {
+	if info := register(backend.CredentialUpdate{ID: fresh, Label: "k-fresh", OwnerIfNew: dflt}); info.Owner != dflt || info.Label != "k-fresh" {
 		t.Fatalf("a new credential registered with OwnerIfNew: %+v, want owner %s", info, dflt)
 	}
-	register(quota.CredentialUpdate{ID: named, Owner: "proj-x"})
-	if info := register(quota.CredentialUpdate{ID: named, Label: "k-named", OwnerIfNew: dflt}); info.Owner != "proj-x" || info.Label != "k-named" {
+	register(backend.CredentialUpdate{ID: named, Owner: "proj-x"})
+	if info := register(backend.CredentialUpdate{ID: named, Label: "k-named", OwnerIfNew: dflt}); info.Owner != "proj-x" || info.Label != "k-named" {
 		t.Fatalf("OwnerIfNew over a recorded owner: %+v, want proj-x kept (the label set)", info)
 	}
-	register(quota.CredentialUpdate{ID: own})
-	if info := register(quota.CredentialUpdate{ID: own, OwnerIfNew: dflt}); info.Owner != own {
+	register(backend.CredentialUpdate{ID: own})
+	if info := register(backend.CredentialUpdate{ID: own, OwnerIfNew: dflt}); info.Owner != own {
 		t.Fatalf("OwnerIfNew over a credential that is its own owner: %+v, want it kept", info)
 	}
-	register(quota.CredentialUpdate{ID: legacy, Label: "k-legacy", Owner: "proj-l"})
-	if info := register(quota.CredentialUpdate{ID: migrated, Legacy: legacy, OwnerIfNew: dflt}); info.Owner != "proj-l" || info.Label != "k-legacy" {
+	register(backend.CredentialUpdate{ID: legacy, Label: "k-legacy", Owner: "proj-l"})
+	if info := register(backend.CredentialUpdate{ID: migrated, Legacy: legacy, OwnerIfNew: dflt}); info.Owner != "proj-l" || info.Label != "k-legacy" {
 		t.Fatalf("OwnerIfNew for a credential recorded under its legacy fingerprint: %+v, want the legacy record's proj-l and label", info)
 	}
-	if info := register(quota.CredentialUpdate{ID: fresh, Owner: "proj-y", OwnerIfNew: dflt}); info.Owner != "proj-y" {
+	if info := register(backend.CredentialUpdate{ID: fresh, Owner: "proj-y", OwnerIfNew: dflt}); info.Owner != "proj-y" {
 		t.Fatalf("Owner and OwnerIfNew both given: %+v, want the Owner proj-y", info)
 	}
-	if _, err := st.UpdateCredential(ctx, "api", quota.CredentialUpdate{Op: quota.OpRegister, ID: fp("bad"), OwnerIfNew: "my project"}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := st.UpdateCredential(ctx, "api", backend.CredentialUpdate{Op: backend.OpRegister, ID: fp("bad"), OwnerIfNew: "my project"}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("OwnerIfNew %q: %v, want ErrInvalid", "my project", err)
 	}
 	want := map[string]string{fresh: "proj-y", named: "proj-x", own: own, legacy: "proj-l", migrated: "proj-l"}
@@ -1164,9 +1165,9 @@ func (s suite) registerOwnerIfNew(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, n)
 		for i := range n {
-			u := quota.CredentialUpdate{Op: quota.OpRegister, ID: id, OwnerIfNew: dflt}
+			u := backend.CredentialUpdate{Op: backend.OpRegister, ID: id, OwnerIfNew: dflt}
 			if i == round%n {
-				u = quota.CredentialUpdate{Op: quota.OpRegister, ID: id, Owner: "proj-x"}
+				u = backend.CredentialUpdate{Op: backend.OpRegister, ID: id, Owner: "proj-x"}
 			}
 			wg.Go(func() { _, errs[i] = st.UpdateCredential(ctx, "api", u) })
 		}
@@ -1190,8 +1191,8 @@ func (s suite) leases(t *testing.T) {
 	ctx := context.Background()
 	const key = "jobs/checkpoint/trending"
 	at := func(d time.Duration) time.Time { return T0.Add(d) }
-	req := func(holder string, token int64, now time.Duration) *quota.StateLeaseRequest {
-		return &quota.StateLeaseRequest{Key: key, Holder: holder, Token: token, TTL: 30 * time.Second, Now: at(now)}
+	req := func(holder string, token int64, now time.Duration) *backend.StateLeaseRequest {
+		return &backend.StateLeaseRequest{Key: key, Holder: holder, Token: token, TTL: 30 * time.Second, Now: at(now)}
 	}
 
 	a, err := st.AcquireLease(ctx, req("host-a:1", 0, 0))
@@ -1199,7 +1200,7 @@ func (s suite) leases(t *testing.T) {
 		t.Fatalf("AcquireLease = %+v, %v; want host-a:1's, expiring at T0+30s", a, err)
 	}
 	_, err = st.AcquireLease(ctx, req("host-b:2", 0, 10*time.Second))
-	var held *quota.StateLeaseHeldError
+	var held *backend.StateLeaseHeldError
 	if !errors.As(err, &held) || !errors.Is(err, quota.ErrLeaseHeld) || errors.Is(err, quota.ErrStoreUnavailable) ||
 		held.Held.Holder != "host-a:1" || !held.Held.Expires.Equal(at(30*time.Second)) || held.Held.Token != a.Token {
 		t.Fatalf("a second AcquireLease = %v (%+v); want a LeaseHeldError naming host-a:1 until T0+30s", err, held)
@@ -1263,7 +1264,7 @@ func (s suite) leases(t *testing.T) {
 		t.Fatalf("SaveStateFenced by a released holder = %v, want ErrLeaseLost", err)
 	}
 	// Leases on other keys are apart; a key never leased takes any write.
-	if _, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/other", Holder: "x", TTL: time.Minute, Now: at(54 * time.Second)}); err != nil {
+	if _, err := st.AcquireLease(ctx, &backend.StateLeaseRequest{Key: "jobs/checkpoint/other", Holder: "x", TTL: time.Minute, Now: at(54 * time.Second)}); err != nil {
 		t.Fatalf("AcquireLease of another key: %v", err)
 	}
 	if err := st.SaveStateFenced(ctx, "jobs/checkpoint/never", []byte("v"), 1); err != nil {
@@ -1271,7 +1272,7 @@ func (s suite) leases(t *testing.T) {
 	}
 
 	// The store's own clock (no Now): a minute-long lease is live.
-	own := &quota.StateLeaseRequest{Key: "jobs/checkpoint/own-clock", Holder: "h", TTL: time.Minute}
+	own := &backend.StateLeaseRequest{Key: "jobs/checkpoint/own-clock", Holder: "h", TTL: time.Minute}
 	l, err := st.AcquireLease(ctx, own)
 	if err != nil || time.Until(l.Expires) > time.Minute+time.Hour || time.Until(l.Expires) < -time.Hour {
 		t.Fatalf("AcquireLease on the store's clock = %+v, %v", l, err)
@@ -1279,12 +1280,12 @@ func (s suite) leases(t *testing.T) {
 	if _, err := st.AcquireLease(ctx, own); !errors.Is(err, quota.ErrLeaseHeld) {
 		t.Fatalf("second AcquireLease on the store's clock = %v, want ErrLeaseHeld", err)
 	}
-	if err := st.ReleaseLease(ctx, &quota.StateLeaseRequest{Key: own.Key, Token: l.Token}); err != nil {
+	if err := st.ReleaseLease(ctx, &backend.StateLeaseRequest{Key: own.Key, Token: l.Token}); err != nil {
 		t.Fatalf("ReleaseLease on the store's clock: %v", err)
 	}
 
 	// Bad requests name what is wrong and change nothing.
-	for _, bad := range []*quota.StateLeaseRequest{
+	for _, bad := range []*backend.StateLeaseRequest{
 		{Key: "", Holder: "h", TTL: time.Minute},
 		{Key: "a{b}", Holder: "h", TTL: time.Minute},
 		{Key: "k", Holder: "", TTL: time.Minute},
@@ -1294,7 +1295,7 @@ func (s suite) leases(t *testing.T) {
 			t.Errorf("AcquireLease(%+v) = %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := st.RenewLease(ctx, &quota.StateLeaseRequest{Key: "k", TTL: time.Minute}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := st.RenewLease(ctx, &backend.StateLeaseRequest{Key: "k", TTL: time.Minute}); !errors.Is(err, quota.ErrInvalid) {
 		t.Errorf("RenewLease with no token = %v, want ErrInvalid", err)
 	}
 	if err := st.SaveStateFenced(ctx, "", []byte("v"), 1); !errors.Is(err, quota.ErrInvalid) {
@@ -1308,7 +1309,7 @@ func (s suite) leases(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := st.AcquireLease(ctx, &quota.StateLeaseRequest{Key: "jobs/checkpoint/race", Holder: fmt.Sprint("p", i), TTL: time.Minute, Now: at(time.Minute)})
+			_, err := st.AcquireLease(ctx, &backend.StateLeaseRequest{Key: "jobs/checkpoint/race", Holder: fmt.Sprint("p", i), TTL: time.Minute, Now: at(time.Minute)})
 			switch {
 			case err == nil:
 				wins.Add(1)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 type exhaustOptions struct {
@@ -138,7 +139,7 @@ func exhaustRun(ctx context.Context, opts *exhaustOptions) error {
 	// What the store keeps, and so what status shows: no later than
 	// quota.MaxTimeMicro (Limiter.Exhaust clamps the same way), in whole
 	// microseconds.
-	until = quota.ClampTime(until).Truncate(time.Microsecond)
+	until = backend.ClampTime(until).Truncate(time.Microsecond)
 	if err := l.Exhaust(ctx, c.Credential, b.Name, until); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 func newCmdBudget(g *globals) *cobra.Command {
@@ -23,7 +24,7 @@ func splitBudget(s string) (api, budget string, err error) {
 	if !ok || api == "" || budget == "" || strings.Contains(budget, "/") {
 		return "", "", usageErrorf("%q: want API/BUDGET, such as youtube/units", s)
 	}
-	if quota.CheckName("api", api) != nil || quota.CheckName("budget", budget) != nil {
+	if backend.CheckName("api", api) != nil || backend.CheckName("budget", budget) != nil {
 		return "", "", usageErrorf("%q: API and budget names are letters, digits, '.', '_' and '-', starting with a letter or digit (at most 64)", s)
 	}
 	return api, budget, nil
@@ -125,7 +126,7 @@ func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 		return err
 	}
 	b := quota.Budget{Name: opts.Budget, Limit: opts.Limit, Window: w}
-	if err := quota.ValidateBudgets([]quota.Budget{b}); err != nil {
+	if err := backend.ValidateBudgets([]quota.Budget{b}); err != nil {
 		return err
 	}
 	st, err := opts.Store(ctx)

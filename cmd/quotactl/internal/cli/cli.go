@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
 
@@ -390,7 +391,7 @@ func (g *globals) source(api, budget string) quota.Source {
 // limiter loads api's limiter from the budgets recorded in the store. An
 // API the store has no budgets for is a usage error listing the known ones.
 func (g *globals) limiter(ctx context.Context, api string) (*quota.Limiter, quota.APIInfo, error) {
-	if err := quota.CheckName("api", api); err != nil {
+	if err := backend.CheckName("api", api); err != nil {
 		return nil, quota.APIInfo{}, usageErrorf("bad API name %q: letters, digits, '.', '_' and '-' only", api)
 	}
 	apis, err := g.apis(ctx)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 func TestBudgetSetListDelete(t *testing.T) {
@@ -545,7 +546,7 @@ func TestExhaustBeyondWhatTheStoreKeeps(t *testing.T) {
 	e.ok("budget", "set", "big/w", "--limit", "9007199254740991", "--window", "2562047h")
 	e.vars["KEY"] = "AIzaSy-exhaust-clamp"
 	e.ok("take", "big", "--credential-env", "KEY", "--label", "k", "--cost", "1")
-	kept := time.UnixMicro(quota.MaxTimeMicro).UTC()
+	kept := time.UnixMicro(backend.MaxTimeMicro).UTC()
 	for _, until := range []string{"reset", "9999-01-01T00:00:00Z", "2562047h"} {
 		var got struct{ Until time.Time }
 		decode(t, e.ok("--json", "exhaust", "big", "--label", "k", "--budget", "w", "--until", until), &got)

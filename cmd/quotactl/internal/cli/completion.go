@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // addCompletions makes `quotactl completion bash|zsh|fish` complete the
@@ -224,7 +225,7 @@ func (g *globals) completeReservations(ctx context.Context, prefix string) ([]st
 			continue
 		}
 		for _, b := range a.Budgets {
-			entries, err := st.Entries(ctx, &quota.EntriesRequest{API: a.Name, Owner: parts[1], Budget: b, Now: g.storeNow()})
+			entries, err := st.Entries(ctx, &backend.EntriesRequest{API: a.Name, Owner: parts[1], Budget: b, Now: g.storeNow()})
 			if err != nil {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}

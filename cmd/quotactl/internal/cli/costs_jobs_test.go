@@ -18,6 +18,7 @@ import (
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 func TestCostsShow(t *testing.T) {
@@ -250,7 +251,7 @@ func TestJobs(t *testing.T) {
 		Job        string
 		Last       *jobs.Record
 		Checkpoint *jobs.Checkpoint
-		Lease      *quota.StateLease
+		Lease      *backend.StateLease
 		Waiting    *jobs.WaitingMark
 		Next       *time.Time
 		Expected   []struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // credFlags are the ways to name a credential. The secret is never a flag
@@ -70,7 +71,7 @@ func (g *globals) credential(ctx context.Context, c credFlags, info quota.APIInf
 		return cred{}, err
 	}
 	if c.Owner != "" {
-		if err := quota.CheckName("owner", c.Owner); err != nil {
+		if err := backend.CheckName("owner", c.Owner); err != nil {
 			return cred{}, usageErrorf("bad --owner %q: letters, digits, '.', '_' and '-' only", c.Owner)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 type historyOptions struct {
@@ -155,7 +156,7 @@ func (g *globals) storeNow() time.Time {
 
 // addBreakdown adds the store's hourly breakdown rows to a chart: totals per
 // method and job, and per bucket when buckets are whole hours.
-func addBreakdown(h *historyJSON, every time.Duration, rows []quota.BreakdownRow) {
+func addBreakdown(h *historyJSON, every time.Duration, rows []backend.BreakdownRow) {
 	if len(h.Buckets) == 0 {
 		return
 	}
@@ -257,7 +258,7 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 		if c.Fingerprint == "" {
 			// --owner alone: the owner's log, whichever of its credentials
 			// spent it.
-			entries, err = l.Store().Entries(ctx, &quota.EntriesRequest{API: info.Name, Owner: c.Account, Budget: b, Now: opts.storeNow()})
+			entries, err = l.Store().Entries(ctx, &backend.EntriesRequest{API: info.Name, Owner: c.Account, Budget: b, Now: opts.storeNow()})
 		} else {
 			entries, err = l.Entries(ctx, c.Credential, b.Name)
 		}
@@ -281,7 +282,7 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 			API: info.Name, Owner: c.Account, Budget: b.Name, Credential: c.Label, Fingerprint: c.Fingerprint, Window: b.Window.String(),
 			Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(), Zone: loc.String(), Buckets: bs,
 		}
-		rows, err := l.Store().Breakdown(ctx, &quota.BreakdownRequest{API: info.Name, Owner: c.Account, Budgets: []string{b.Name}, Since: from, Now: opts.storeNow()})
+		rows, err := l.Store().Breakdown(ctx, &backend.BreakdownRequest{API: info.Name, Owner: c.Account, Budgets: []string{b.Name}, Since: from, Now: opts.storeNow()})
 		if err != nil {
 			return err
 		}
@@ -311,7 +312,7 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 func (opts *historyOptions) historyOf(ctx context.Context, info quota.APIInfo) (cred, error) {
 	owner := opts.Cred.Owner
 	if owner != "" {
-		if err := quota.CheckName("owner", owner); err != nil {
+		if err := backend.CheckName("owner", owner); err != nil {
 			return cred{}, usageErrorf("bad --owner %q: letters, digits, '.', '_' and '-' only", owner)
 		}
 	}

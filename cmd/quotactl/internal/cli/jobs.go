@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 type jobsOptions struct {
@@ -107,7 +108,7 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		Job        string               `json:"job"`
 		Last       *jobs.Record         `json:"last"`
 		Checkpoint *jobs.Checkpoint     `json:"checkpoint"`
-		Lease      *quota.StateLease    `json:"lease"`
+		Lease      *backend.StateLease  `json:"lease"`
 		Waiting    *jobs.WaitingMark    `json:"waiting"`
 		Next       *time.Time           `json:"next"`
 		Plan       *jobs.Plan           `json:"plan"`
@@ -262,7 +263,7 @@ func relativeTo(t, now time.Time) string { return relative(t.Sub(now)) }
 
 // jobNow reads what is true of job now: the live lease, the waiting mark,
 // the next tick, and the plan's expected cost against what is left.
-func (opts *jobsOptions) jobNow(ctx context.Context, ss quota.StateStore, lease **quota.StateLease, waiting **jobs.WaitingMark,
+func (opts *jobsOptions) jobNow(ctx context.Context, ss quota.StateStore, lease **backend.StateLease, waiting **jobs.WaitingMark,
 	next **time.Time, plan **jobs.Plan, expected *[]estimateBudgetJSON, job string, now time.Time) error {
 	var leaseNow time.Time // the store's clock, unless a test injects one
 	if opts.io.Clock != nil {
@@ -368,7 +369,7 @@ func (opts *jobsOptions) planCost(ctx context.Context, p *jobs.Plan) ([]estimate
 }
 
 // leaseText is "HOLDER, expires in 25s", or "-".
-func (g *globals) leaseText(l *quota.StateLease) string {
+func (g *globals) leaseText(l *backend.StateLease) string {
 	if l == nil {
 		return "-"
 	}

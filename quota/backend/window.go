@@ -1,4 +1,4 @@
-package quota
+package backend
 
 import (
 	"fmt"
@@ -315,3 +315,19 @@ func KeptUntil(kept Window, at time.Time) time.Time {
 // day spent before 00:00 UTC. A sliding window longer than DailyKeep set
 // after a daily one counts what was recorded in the last DailyKeep only.
 const DailyKeep = longestDay
+
+// HeldAt returns when a store records an entry of window w decided at now
+// with hold (TakeRequest.Hold): now+hold, or for a daily window the day's
+// last microsecond when now+hold is past it.
+func HeldAt(w Window, now time.Time, hold time.Duration) time.Time {
+	if hold <= 0 {
+		return now
+	}
+	at := now.Add(hold).Truncate(time.Microsecond)
+	if w.IsDaily() {
+		if last := w.NextReset(now).Add(-time.Microsecond); at.After(last) {
+			return last
+		}
+	}
+	return at
+}
