@@ -21,7 +21,7 @@ const DefaultLeaseTTL = 30 * time.Second
 // ErrLeaseLost is the cause (context.Cause) of a run's context being
 // cancelled when the run's lease could not be renewed: it expired or
 // another run took it over. The run's later checkpoint writes are refused.
-var ErrLeaseLost = quota.ErrLeaseLost
+var ErrLeaseLost = backend.ErrLeaseLost
 
 const waitingPrefix = "jobs/waiting/"
 
@@ -158,7 +158,7 @@ func (s *Scheduler) renew(run *Run, cancel context.CancelCauseFunc, done <-chan 
 		_, err := s.store.RenewLease(ctx, &backend.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, TTL: s.leaseTTL, Now: s.leaseNow()})
 		stop()
 		switch {
-		case errors.Is(err, quota.ErrLeaseLost):
+		case errors.Is(err, backend.ErrLeaseLost):
 			run.log.Error("jobs: run lost its lease (expired or taken over): cancelling it; its checkpoint writes are refused", "error", err)
 			cancel(fmt.Errorf("jobs: %s: %w", run.job.name, ErrLeaseLost))
 			return
@@ -183,7 +183,7 @@ func (s *Scheduler) release(run *Run) {
 	defer cancel()
 	err := s.store.ReleaseLease(ctx, &backend.StateLeaseRequest{Key: checkpointKey(run.job.name), Token: run.lease.Token, Now: s.leaseNow()})
 	switch {
-	case errors.Is(err, quota.ErrLeaseLost):
+	case errors.Is(err, backend.ErrLeaseLost):
 		run.log.Warn("jobs: the run's lease had already ended at release: another run may have started meanwhile", "error", err)
 	case err != nil:
 		run.log.Warn("jobs: lease not released; it expires on its own", "error", err, "ttl", s.leaseTTL)

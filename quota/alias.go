@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota/backend"
+	"github.com/quotactl/quotactl/quota/internal/memstore"
 )
 
 // The value types a user of the Limiter meets, defined with the store
@@ -46,3 +47,12 @@ func Daily(loc *time.Location) Window { return backend.Daily(loc) }
 // time.ParseDuration form) for a sliding window, "daily@ZONE" for a daily
 // one.
 func ParseWindow(s string) (Window, error) { return backend.ParseWindow(s) }
+
+// MemoryStore is a Store (and StateStore) that lives in one process: for
+// tests, and for a single service with no need to share or keep its
+// budget. It is safe for concurrent use. Its clock (for a request with no
+// Now) is the host's. The zero value is not usable: call NewMemoryStore.
+type MemoryStore = memstore.Store
+
+// NewMemoryStore returns an empty MemoryStore on the host clock.
+func NewMemoryStore() *MemoryStore { return memstore.New() }

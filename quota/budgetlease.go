@@ -27,26 +27,17 @@ type LeaseOptions struct {
 	// window at most a tenth of the window). A lease never crosses a daily
 	// reset.
 	MaxTime time.Duration
-	// CheckEvery bounds how long a lease admits locally without confirming
-	// that no process changed the budget's owner in the store since its
-	// block was taken (an Adjust or Exhaust, any budget, any process; see
-	// ChangeVersioner): a charge that finds its lease unconfirmed for
-	// longer reads the owner's change version first (one cheap store
-	// call). If it changed, or cannot be read, the lease ends at once, as
-	// at its MaxTime (its unused units go back), and the charge goes to
-	// the store for a decision. Default 100ms; at most MaxTime. With a
-	// store that does not implement ChangeVersioner there is no check.
+	// CheckEvery bounds how long a lease admits without confirming that no
+	// process changed the owner's budgets in the store (an Adjust or Exhaust;
+	// see backend.ChangeVersioner); a change ends the lease at once. Default
+	// 100ms; at most MaxTime.
 	CheckEvery time.Duration
 }
 
 // defaultCheckEvery is LeaseOptions.CheckEvery's default.
 const defaultCheckEvery = 100 * time.Millisecond
 
-// WithLeases makes the limiter take budget units from the store in blocks
-// (leases) and admit charges locally from them: one store call per block
-// instead of one per charge. Units a lease did not spend go back to the
-// store when it ends (it is settled), so processes sharing a budget never
-// admit more than its limit in total.
+// How budget leases keep the store's count true (WithLeases).
 //
 // The store always counts at least every unit a lease admits, each until
 // its own admission plus the window: a block is recorded at the lease's
@@ -83,6 +74,15 @@ const defaultCheckEvery = 100 * time.Millisecond
 // by ID from another process would give back the whole block): refund or
 // settle them through this Limiter. Their Usage is the budget's state when
 // the block was taken, the block counted whole.
+
+// WithLeases makes the limiter take budget units from the store in blocks
+// (leases) and admit charges locally from them: one store call per block
+// instead of one per charge. Units a lease did not spend go back to the
+// store when it ends (it is settled), so processes sharing a budget never
+// admit more than its limit in total, and the store always counts at least
+// every unit a lease admits. An Adjust or Exhaust made elsewhere reaches an
+// open lease within CheckEvery. Reservations admitted from a lease have no
+// ID: refund or settle them through this Limiter.
 func WithLeases(o LeaseOptions) Option {
 	if o.MaxFraction <= 0 || o.MaxFraction > 1 {
 		o.MaxFraction = 0.05
@@ -171,7 +171,7 @@ func (l *Limiter) leaseTake(ctx context.Context, id ident, method string, debits
 			ls.slot.mu.Unlock()
 		}
 	}
-	job := JobFromContext(ctx)
+	job := jobFromContext(ctx)
 	for _, d := range debits {
 		ls, refused, err := l.leaseAdmit(ctx, id, method, job, d)
 		if err != nil || refused != nil {
@@ -453,7 +453,7 @@ func (l *Limiter) settleLeased(ctx context.Context, res *Reservation, debits []b
 				gone = true // refunded already
 				continue
 			}
-			freed := u.Cost - settleCost(u.Cost, d.Cost)
+			freed := u.Cost - backend.SettledCost(u.Cost, d.Cost)
 			ls := res.leases()[i]
 			ls.slot.mu.Lock()
 			ls.giveBack(freed)

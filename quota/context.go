@@ -86,8 +86,8 @@ func ContextWithJob(ctx context.Context, name string) context.Context {
 	return withValues(ctx, func(v *callValues) { v.job = name })
 }
 
-// JobFromContext returns the job name ContextWithJob set on ctx, or "".
-func JobFromContext(ctx context.Context) string { return valuesOf(ctx).jobName() }
+// jobFromContext returns the job name ContextWithJob set on ctx, or "".
+func jobFromContext(ctx context.Context) string { return valuesOf(ctx).jobName() }
 
 type allocation struct {
 	budget, within string

@@ -50,12 +50,18 @@ func (c Credential) LogValue() slog.Value { return slog.StringValue(c.String()) 
 // decoding fills Secret and Label as fields.
 func (c Credential) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
-// DefaultFingerprintKey is the HMAC key of the legacy fingerprint
+// LegacyFingerprintKey is the HMAC key of the legacy fingerprint
 // derivation (Fingerprint with this public key), used before quotactl
 // derived fingerprints slowly. A limiter without WithFingerprintKey uses
 // DefaultFingerprint, and migrates a credential recorded under its legacy
-// fingerprint on first sight (CredentialUpdate.Legacy).
-const DefaultFingerprintKey = "quotactl/fingerprint/v1"
+// fingerprint on first sight.
+const LegacyFingerprintKey = "quotactl/fingerprint/v1"
+
+// DefaultFingerprintKey is LegacyFingerprintKey's former name.
+//
+// Deprecated: use LegacyFingerprintKey; the default derivation is
+// DefaultFingerprint, which takes no key.
+const DefaultFingerprintKey = LegacyFingerprintKey
 
 // FingerprintLen is the length in hex digits of a credential fingerprint.
 const FingerprintLen = 24
@@ -83,16 +89,11 @@ const FingerprintHashBytes = 1 << 24
 // configuration.
 const fingerprintSalt = "quotactl/fingerprint/v2\x00"
 
-// DefaultFingerprint returns the stored identity of secret when no private
-// key is configured: the OpenPGP iterated-and-salted S2K construction (RFC
-// 4880, section 3.7.1.3) over SHA-256, hashing salt||secret repeated to
-// FingerprintHashBytes bytes, truncated to 96 bits, in hex. It is
-// deliberately slow; results are cached per process (up to a few thousand
-// secrets), so a limiter pays it once per secret. The hashing is a few large
-// writes rather than many small calls, so it costs about the same in a -race
-// build. Guessing a low-entropy token is still possible at that cost per
-// guess: for tokens that are short or follow a pattern, give every process a
-// private key with WithFingerprintKey.
+// DefaultFingerprint returns the stored identity of secret when no key is
+// configured: a deliberately slow salted hash (OpenPGP iterated S2K over
+// SHA-256 of FingerprintHashBytes bytes, 96 bits in hex), cached per process.
+// For short or patterned tokens, give every process a private key with
+// WithFingerprintKey.
 func DefaultFingerprint(secret string) string {
 	slowMu.Lock()
 	fp, ok := slowCache[secret]

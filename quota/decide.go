@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota/backend"
+	"github.com/quotactl/quotactl/quota/internal/memstore"
 )
 
 // decide asks the store for one decision on debits, under the nonce of seq
 // (see appendNonce).
 func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job string, debits []backend.Debit) (*backend.TakeResult, error) {
-	var nb [nonceMax]byte // the nonce is built on the stack: one allocation, the string
+	var nb [memstore.NonceMax]byte // the nonce is built on the stack: one allocation, the string
 	req := &backend.TakeRequest{API: l.api, Owner: owner, Nonce: string(l.appendNonce(nb[:0], seq)), Method: method, Job: job, Now: l.now(), Debits: slices.Clone(debits), TrustStore: l.loss.trust}
 	return l.store.Take(ctx, req)
 }
@@ -22,7 +23,7 @@ func (l *Limiter) decide(ctx context.Context, seq uint64, owner, method, job str
 // Take read, for the store's too unless the limiter has a clock of its own
 // (WithClock). The store makes the nonce, and returns its number (see
 // MemoryStore.take).
-func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, host int64, owner, method, job string, debits []backend.Debit, us []Usage) (bool, time.Time, uint64, error) {
+func (l *Limiter) decideMemory(ctx context.Context, ms *memstore.Store, host int64, owner, method, job string, debits []backend.Debit, us []Usage) (bool, time.Time, uint64, error) {
 	// Set field by field: a literal is built apart and copied in, which
 	// stalls on store forwarding.
 	var req backend.TakeRequest
@@ -31,11 +32,10 @@ func (l *Limiter) decideMemory(ctx context.Context, ms *MemoryStore, host int64,
 		req.Now = l.now()
 	}
 	req.TrustStore = l.loss.trust
-	return ms.take(ctx, &req, host, true, debits, us)
+	return ms.Decide(ctx, &req, host, debits, us)
 }
 
-// nonceMax bounds a nonce: 8 characters of prefix and a base-32 uint64.
-const nonceMax = 24
+// memstore.NonceMax bounds a nonce: 8 characters of prefix and a base-32 uint64.
 
 // newReservation allocates a Reservation with room for n budgets' usage,
 // for up to two budgets in one piece: the one allocation of an admitted

@@ -55,13 +55,10 @@ var (
 	ErrPartialRefund = errors.New("quota: partial refund")
 )
 
-// PartialRefundError reports a refund that could not give back every
-// budget the reservation charged: the budgets NotRefunded names are not
-// defined for the limiter's API, so their entries stay recorded, and count
-// again if the budget is defined again. Define it again (`quotactl budget
-// set`, or a limiter whose budgets name it) and refund the reservation
-// again: the second refund gives back what the first could not.
-// errors.Is(err, ErrPartialRefund) matches it; errors.As gives the details.
+// PartialRefundError reports a refund that gave back only some budgets: those
+// NotRefunded names are not defined for the limiter's API, so their units
+// stay recorded. Define them again and refund again to give back the rest.
+// errors.Is(err, ErrPartialRefund) matches it.
 type PartialRefundError struct {
 	API         string           // the limiter's API, e.g. "youtube"
 	Reservation string           // the reservation's ID

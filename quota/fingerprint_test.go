@@ -28,7 +28,7 @@ func TestDefaultFingerprintIsSlowDerivation(t *testing.T) {
 	if fp != hex.EncodeToString(want[:quota.FingerprintLen/2]) || len(fp) != quota.FingerprintLen {
 		t.Fatalf("DefaultFingerprint = %s, want the S2K derivation %x", fp, want[:quota.FingerprintLen/2])
 	}
-	if fp == quota.Fingerprint([]byte(quota.DefaultFingerprintKey), secret) {
+	if fp == quota.Fingerprint([]byte(quota.LegacyFingerprintKey), secret) {
 		t.Fatal("the default fingerprint is the fast legacy one")
 	}
 	if quota.FingerprintHashBytes < 1<<24 {
@@ -54,7 +54,7 @@ func TestDefaultFingerprintIsSlowDerivation(t *testing.T) {
 }
 
 // TestLegacyFingerprintMigration: a credential metered under its legacy
-// fingerprint (an older quotactl, or WithFingerprintKey(DefaultFingerprintKey))
+// fingerprint (an older quotactl, or WithFingerprintKey(LegacyFingerprintKey))
 // keeps its usage when a limiter on the default derivation first sees it:
 // the new fingerprint takes the legacy record's label and account.
 func TestLegacyFingerprintMigration(t *testing.T) {
@@ -62,7 +62,7 @@ func TestLegacyFingerprintMigration(t *testing.T) {
 	st := quota.NewMemoryStore()
 	b := []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}}
 	key := quota.Credential{Secret: "tok-731904", Label: "yt-key-1"}
-	legacy, _ := quota.New(st, "api", b, quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	legacy, _ := quota.New(st, "api", b, quota.WithFingerprintKey([]byte(quota.LegacyFingerprintKey)))
 	r, err := legacy.Take(ctx, key, quota.Units("units", 7))
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func BenchmarkGuessFingerprint(b *testing.B) {
 		}
 	})
 	b.Run("legacy-public-key", func(b *testing.B) {
-		key := []byte(quota.DefaultFingerprintKey)
+		key := []byte(quota.LegacyFingerprintKey)
 		i := 0
 		for b.Loop() {
 			i++
@@ -121,7 +121,7 @@ func TestLegacyMigrationWithOwner(t *testing.T) {
 	st := quota.NewMemoryStore()
 	b := []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}}
 	key := quota.Credential{Secret: "tok-424242", Label: "yt-key-1"}
-	legacy, _ := quota.New(st, "api", b, quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	legacy, _ := quota.New(st, "api", b, quota.WithFingerprintKey([]byte(quota.LegacyFingerprintKey)))
 	if _, err := legacy.Take(ctx, key, quota.Units("units", 3)); err != nil {
 		t.Fatal(err)
 	}

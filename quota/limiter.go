@@ -3,18 +3,16 @@ package quota
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quotactl/quotactl/quota/backend"
+	"github.com/quotactl/quotactl/quota/internal/memstore"
 )
 
 // Limiter meters one API's budgets per owner over a Store: every credential
@@ -44,7 +42,8 @@ type Limiter struct {
 	defined   atomic.Bool
 	defWarned atomic.Bool               // otherDefinitions has run
 	overEvery time.Duration             // WithOverrideRefresh
-	host      hostClock                 // the host clock, for decisions and overNext
+	host      memstore.HostClock        // the host clock, for decisions and overNext
+	mem       *memstore.Store           // the store, when it is the memory store: decided in process
 	overNext  atomic.Int64              // when to reload overrides, µs since the epoch
 	over      atomic.Pointer[overrides] // operator overrides in force
 	fps       sync.Map                  // secret -> fingerprint
@@ -108,8 +107,9 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 	if err := l.setupEvents(); err != nil {
 		return nil, err
 	}
-	l.noncePfx = newNoncePrefix()
+	l.noncePfx = memstore.NewNoncePrefix()
 	l.self = &resExt{lim: l}
+	l.mem, _ = store.(*memstore.Store) // the decision path, chosen once
 	return l, nil
 }
 
@@ -314,13 +314,13 @@ func (l *Limiter) lookup(ctx context.Context, c Credential) (ident, error) {
 }
 
 // legacyFingerprint returns secret's legacy fingerprint (see
-// DefaultFingerprintKey), or "" when the limiter has a fingerprint key of
+// LegacyFingerprintKey), or "" when the limiter has a fingerprint key of
 // its own (WithFingerprintKey), which never had one.
 func (l *Limiter) legacyFingerprint(secret string) string {
 	if l.fpKey != nil {
 		return ""
 	}
-	return Fingerprint([]byte(DefaultFingerprintKey), secret)
+	return Fingerprint([]byte(LegacyFingerprintKey), secret)
 }
 
 // recorded returns what the store's catalog records for the credential with
@@ -495,42 +495,25 @@ func (l *Limiter) catalog(ctx context.Context, u backend.CredentialUpdate) (Cred
 // nonce returns a fresh nonce: unique per call within the process, and
 // across processes by its random prefix.
 func (l *Limiter) nonce() string {
-	var buf [nonceMax]byte
+	var buf [memstore.NonceMax]byte
 	return string(l.appendNonce(buf[:0], l.nonceSeq.Add(1)))
 }
 
 // appendNonce appends the nonce of seq, a number from l.nonceSeq. A
 // Reservation keeps seq alone and builds its nonce from it when asked
 // (Reservation.nonce).
-func (l *Limiter) appendNonce(b []byte, seq uint64) []byte { return appendNonce(b, l.noncePfx, seq) }
-
-// appendNonce appends a nonce: a prefix random per Limiter (or
-// MemoryStore) then seq in base 32.
-func appendNonce(b []byte, pfx string, seq uint64) []byte {
-	b = append(b, pfx...)
-	return strconv.AppendUint(b, seq, 32)
+func (l *Limiter) appendNonce(b []byte, seq uint64) []byte {
+	return memstore.AppendNonce(b, l.noncePfx, seq)
 }
 
-// newNoncePrefix returns a random nonce prefix: 8 characters.
-func newNoncePrefix() string {
-	var rnd [5]byte
-	_, _ = rand.Read(rnd[:])
-	return base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(rnd[:])
-}
-
-// Take charges every budget ch names for cred, atomically: all pay or none
-// does. On success it returns the Reservation. A budget that cannot pay now
-// gives an *ExhaustedError (errors.Is ErrExhausted) with the exact
-// RetryAfter; a cost larger than a limit gives ErrCostExceedsLimit; an
-// unknown budget, a cost <= 0 or an empty credential give ErrInvalid; an
-// unreachable store gives ErrStoreUnavailable unless FailOpen lets the charge
-// through unmetered. A ctx already done, or cancelled while the store is
-// asked, gives an error wrapping ctx.Err() (context.Canceled,
-// context.DeadlineExceeded), not ErrStoreUnavailable: nothing is admitted,
-// FailOpen does not apply, and nothing is counted as unmetered. A deadline
-// that passes while the store is asked is the store not answering in time:
-// ErrStoreUnavailable (wrapping context.DeadlineExceeded too), and FailOpen
-// applies.
+// Take charges every budget ch names for cred, atomically (all pay or none
+// does), and returns the Reservation. A budget that cannot pay now gives an
+// *ExhaustedError (errors.Is ErrExhausted) with the exact RetryAfter; a cost
+// larger than a limit, ErrCostExceedsLimit; an invalid argument, ErrInvalid;
+// an unreachable store, ErrStoreUnavailable unless FailOpen lets the charge
+// through unmetered. A ctx cancelled before or while the store is asked gives
+// an error wrapping ctx.Err(): nothing is admitted, and FailOpen does not
+// apply.
 func (l *Limiter) Take(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
 	if err := checkContext(ctx, "take"); err != nil {
 		return nil, err
@@ -571,7 +554,7 @@ func (l *Limiter) takeWith(ctx context.Context, cred Credential, ch Charge, idEr
 	// The host clock, read once (again only after a slow registration):
 	// for the override refresh and, on the MemoryStore, the decision's
 	// instant.
-	host := l.host.nowUS()
+	host := l.host.NowUS()
 	l.refreshOverridesAt(ctx, host)
 	cv := valuesOf(ctx) // one lookup for the job, allocations, observers and ChargeFunc
 	obs := l.observersWith(cv)
@@ -612,7 +595,7 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 		// Registering the credential took time (a store call, deriving its
 		// fingerprint): the decision reads the clock again, so that it is
 		// not recorded at an instant well before it was made.
-		host = l.host.nowUS()
+		host = l.host.NowUS()
 	}
 	var check *refusal
 	if err == nil && l.refusals != nil {
@@ -652,7 +635,7 @@ func (l *Limiter) take(ctx context.Context, cv *callValues, cred Credential, ch 
 		storeLoss bool
 	)
 	if err == nil {
-		if ms, mem := l.store.(*MemoryStore); mem {
+		if ms := l.mem; ms != nil {
 			var ubuf [2]Usage // Allow's usage, on the stack
 			if bare && len(debits) <= len(ubuf) {
 				usage = ubuf[:len(debits)]

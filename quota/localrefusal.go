@@ -13,23 +13,12 @@ import (
 const DefaultRefusalBound = time.Second
 
 // WithLocalRefusals makes the limiter answer a charge it has just seen
-// refused locally, with no store call, until the refusal's RetryAt: once a
-// daily budget is spent, every further call of every worker of the process
-// costs nothing. The RetryAfter of a local refusal stays exact (measured
-// from the store's clock as the refusal saw it).
-//
-// A refusal is remembered per owner and charge (its budgets and costs, for
-// charges of one or two budgets). While it stands, at most one call per
-// bound goes to the store to decide for real and refresh it, so a refund,
-// adjust, exhaust or settle made by another process, or a budget redefined
-// there, reaches this process within bound: no refusal is wrongful for
-// longer than bound. The limiter's own Refund, Adjust, Exhaust and Settle
-// forget the owner's refusals at once. bound <= 0 means
-// DefaultRefusalBound (1s).
-//
-// It is off by default: with it, a unit given back by another process (a
-// refund, `quotactl adjust`) can take up to bound to be usable here, and a
-// test whose injected clock stands still never reaches the bound.
+// refused with no store call until the refusal's RetryAt (its RetryAfter
+// stays exact): once a daily budget is spent, further calls cost nothing.
+// While a refusal stands, at most one call per bound asks the store again, so
+// a change made by another process reaches this one within bound; the
+// limiter's own Refund, Adjust, Exhaust and Settle forget refusals at once.
+// bound <= 0 means DefaultRefusalBound. Off by default.
 func WithLocalRefusals(bound time.Duration) Option {
 	if bound <= 0 {
 		bound = DefaultRefusalBound

@@ -15,20 +15,12 @@ import (
 
 // Observer receives a Limiter's events: every decision, each threshold a
 // budget crosses, refunds, exhaust marks, store errors and detected store
-// losses. Give it to a Limiter with WithObserver, or to a Transport with
-// WithTransportObserver. quota/promquota and quota/otelquota are Observers.
-//
-// Events are delivered off the decision path: a Limiter queues them (up to
-// WithEventQueue, default DefaultEventQueue) and one goroutine at a time
-// delivers them in order (that goroutine also records threshold crossings
-// in the store, so a crossing is reported right after the decision that
-// made it). When the queue is full the event is dropped and
-// counted (Limiter.DroppedEvents): a slow or stuck Observer never slows or
-// blocks a decision, it loses events instead. Observe is never called
-// concurrently for one Limiter, but an Observer given to several Limiters
-// must be safe for concurrent use. A panic in Observe is recovered and
-// logged. Observe may call the Limiter, but not its Flush, which would wait
-// for itself.
+// losses (WithObserver, WithTransportObserver). quota/promquota and
+// quota/otelquota are Observers. Events are delivered in order, off the
+// decision path, from a queue (WithEventQueue); when it is full they are
+// dropped and counted (Limiter.DroppedEvents), so an Observer never slows a
+// decision. Observe is not called concurrently for one Limiter; a panic in it
+// is recovered and logged. It must not call the Limiter's Flush.
 type Observer interface {
 	Observe(e Event)
 }

@@ -28,16 +28,11 @@ func WithFingerprintKey(key []byte) Option {
 // names follow the rules of API names; New rejects a bad one.
 func WithOwner(owner string) Option { return func(l *Limiter) { l.owner = owner } }
 
-// FailOpen sets the failure policy for when the store is unreachable: charges
-// whose largest per-budget cost is at or under maxCost units go ahead
-// unmetered (cheap calls keep flowing), larger ones are refused with
-// ErrStoreUnavailable. Each unmetered decision is logged at Warn level and
-// counted (Limiter.Unmetered). A caller that stopped is not a store outage:
-// a Take whose context was done before it began, or is cancelled while the
-// store is asked, returns an error wrapping ctx.Err() and is never admitted
-// unmetered; a deadline that passes while the store is asked is the store
-// not answering in time, and the policy applies. Default: fail closed,
-// every charge is refused while the store is unreachable.
+// FailOpen sets the failure policy for when the store is unreachable:
+// charges whose largest per-budget cost is at most maxCost go ahead
+// unmetered, each logged at Warn and counted (Limiter.Unmetered); larger ones
+// are refused with ErrStoreUnavailable. A caller that cancelled is never
+// admitted unmetered. Default: fail closed.
 func FailOpen(maxCost int64) Option { return func(l *Limiter) { l.failOpen = maxCost } }
 
 // WithLogger sets where the limiter logs unmetered decisions. Default:

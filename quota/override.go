@@ -235,7 +235,7 @@ type overrides struct {
 // ones known and is retried within a second.
 func (l *Limiter) refreshOverrides(ctx context.Context) {
 	if l.overEvery >= 0 {
-		l.refreshOverridesAt(ctx, l.host.nowUS())
+		l.refreshOverridesAt(ctx, l.host.NowUS())
 	}
 }
 

@@ -198,8 +198,8 @@ func TestOverrideUpdateWaitsWhileOthersProgress(t *testing.T) {
 		}()
 		err = quota.SetOverride(ctx, st, "api", b, time.Now())
 		<-renewed
-		if !errors.Is(err, quota.ErrLeaseHeld) {
-			t.Fatalf("an update behind a holder that never lets go: %v; want ErrLeaseHeld", err)
+		if !errors.Is(err, backend.ErrLeaseHeld) {
+			t.Fatalf("an update behind a holder that never lets go: %v; want backend.ErrLeaseHeld", err)
 		}
 	})
 }

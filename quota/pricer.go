@@ -6,16 +6,11 @@ import (
 )
 
 // Pricer prices an outbound HTTP request: the Charge a Transport takes
-// before it sends the request. costs.Table is the Pricer most callers want
-// (costs.Builtin("youtube")); PricerFunc adapts a function.
-//
-// A Charge with no units is free: the Transport sends the request without
-// taking anything. A request the Pricer cannot price is an error, and the
-// Transport does not send it, except an error wrapping ErrForeignHost: the
-// request goes to a host the Pricer does not price, so it is not a call of
-// the API at all, and the Transport sends it unmetered unless it carries a
-// credential (see Transport). Price must be safe for concurrent use and must
-// not read the request body.
+// before it sends it. costs.Table is the Pricer most callers want; PricerFunc
+// adapts a function. A Charge with no units is free. A request that cannot
+// be priced is not sent, except one to a host the Pricer does not price
+// (ErrForeignHost), sent unmetered when it carries no credential. Price must
+// be safe for concurrent use and must not read the request body.
 type Pricer interface {
 	Price(req *http.Request) (Charge, error)
 }
@@ -49,12 +44,9 @@ type Verdict struct {
 	// Transient marks a failure worth retrying (for example Google's 403
 	// userRateLimitExceeded, or a 429 whose quota limit is per minute).
 	Transient bool
-	// Hold names methods (Charge.Method) the request's credential may not
-	// call for HoldFor, whatever its owner's budgets say (YouTube's 400
-	// uploadLimitExceeded: a channel's uploads are capped per 24 hours). The
-	// Transport records the hold in the store, keyed by the credential (not
-	// its owner), so every process refuses those calls for that credential
-	// until it ends; the owner's budgets are left alone.
+	// Hold names methods (Charge.Method) the request's credential may not call
+	// for HoldFor, whatever its owner's budgets say (YouTube's per-channel
+	// upload cap); the hold is kept per credential in the store.
 	Hold    []string
 	HoldFor time.Duration
 	// Reason is the upstream's reason, for errors and logs, e.g.
@@ -63,17 +55,11 @@ type Verdict struct {
 }
 
 // OwnerKind is implemented by a Pricer whose upstream keeps budgets per
-// owner rather than per credential: OwnerKind returns the kind of owner,
-// e.g. "project" (Google bills YouTube quota per Cloud project), or "" when
-// each credential is its own owner. costs.Table implements it (the
-// table's owner field).
-//
-// A Transport over such a Pricer that is given no owner mapping (no
-// WithOwnerFunc, no Owner on a WithCredential credential, no limiter-wide
-// owner, no owner recorded in the store for the credential) meters every
-// credential it sees as one owner, named "unnamed-" + kind
-// ("unnamed-project"), and logs that once: it never lets several keys of
-// one project spend more than one project's quota.
+// owner rather than per credential: it returns the kind of owner, e.g.
+// "project" (Google bills YouTube quota per Cloud project), or "". A
+// Transport over such a Pricer with no owner mapping meters every credential
+// as one owner, "unnamed-"+kind, and logs that once: several keys of one
+// project never spend more than one project's quota.
 type OwnerKind interface {
 	OwnerKind() string
 }

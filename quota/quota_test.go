@@ -95,7 +95,7 @@ func TestCredentialNeverPrinted(t *testing.T) {
 			t.Fatalf("secret printed: %s", s)
 		}
 	}
-	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), secret)
+	fp := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), secret)
 	if len(fp) != quota.FingerprintLen || strings.Contains(fp, secret) || fp == quota.Fingerprint([]byte("other key"), secret) {
 		t.Fatalf("fingerprint %q: wrong length, holds the secret, or ignores the key", fp)
 	}

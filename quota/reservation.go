@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota/backend"
+	"github.com/quotactl/quotactl/quota/internal/memstore"
 )
 
 // Reservation is a granted charge. Keep it to Refund the charge if the call
@@ -70,11 +71,11 @@ func (r *Reservation) nonce() string {
 	case r.ext == nil:
 		return ""
 	case r.seq&storeSeq != 0 && r.ext.lim != nil:
-		if ms, ok := r.ext.lim.store.(*MemoryStore); ok {
-			return ms.nonce(r.seq &^ storeSeq)
+		if ms := r.ext.lim.mem; ms != nil {
+			return ms.Nonce(r.seq &^ storeSeq)
 		}
 	case r.seq != 0 && r.ext.lim != nil:
-		var buf [nonceMax]byte
+		var buf [memstore.NonceMax]byte
 		return string(r.ext.lim.appendNonce(buf[:0], r.seq))
 	}
 	return r.ext.nonce

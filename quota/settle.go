@@ -108,6 +108,3 @@ func (r *Reservation) usage(budget string) *Usage {
 	}
 	return nil
 }
-
-// settleCost is the cost an entry of cost c keeps when settled to actual.
-func settleCost(c, actual int64) int64 { return min(c, max(actual, 0)) }

@@ -22,8 +22,7 @@ import (
 	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// Transport is an http.RoundTripper that meters every outbound request
-// against a Limiter before sending it. For each request it
+// How a Transport meters a request, step by step. For each request it
 //
 //  1. prices it with the Pricer (a request that cannot be priced is not sent).
 //     A request to a host the Pricer does not price (an error wrapping
@@ -95,6 +94,23 @@ import (
 // included, in the *url.Error it returns: send API keys in the
 // X-Goog-Api-Key header rather than the "key" parameter to keep them out of
 // such errors.) A Transport is safe for concurrent use.
+
+// Transport is an http.RoundTripper that meters every outbound request
+// against a Limiter before sending it. For each request it prices it with
+// the Pricer, identifies the credential and owner it is billed to, takes the
+// charge, and only then sends it: a refused charge returns an error
+// wrapping *ExhaustedError, and the request is never sent. A request that
+// never reached the upstream is refunded. When the upstream says a budget
+// is spent (the Classifier), it is marked spent until its reset in every
+// process sharing the store. Transient failures are retried with backoff,
+// each attempt charged. One logical call is charged once, redirects
+// included, and a credential never travels to a host the request did not
+// name. Wrap an existing client by setting its transport:
+//
+//	client.Transport = quota.NewTransport(lim, table, quota.WithBase(client.Transport))
+//
+// Credentials are never logged or returned in errors; the limiter sees
+// only their fingerprints. A Transport is safe for concurrent use.
 type Transport struct {
 	limiter    *Limiter
 	pricer     Pricer
@@ -183,16 +199,12 @@ func WithLabelFunc(fn func(req *http.Request) string) TransportOption {
 	return func(t *Transport) { t.labelFn = fn }
 }
 
-// WithOwnerFunc names the owner each request's credential belongs to:
-// fn(req), such as the Google Cloud project of the key the request carries.
-// Budgets are kept per owner, so every credential of one owner shares them.
-// A name is letters, digits, '.', '_' or '-' (an invalid one is an error and
-// the request is not sent). When fn returns "", the credential's own Owner
-// applies, then the limiter's WithOwner, then an owner the store records
-// for the credential; over a Pricer whose budgets are kept per owner
-// (OwnerKind), with none of these, the request is metered as the one
-// unnamed owner. fn must not return the secret. Default: no
-// function.
+// WithOwnerFunc names the owner each request's credential belongs to,
+// fn(req), such as the Cloud project of the request's key: every credential
+// of one owner shares its budgets. When fn returns "", the credential's
+// Owner, the limiter's WithOwner, then the owner the store records apply; an
+// invalid name is an error and the request is not sent. fn must not return
+// the secret.
 func WithOwnerFunc(fn func(req *http.Request) string) TransportOption {
 	return func(t *Transport) { t.ownerFn = fn }
 }

@@ -39,7 +39,7 @@ func TestTransportKeepsAKeyOnItsOwnAccount(t *testing.T) {
 		{name: "WithCredential label", opts: []quota.TransportOption{quota.WithCredential(quota.Credential{Label: "yt-key-1"})}},
 		{name: "WithCredential secret", opts: []quota.TransportOption{quota.WithCredential(quota.Credential{Secret: secret})}},
 		{name: "WithLabel", opts: []quota.TransportOption{quota.WithLabel("yt-key-1")}},
-		{name: "legacy fingerprint", fpKey: []byte(quota.DefaultFingerprintKey)},
+		{name: "legacy fingerprint", fpKey: []byte(quota.LegacyFingerprintKey)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,29 +10,12 @@ import (
 )
 
 // Wait charges ch for cred like Take, but when a budget cannot pay now it
-// blocks until the charge is admitted or ctx ends. It sleeps until the
-// refusal's exact RetryAt (when the log frees enough units), never polling
-// sooner, and tries again then.
-//
-// Fairness, within a process: the callers of Wait (and of a Transport made
-// WithWait) on one Limiter queue per account (owner) and budget, first come,
-// first served. Only the waiter at the head of every queue its charge
-// names tries the store; the others do not overtake it, even when their
-// charge would fit, so a 50-unit write is not starved by a stream of 1-unit
-// reads. A plain Take does not queue.
-//
-// Across processes there is no shared queue: waiters in different
-// processes each try at their own RetryAt, and units freed go to whichever
-// Take reaches the store first. The store never admits more than the
-// limit, but a large charge can be overtaken by small ones from other
-// processes; give such a job its own allocation (ContextWithAllocation) if
-// it must not be.
-//
-// When ctx ends, Wait returns promptly with ctx's error and has taken
-// nothing. Errors other than exhaustion (ErrCostExceedsLimit, ErrInvalid,
-// ErrStoreUnavailable) return at once. An unreachable store is met with
-// the limiter's failure policy, as in Take, from the first call for a
-// credential on: FailOpen admits a cheap enough charge unmetered.
+// blocks until the charge is admitted or ctx ends, trying again at the
+// refusal's exact RetryAt (never polling sooner). Within a process, the
+// waiters of one Limiter queue per owner and budget, first come, first
+// served; across processes there is no shared queue (give a large job its own
+// allocation with ContextWithAllocation). Errors other than exhaustion return
+// at once; when ctx ends, Wait returns its error having taken nothing.
 func (l *Limiter) Wait(ctx context.Context, cred Credential, ch Charge) (*Reservation, error) {
 	return l.wait(ctx, cred, ch, -1)
 }

@@ -55,16 +55,16 @@ func HourOf(t time.Time) time.Time {
 
 const hourUS = int64(time.Hour / time.Microsecond)
 
-// dailyKeep is how long after its hour ends a breakdown row of a daily
+// dailyRowKeep is how long after its hour ends a breakdown row of a daily
 // budget is kept: the longest local day (25 hours).
-const dailyKeep = 25 * time.Hour
+const dailyRowKeep = 25 * time.Hour
 
 // BreakdownKeep returns how long after the end of its hour a store keeps a
 // BreakdownRow of a budget with window w: the window's length (25 hours for
 // a daily window), so rows cover every hour of the current window.
 func BreakdownKeep(w Window) time.Duration {
 	if w.IsDaily() {
-		return dailyKeep
+		return dailyRowKeep
 	}
 	return w.Duration()
 }

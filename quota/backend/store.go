@@ -147,7 +147,7 @@ type TakeRequest struct {
 	Owner  string
 	Nonce  string // unique per call; identifies the entries for Refund
 	Method string // for the record and Breakdown; may be empty
-	Job    string // the job run charging (JobFromContext), for Breakdown; may be empty
+	Job    string // the job run charging (quota.ContextWithJob), for Breakdown; may be empty
 	Now    time.Time
 	Debits []Debit
 	// TrustStore asks a store that finds it lost recorded state (see
@@ -360,3 +360,8 @@ type StateStore interface {
 	// ErrLeaseLost. The check and the write are one atomic step.
 	SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error
 }
+
+// SettledCost is the cost an entry of cost c keeps when settled to actual
+// (SettleRequest): min(c, actual), and 0 for a negative actual. A settle
+// never grows an entry.
+func SettledCost(c, actual int64) int64 { return min(c, max(actual, 0)) }

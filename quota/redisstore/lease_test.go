@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/internal/redistest"
-	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
@@ -80,7 +79,7 @@ func TestLeaseTokensOutliveDataLoss(t *testing.T) {
 	if err := st.SaveStateFenced(ctx, key, []byte("fresh"), fresh.Token); err != nil {
 		t.Fatalf("SaveStateFenced by the new holder: %v", err)
 	}
-	if err := st.SaveStateFenced(ctx, key, []byte("stale"), stale.Token); !errors.Is(err, quota.ErrLeaseLost) {
+	if err := st.SaveStateFenced(ctx, key, []byte("stale"), stale.Token); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Errorf("SaveStateFenced by the paused holder after the data loss = %v, want ErrLeaseLost", err)
 	}
 	if got, err := st.LoadState(ctx, key); err != nil || string(got) != "fresh" {

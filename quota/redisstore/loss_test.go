@@ -690,7 +690,7 @@ func TestChangeVersionOutlivesLoss(t *testing.T) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
 		st := redisstore.New(c, redisstore.WithPrefix(prefix))
-		owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "version-owner")
+		owner := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), "version-owner")
 		b := quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}
 		adjust := func(nonce string, at time.Time) int64 {
 			t.Helper()

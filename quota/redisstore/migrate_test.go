@@ -25,7 +25,7 @@ func TestMigrationBeforeOwners(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	b := quota.Budget{Name: "units", Limit: 1000, Window: quota.Sliding(24 * time.Hour)}
 	key := quota.Credential{Secret: "AIzaSy-redis-before-owners", Label: "yt-key-1"}
-	legacy := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), key.Secret)
+	legacy := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), key.Secret)
 
 	js, _ := json.Marshal(b)
 	tag := prefix + redisstore.CredentialTag("youtube", legacy)
@@ -50,7 +50,7 @@ func TestMigrationBeforeOwners(t *testing.T) {
 		t.Fatalf("legacy record read as %+v; want its own owner, labelled", c)
 	}
 	now := func() time.Time { return t0.Add(time.Hour) }
-	old, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	old, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.LegacyFingerprintKey)))
 	if err != nil {
 		t.Fatal(err)
 	}

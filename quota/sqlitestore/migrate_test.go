@@ -15,7 +15,7 @@ import (
 
 // testdata/v1-before-owners.db was written by the code before owners
 // existed (schema version 1, legacy fingerprints: HMAC with the public
-// DefaultFingerprintKey), at 2026-03-02 09:00 UTC:
+// LegacyFingerprintKey), at 2026-03-02 09:00 UTC:
 //
 //	youtube/units  daily America/Los_Angeles, limit 10000
 //	youtube/search sliding 24h, limit 100
@@ -49,7 +49,7 @@ func openFixture(t *testing.T) (*sqlitestore.Store, string) {
 // TestMigrationBeforeOwners: a store written before owners existed opens
 // (migrated in place), lists its credentials as their own owners, and
 // meters on from the usage it holds: for a process that still derives the
-// legacy fingerprint (WithFingerprintKey(DefaultFingerprintKey)) and for
+// legacy fingerprint (WithFingerprintKey(LegacyFingerprintKey)) and for
 // one on the default, slow derivation, which takes the legacy record over.
 func TestMigrationBeforeOwners(t *testing.T) {
 	ctx := context.Background()
@@ -58,8 +58,8 @@ func TestMigrationBeforeOwners(t *testing.T) {
 	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 4 {
 		t.Fatalf("user_version after open = %d, %v; want 4", version, err)
 	}
-	legacy1 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey1.Secret)
-	legacy2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey2.Secret)
+	legacy1 := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), fixtureKey1.Secret)
+	legacy2 := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), fixtureKey2.Secret)
 	apis, err := st.List(ctx)
 	if err != nil || len(apis) != 1 || len(apis[0].Credentials) != 2 {
 		t.Fatalf("List = %+v, %v", apis, err)
@@ -72,7 +72,7 @@ func TestMigrationBeforeOwners(t *testing.T) {
 
 	clock := fixtureT0.Add(time.Hour)
 	now := func() time.Time { return clock }
-	old, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	old, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.LegacyFingerprintKey)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +124,13 @@ func TestMigrationBeforeOwners(t *testing.T) {
 func TestMigrationDuplicateLabels(t *testing.T) {
 	ctx := context.Background()
 	st, path := openFixture(t)
-	legacy1 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey1.Secret)
-	legacy2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), fixtureKey2.Secret)
+	legacy1 := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), fixtureKey1.Secret)
+	legacy2 := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), fixtureKey2.Secret)
 	if _, err := rawDB(t, path).Exec(`UPDATE creds SET label = 'yt-key-1' WHERE fp = ?`, legacy2); err != nil {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return fixtureT0.Add(time.Hour) }
-	l, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.DefaultFingerprintKey)))
+	l, err := quota.Load(ctx, st, "youtube", quota.WithClock(now), quota.WithFingerprintKey([]byte(quota.LegacyFingerprintKey)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ func (s suite) changeVersion(t *testing.T) {
 	}
 	units := quota.Budget{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)}
 	day := quota.Budget{Name: "day", Limit: 1000, Window: quota.Daily(time.UTC)}
-	owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "version-owner")
-	other := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "version-other")
+	owner := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), "version-owner")
+	other := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), "version-other")
 	version := func(api, owner string) int64 {
 		t.Helper()
 		v, err := cv.ChangeVersion(ctx, api, owner)

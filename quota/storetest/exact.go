@@ -132,7 +132,7 @@ func (s suite) extremes(t *testing.T) {
 		mustTake(t, l, key, quota.Units("units", 1))
 	}
 	// The store itself clamps too, for callers that skip the Limiter.
-	fp := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), key.Secret)
+	fp := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), key.Secret)
 	b := quota.Budget{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}
 	if err := st.Exhaust(ctx, &backend.ExhaustRequest{API: "api", Owner: fp, Budget: b, Until: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), Now: clock.Now()}); err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func (s suite) adjustAfterStepBack(t *testing.T) {
 	t.Run("HeldStays", func(t *testing.T) {
 		st := s.store(t)
 		b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Minute)}
-		owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "adjust-held")
+		owner := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), "adjust-held")
 		hold := 2 * time.Second
 		res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
 			Debits: []backend.Debit{{Budget: b, Cost: 40}}, Hold: hold})

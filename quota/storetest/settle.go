@@ -123,7 +123,7 @@ func (s suite) held(t *testing.T) {
 	st := s.store(t)
 	sliding := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Minute)}
 	daily := quota.Budget{Name: "day", Limit: 100, Window: quota.Daily(time.UTC)}
-	owner := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner")
+	owner := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), "held-owner")
 	hold := 2 * time.Second
 	res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner, Nonce: "lease1", Now: T0,
 		Debits: []backend.Debit{{Budget: sliding, Cost: 40}, {Budget: daily, Cost: 40}}, Hold: hold})
@@ -176,7 +176,7 @@ func (s suite) held(t *testing.T) {
 	}
 	// One budget: a held entry's Reset is its stamp plus the window, and
 	// while it is the oldest, a later held take's Reset is still its.
-	owner3 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner-3")
+	owner3 := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), "held-owner-3")
 	for i, want := range []time.Time{T0.Add(hold + time.Minute), T0.Add(hold + time.Minute)} {
 		at := T0.Add(time.Duration(i) * time.Second)
 		res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner3, Nonce: fmt.Sprint("one", i), Now: at,
@@ -203,7 +203,7 @@ func (s suite) held(t *testing.T) {
 	}
 	// A daily entry is held no later than its day's last µs: it counts
 	// that day, and is gone at the reset.
-	owner2 := quota.Fingerprint([]byte(quota.DefaultFingerprintKey), "held-owner-2")
+	owner2 := quota.Fingerprint([]byte(quota.LegacyFingerprintKey), "held-owner-2")
 	late := time.Date(2026, 11, 22, 23, 59, 59, 0, time.UTC)
 	if res, err := st.Take(ctx, &backend.TakeRequest{API: "api", Owner: owner2, Nonce: "late", Now: late,
 		Debits: []backend.Debit{{Budget: daily, Cost: 5}}, Hold: hold}); err != nil || !res.OK {

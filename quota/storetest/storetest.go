@@ -1201,21 +1201,21 @@ func (s suite) leases(t *testing.T) {
 	}
 	_, err = st.AcquireLease(ctx, req("host-b:2", 0, 10*time.Second))
 	var held *backend.StateLeaseHeldError
-	if !errors.As(err, &held) || !errors.Is(err, quota.ErrLeaseHeld) || errors.Is(err, quota.ErrStoreUnavailable) ||
+	if !errors.As(err, &held) || !errors.Is(err, backend.ErrLeaseHeld) || errors.Is(err, quota.ErrStoreUnavailable) ||
 		held.Held.Holder != "host-a:1" || !held.Held.Expires.Equal(at(30*time.Second)) || held.Held.Token != a.Token {
 		t.Fatalf("a second AcquireLease = %v (%+v); want a LeaseHeldError naming host-a:1 until T0+30s", err, held)
 	}
 	if l, err := st.LoadLease(ctx, req("", 0, 10*time.Second)); err != nil || l != a {
 		t.Fatalf("LoadLease = %+v, %v; want %+v", l, err, a)
 	}
-	if _, err := st.RenewLease(ctx, req("", a.Token+1, 20*time.Second)); !errors.Is(err, quota.ErrLeaseLost) {
+	if _, err := st.RenewLease(ctx, req("", a.Token+1, 20*time.Second)); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Fatalf("RenewLease with a wrong token = %v, want ErrLeaseLost", err)
 	}
 	r, err := st.RenewLease(ctx, req("", a.Token, 20*time.Second))
 	if err != nil || r.Token != a.Token || r.Holder != "host-a:1" || !r.Expires.Equal(at(50*time.Second)) {
 		t.Fatalf("RenewLease = %+v, %v; want expiry T0+50s", r, err)
 	}
-	if _, err := st.AcquireLease(ctx, req("host-b:2", 0, 40*time.Second)); !errors.Is(err, quota.ErrLeaseHeld) {
+	if _, err := st.AcquireLease(ctx, req("host-b:2", 0, 40*time.Second)); !errors.Is(err, backend.ErrLeaseHeld) {
 		t.Fatalf("AcquireLease inside the renewed lease = %v, want ErrLeaseHeld", err)
 	}
 	if err := st.SaveStateFenced(ctx, key, []byte("a1"), a.Token); err != nil {
@@ -1227,7 +1227,7 @@ func (s suite) leases(t *testing.T) {
 	if _, err := st.LoadLease(ctx, req("", 0, 50*time.Second)); !errors.Is(err, quota.ErrNotFound) {
 		t.Fatalf("LoadLease after expiry = %v, want ErrNotFound", err)
 	}
-	if _, err := st.RenewLease(ctx, req("", a.Token, 51*time.Second)); !errors.Is(err, quota.ErrLeaseLost) {
+	if _, err := st.RenewLease(ctx, req("", a.Token, 51*time.Second)); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Fatalf("RenewLease after expiry = %v, want ErrLeaseLost", err)
 	}
 	b, err := st.AcquireLease(ctx, req("host-b:2", 0, 51*time.Second))
@@ -1238,13 +1238,13 @@ func (s suite) leases(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.SaveStateFenced(ctx, key, []byte("zombie"), a.Token)
-	if !errors.Is(err, quota.ErrLeaseLost) || errors.Is(err, quota.ErrStoreUnavailable) {
+	if !errors.Is(err, backend.ErrLeaseLost) || errors.Is(err, quota.ErrStoreUnavailable) {
 		t.Fatalf("SaveStateFenced with the old token = %v, want ErrLeaseLost", err)
 	}
 	if v, err := st.LoadState(ctx, key); err != nil || string(v) != "b1" {
 		t.Fatalf("state after the zombie's write = %q, %v; want b1", v, err)
 	}
-	if err := st.ReleaseLease(ctx, req("", a.Token, 52*time.Second)); !errors.Is(err, quota.ErrLeaseLost) {
+	if err := st.ReleaseLease(ctx, req("", a.Token, 52*time.Second)); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Fatalf("ReleaseLease with the old token = %v, want ErrLeaseLost", err)
 	}
 	if l, err := st.LoadLease(ctx, req("", 0, 52*time.Second)); err != nil || l != b {
@@ -1260,7 +1260,7 @@ func (s suite) leases(t *testing.T) {
 	if err != nil || c.Token <= b.Token {
 		t.Fatalf("AcquireLease after release = %+v, %v; want a token above %d", c, err, b.Token)
 	}
-	if err := st.SaveStateFenced(ctx, key, []byte("b2"), b.Token); !errors.Is(err, quota.ErrLeaseLost) {
+	if err := st.SaveStateFenced(ctx, key, []byte("b2"), b.Token); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Fatalf("SaveStateFenced by a released holder = %v, want ErrLeaseLost", err)
 	}
 	// Leases on other keys are apart; a key never leased takes any write.
@@ -1277,7 +1277,7 @@ func (s suite) leases(t *testing.T) {
 	if err != nil || time.Until(l.Expires) > time.Minute+time.Hour || time.Until(l.Expires) < -time.Hour {
 		t.Fatalf("AcquireLease on the store's clock = %+v, %v", l, err)
 	}
-	if _, err := st.AcquireLease(ctx, own); !errors.Is(err, quota.ErrLeaseHeld) {
+	if _, err := st.AcquireLease(ctx, own); !errors.Is(err, backend.ErrLeaseHeld) {
 		t.Fatalf("second AcquireLease on the store's clock = %v, want ErrLeaseHeld", err)
 	}
 	if err := st.ReleaseLease(ctx, &backend.StateLeaseRequest{Key: own.Key, Token: l.Token}); err != nil {
@@ -1313,7 +1313,7 @@ func (s suite) leases(t *testing.T) {
 			switch {
 			case err == nil:
 				wins.Add(1)
-			case !errors.Is(err, quota.ErrLeaseHeld):
+			case !errors.Is(err, backend.ErrLeaseHeld):
 				t.Errorf("AcquireLease: %v", err)
 			}
 		}()

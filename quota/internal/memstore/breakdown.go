@@ -1,4 +1,4 @@
-package quota
+package memstore
 
 import (
 	"context"
@@ -25,7 +25,7 @@ type markKey struct {
 
 // spend adds units to the breakdown row of (budget, method, job) in the
 // hour holding at (µs), and returns the row. Called with s.mu held.
-func (s *MemoryStore) spend(api, owner string, b Budget, method, job string, at, units int64) *useRow {
+func (s *Store) spend(api, owner string, b backend.Budget, method, job string, at, units int64) *useRow {
 	if s.use == nil {
 		s.use = make(map[useKey]*useRow)
 	}
@@ -40,7 +40,7 @@ func (s *MemoryStore) spend(api, owner string, b Budget, method, job string, at,
 	return r
 }
 
-func (r *useRow) add(hour int64, w Window, units int64) {
+func (r *useRow) add(hour int64, w backend.Window, units int64) {
 	r.units += units
 	r.keep = max(r.keep, hour+hourUS+backend.BreakdownKeep(w).Microseconds())
 }
@@ -50,7 +50,7 @@ func (r *useRow) add(hour int64, w Window, units int64) {
 // hour adds to the row the log spent into last, without hashing the row's
 // key (the row's keep already counts this hour and window). Called with
 // s.mu held.
-func (s *MemoryStore) spendLog(lg *memLog, api, owner string, b *Budget, method, job string, at, units int64) {
+func (s *Store) spendLog(lg *memLog, api, owner string, b *backend.Budget, method, job string, at, units int64) {
 	if r := lg.row; r != nil && at >= lg.rowHour && at < lg.rowHour+hourUS && lg.rowMethod == method && lg.rowJob == job {
 		r.units += units
 		return
@@ -61,7 +61,7 @@ func (s *MemoryStore) spendLog(lg *memLog, api, owner string, b *Budget, method,
 
 // sweepUse drops breakdown rows and crossing marks that have lapsed by now
 // (µs). Called with s.mu held.
-func (s *MemoryStore) sweepUse(now int64) {
+func (s *Store) sweepUse(now int64) {
 	for k, r := range s.use {
 		if r.keep <= now {
 			delete(s.use, k)
@@ -75,9 +75,9 @@ func (s *MemoryStore) sweepUse(now int64) {
 }
 
 // Breakdown implements Store.
-func (s *MemoryStore) Breakdown(ctx context.Context, req *backend.BreakdownRequest) ([]backend.BreakdownRow, error) {
+func (s *Store) Breakdown(ctx context.Context, req *backend.BreakdownRequest) ([]backend.BreakdownRow, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+		return nil, fmt.Errorf("quota: memory store: %w: %w", backend.ErrStoreUnavailable, err)
 	}
 	now := nowOr(req.Now).UnixMicro()
 	since := req.Since.UnixMicro()
@@ -101,9 +101,9 @@ func (s *MemoryStore) Breakdown(ctx context.Context, req *backend.BreakdownReque
 }
 
 // MarkCrossing implements Store.
-func (s *MemoryStore) MarkCrossing(ctx context.Context, req *backend.CrossingMark) (bool, error) {
+func (s *Store) MarkCrossing(ctx context.Context, req *backend.CrossingMark) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+		return false, fmt.Errorf("quota: memory store: %w: %w", backend.ErrStoreUnavailable, err)
 	}
 	if req.Percent < 1 || req.Percent > 100 {
 		return false, invalidf("threshold %d%%: must be between 1 and 100", req.Percent)

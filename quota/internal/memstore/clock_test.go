@@ -1,4 +1,4 @@
-package quota
+package memstore
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 // clock's time, on the reading that renews it and on those that add the
 // monotonic clock's time to it.
 func TestHostClockReadsTheWallClock(t *testing.T) {
-	var c hostClock
+	var c HostClock
 	for i := range 1000 {
 		before := time.Now().UnixMicro()
-		got := c.nowUS()
+		got := c.NowUS()
 		after := time.Now().UnixMicro()
 		// A ms either way: the two clocks are read at different ns, and
 		// where the monotonic clock is not slewed with the wall clock
@@ -33,12 +33,12 @@ func TestHostClockReadsTheWallClock(t *testing.T) {
 // admit more than the limit over a window.
 func TestMemoryTakeNotBeforePrune(t *testing.T) {
 	ctx := context.Background()
-	s := NewMemoryStore()
-	b := Budget{Name: "units", Limit: 10, Window: Sliding(time.Second)}
+	s := New()
+	b := backend.Budget{Name: "units", Limit: 10, Window: backend.Sliding(time.Second)}
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	take := func(host, cost int64) (bool, time.Time) {
 		t.Helper()
-		ok, at, _, err := s.take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n"}, host, false, []backend.Debit{{Budget: b, Cost: cost}}, make([]Usage, 1))
+		ok, at, _, err := s.take(ctx, &backend.TakeRequest{API: "api", Owner: "o", Nonce: "n"}, host, false, []backend.Debit{{Budget: b, Cost: cost}}, make([]backend.Usage, 1))
 		if err != nil {
 			t.Fatal(err)
 		}

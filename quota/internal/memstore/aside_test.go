@@ -1,4 +1,4 @@
-package quota
+package memstore
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 // worth of set-aside ones; idle past DailyKeep, a sweep drops it.
 func TestMemoryDailySetAsideBounded(t *testing.T) {
 	ctx := context.Background()
-	st := NewMemoryStore()
-	b := Budget{Name: "units", Limit: 1 << 40, Window: Daily(time.UTC)}
+	st := New()
+	b := backend.Budget{Name: "units", Limit: 1 << 40, Window: backend.Daily(time.UTC)}
 	t0 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	const every = 10 * time.Minute
 	most := int(24*time.Hour/every) + int(backend.DailyKeep/every) + 1

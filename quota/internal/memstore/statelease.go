@@ -1,4 +1,4 @@
-package quota
+package memstore
 
 import (
 	"context"
@@ -9,15 +9,7 @@ import (
 	"github.com/quotactl/quotactl/quota/backend"
 )
 
-var (
-	// ErrLeaseHeld is matched by every *backend.StateLeaseHeldError:
-	// another holder's lease on the key is live.
-	ErrLeaseHeld = backend.ErrLeaseHeld
-	// ErrLeaseLost means the caller's lease is no longer the newest.
-	ErrLeaseLost = backend.ErrLeaseLost
-)
-
-// memLease is a lease on one key in a MemoryStore; token stays after the
+// memLease is a lease on one key in a Store; token stays after the
 // lease ends so that tokens keep growing.
 type memLease struct {
 	holder  string
@@ -32,7 +24,7 @@ func (l *memLease) lease(key string) backend.StateLease {
 }
 
 // AcquireLease implements StateStore.
-func (s *MemoryStore) AcquireLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
+func (s *Store) AcquireLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
 	if err := backend.CheckStateLease("acquire lease", req); err != nil {
 		return backend.StateLease{}, err
 	}
@@ -52,7 +44,7 @@ func (s *MemoryStore) AcquireLease(ctx context.Context, req *backend.StateLeaseR
 }
 
 // RenewLease implements StateStore.
-func (s *MemoryStore) RenewLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
+func (s *Store) RenewLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
 	if err := backend.CheckStateLease("renew lease", req); err != nil {
 		return backend.StateLease{}, err
 	}
@@ -61,14 +53,14 @@ func (s *MemoryStore) RenewLease(ctx context.Context, req *backend.StateLeaseReq
 	defer s.mu.Unlock()
 	l := s.leases[req.Key]
 	if !l.live(now) || l.token != req.Token {
-		return backend.StateLease{}, fmt.Errorf("%w: %q token %d", ErrLeaseLost, req.Key, req.Token)
+		return backend.StateLease{}, fmt.Errorf("%w: %q token %d", backend.ErrLeaseLost, req.Key, req.Token)
 	}
 	l.expires = now + req.TTL.Microseconds()
 	return l.lease(req.Key), nil
 }
 
 // ReleaseLease implements StateStore.
-func (s *MemoryStore) ReleaseLease(ctx context.Context, req *backend.StateLeaseRequest) error {
+func (s *Store) ReleaseLease(ctx context.Context, req *backend.StateLeaseRequest) error {
 	if err := backend.CheckStateLease("release lease", req); err != nil {
 		return err
 	}
@@ -77,14 +69,14 @@ func (s *MemoryStore) ReleaseLease(ctx context.Context, req *backend.StateLeaseR
 	defer s.mu.Unlock()
 	l := s.leases[req.Key]
 	if !l.live(now) || l.token != req.Token {
-		return fmt.Errorf("%w: %q token %d", ErrLeaseLost, req.Key, req.Token)
+		return fmt.Errorf("%w: %q token %d", backend.ErrLeaseLost, req.Key, req.Token)
 	}
 	l.holder, l.expires = "", 0
 	return nil
 }
 
 // LoadLease implements StateStore.
-func (s *MemoryStore) LoadLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
+func (s *Store) LoadLease(ctx context.Context, req *backend.StateLeaseRequest) (backend.StateLease, error) {
 	if err := backend.CheckStateLease("load lease", req); err != nil {
 		return backend.StateLease{}, err
 	}
@@ -93,20 +85,20 @@ func (s *MemoryStore) LoadLease(ctx context.Context, req *backend.StateLeaseRequ
 	defer s.mu.Unlock()
 	l := s.leases[req.Key]
 	if !l.live(now) {
-		return backend.StateLease{}, fmt.Errorf("%w: no live lease on %q", ErrNotFound, req.Key)
+		return backend.StateLease{}, fmt.Errorf("%w: no live lease on %q", backend.ErrNotFound, req.Key)
 	}
 	return l.lease(req.Key), nil
 }
 
 // SaveStateFenced implements StateStore.
-func (s *MemoryStore) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
+func (s *Store) SaveStateFenced(ctx context.Context, key string, value []byte, token int64) error {
 	if err := backend.CheckStateLease("save state fenced", &backend.StateLeaseRequest{Key: key}); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l := s.leases[key]; l != nil && l.token > token {
-		return fmt.Errorf("%w: %q: token %d, a lease with token %d was granted since", ErrLeaseLost, key, token, l.token)
+		return fmt.Errorf("%w: %q: token %d, a lease with token %d was granted since", backend.ErrLeaseLost, key, token, l.token)
 	}
 	s.state[key] = slices.Clone(value)
 	return nil

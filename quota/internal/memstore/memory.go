@@ -1,4 +1,4 @@
-package quota
+package memstore
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// MemoryStore is a Store (and StateStore) that lives in one process: for
+// Store is a backend.Store (and StateStore) that lives in one process: for
 // tests, and for a single service with no need to share or keep its budget.
 // It is safe for concurrent use; one mutex serialises decisions. Its clock
 // (for a request with no Now) is the host's: the wall clock as read at
 // most 100ms before, plus the monotonic clock's time since, so that a step
 // of the wall clock shows within 100ms. The zero value is not usable: call
-// NewMemoryStore.
-type MemoryStore struct {
+// New.
+type Store struct {
 	mu      sync.Mutex
 	logs    map[logKey]*memLog
 	apis    map[string]*memAPI
@@ -38,23 +38,23 @@ type MemoryStore struct {
 	// map; cleared when the sweep drops logs
 	lastKey logKey
 	last    *memLog
-	clock   hostClock // a decision's, when the request gives no Now
+	clock   HostClock // a decision's, when the request gives no Now
 	// the prefix of the nonces the store makes (a Limiter's decisions):
 	// random, as a Limiter's own prefix is
 	noncePfx string
 }
 
-var _ Store = (*MemoryStore)(nil)
-var _ StateStore = (*MemoryStore)(nil)
-var _ backend.ChangeVersioner = (*MemoryStore)(nil)
+var _ backend.Store = (*Store)(nil)
+var _ backend.StateStore = (*Store)(nil)
+var _ backend.ChangeVersioner = (*Store)(nil)
 
 type verKey struct{ api, owner string }
 
 type logKey struct{ api, cred, budget string }
 
 type memAPI struct {
-	budgets map[string]Budget
-	creds   map[string]CredentialInfo // fingerprint -> record, stored form
+	budgets map[string]backend.Budget
+	creds   map[string]backend.CredentialInfo // fingerprint -> record, stored form
 }
 
 // memEntry holds no pointers, so a window of a million entries costs the
@@ -67,12 +67,12 @@ type memEntry struct {
 
 // nonceBuf is a nonce inline: its length then its bytes; or, for a nonce
 // the store made (storeNonce), the number it made it of: the nonce is the
-// store's prefix then the number in base 32 (MemoryStore.nonce). One
+// store's prefix then the number in base 32 (Store.nonce). One
 // byte short of 32, so that with memEntry's held flag an entry stays 48
 // bytes.
 type nonceBuf [31]byte
 
-// maxMemNonce is the longest nonce a MemoryStore keeps.
+// maxMemNonce is the longest nonce a Store keeps.
 const maxMemNonce = len(nonceBuf{}) - 1
 
 // storeNonce marks a nonceBuf holding a number; no length is as long.
@@ -90,8 +90,8 @@ func (n *nonceBuf) setStore(seq uint64) {
 // String returns the nonce; pfx is the store's prefix.
 func (n *nonceBuf) String(pfx string) string {
 	if n[0] == storeNonce {
-		var buf [nonceMax]byte
-		return string(appendNonce(buf[:0], pfx, binary.LittleEndian.Uint64(n[1:])))
+		var buf [NonceMax]byte
+		return string(AppendNonce(buf[:0], pfx, binary.LittleEndian.Uint64(n[1:])))
 	}
 	return string(n[1 : 1+n[0]])
 }
@@ -99,8 +99,8 @@ func (n *nonceBuf) String(pfx string) string {
 // is reports whether the nonce is s; pfx is the store's prefix.
 func (n *nonceBuf) is(s, pfx string) bool {
 	if n[0] == storeNonce {
-		var buf [nonceMax]byte
-		return string(appendNonce(buf[:0], pfx, binary.LittleEndian.Uint64(n[1:]))) == s
+		var buf [NonceMax]byte
+		return string(AppendNonce(buf[:0], pfx, binary.LittleEndian.Uint64(n[1:]))) == s
 	}
 	return int(n[0]) == len(s) && string(n[1:1+n[0]]) == s
 }
@@ -128,14 +128,14 @@ type memLog struct {
 	old    int        // set-aside entries, oldest first, just before head
 	sum    int64      // costs of the kept entries (not the set-aside ones)
 	exh    int64      // exhausted until, µs; 0 if not marked
-	window Window
-	kept   Window // what the log keeps entries for: window, unless shortened
+	window backend.Window
+	kept   backend.Window // what the log keeps entries for: window, unless shortened
 	// the daily window's current day, cached to skip zone arithmetic
 	dayStart, dayEnd int64
 	// the latest instant the log was pruned at (µs): a decision on the
-	// host clock happens no earlier (see MemoryStore.take)
+	// host clock happens no earlier (see Store.take)
 	seen int64
-	// the breakdown row (in MemoryStore.use) the log's last decision spent
+	// the breakdown row (in Store.use) the log's last decision spent
 	// into, for its hour, method and job, kept for the log's window; nil
 	// after a sweep, which may drop the row, and when the window changes
 	row               *useRow
@@ -204,7 +204,7 @@ func (lg *memLog) push(at int64) *memEntry {
 // even a longer one set now), then remembers in kept how far back the log
 // must keep entries from now on (Retain). It returns what the window
 // counts at now (see first).
-func (lg *memLog) use(w Window, now int64) counted {
+func (lg *memLog) use(w backend.Window, now int64) counted {
 	if lg.window == w && lg.kept == w {
 		// The usual case, in short: the log keeps what the window counts,
 		// so pruned it holds no entry the window does not count.
@@ -249,23 +249,23 @@ func (lg *memLog) clear() { lg.ring, lg.head, lg.n, lg.old, lg.sum, lg.exh = nil
 // idle credentials.
 const sweepEvery = 4096
 
-// NewMemoryStore returns an empty MemoryStore on the host clock.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{
+// New returns an empty Store on the host clock.
+func New() *Store {
+	return &Store{
 		logs:    make(map[logKey]*memLog),
 		apis:    make(map[string]*memAPI),
 		state:   make(map[string][]byte),
 		records: make(map[string][][]byte),
 		leases:  make(map[string]*memLease),
 		// as unlikely as another Limiter's to be any Limiter's prefix
-		noncePfx: newNoncePrefix(),
+		noncePfx: NewNoncePrefix(),
 	}
 }
 
-// nonce returns the nonce the store made of seq (see take).
-func (s *MemoryStore) nonce(seq uint64) string {
-	var buf [nonceMax]byte
-	return string(appendNonce(buf[:0], s.noncePfx, seq))
+// Nonce returns the nonce the store made of seq (see Decide).
+func (s *Store) Nonce(seq uint64) string {
+	var buf [NonceMax]byte
+	return string(AppendNonce(buf[:0], s.noncePfx, seq))
 }
 
 func nowOr(t time.Time) time.Time {
@@ -388,7 +388,7 @@ type tally struct {
 }
 
 // tally reads the log for b at now, of which c is what the window counts.
-func (lg *memLog) tally(b *Budget, now int64, c counted) tally {
+func (lg *memLog) tally(b *backend.Budget, now int64, c counted) tally {
 	t := tally{used: lg.sum - c.gap}
 	if lg.exh > now {
 		t.exh = lg.exh
@@ -408,7 +408,7 @@ func (lg *memLog) tally(b *Budget, now int64, c counted) tally {
 
 // fill sets u to the usage of b that t read. It sets u's fields in place:
 // a Usage built apart and copied in costs as much again.
-func (t *tally) fill(u *Usage, b *Budget) {
+func (t *tally) fill(u *backend.Usage, b *backend.Budget) {
 	u.Budget, u.Window, u.Limit, u.Used = b.Name, b.Window, b.Limit, t.used
 	u.Remaining, u.Cost, u.StoreLoss = 0, 0, false
 	u.ExhaustedUntil, u.RetryAt, u.Reset = time.Time{}, time.Time{}, time.Time{}
@@ -423,7 +423,7 @@ func (t *tally) fill(u *Usage, b *Budget) {
 // peek describes the log for budget b at now without changing what it
 // keeps (a read): only the entries b's window counts at now, and of those
 // only the ones the log still keeps.
-func (lg *memLog) peek(b Budget, now int64) (Usage, int) {
+func (lg *memLog) peek(b backend.Budget, now int64) (backend.Usage, int) {
 	lg.prune(now)
 	if lg.old > 0 && !b.Window.Equal(lg.window) {
 		// another window than the log's may count what its day set
@@ -432,7 +432,7 @@ func (lg *memLog) peek(b Budget, now int64) (Usage, int) {
 		lg.unarchive(now)
 	}
 	first, gap := lg.from(b.Window.Start(time.UnixMicro(now)).UnixMicro())
-	u := Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum - gap}
+	u := backend.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Used: lg.sum - gap}
 	if lg.exh > now {
 		u.ExhaustedUntil = time.UnixMicro(lg.exh)
 	}
@@ -449,7 +449,7 @@ func (lg *memLog) peek(b Budget, now int64) (Usage, int) {
 	return u, first
 }
 
-func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
+func (s *Store) log(api, cred string, b backend.Budget, now int64) *memLog {
 	lg := s.logOf(api, cred, b.Name)
 	lg.use(b.Window, now)
 	return lg
@@ -457,7 +457,7 @@ func (s *MemoryStore) log(api, cred string, b Budget, now int64) *memLog {
 
 // instant returns a decision's now: reqNow as given (to the µs, in its
 // location), else nowUS, the host clock's.
-func (s *MemoryStore) instant(reqNow time.Time, nowUS int64) time.Time {
+func (s *Store) instant(reqNow time.Time, nowUS int64) time.Time {
 	if !reqNow.IsZero() {
 		return reqNow.Truncate(time.Microsecond)
 	}
@@ -465,7 +465,7 @@ func (s *MemoryStore) instant(reqNow time.Time, nowUS int64) time.Time {
 }
 
 // logOf returns the log of api, cred and budget, made if new.
-func (s *MemoryStore) logOf(api, cred, budget string) *memLog {
+func (s *Store) logOf(api, cred, budget string) *memLog {
 	k := logKey{api, cred, budget}
 	lg := s.last
 	if lg == nil || s.lastKey != k {
@@ -480,7 +480,7 @@ func (s *MemoryStore) logOf(api, cred, budget string) *memLog {
 }
 
 // Take implements Store.
-func (s *MemoryStore) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
+func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.TakeResult, error) {
 	if err := backend.CheckHold(req.Hold, req.Debits); err != nil {
 		return nil, err
 	}
@@ -493,6 +493,16 @@ func (s *MemoryStore) Take(ctx context.Context, req *backend.TakeRequest) (*back
 		return nil, err
 	}
 	return res, nil
+}
+
+// Decide is Take on the Limiter's path: the debits are given apart from
+// req and each debit's usage is written into us (one per debit), so that
+// neither escapes to the heap; req's Debits and Nonce are not read. The
+// store makes the entries' nonce of the number it returns (Nonce). host,
+// when not 0 and req.Now is zero, is the host clock's time (µs) as the
+// caller read it.
+func (s *Store) Decide(ctx context.Context, req *backend.TakeRequest, host int64, debits []backend.Debit, us []backend.Usage) (bool, time.Time, uint64, error) {
+	return s.take(ctx, req, host, true, debits, us)
 }
 
 // take is Take for req with its debits given apart: it returns whether the
@@ -510,12 +520,12 @@ func (s *MemoryStore) Take(ctx context.Context, req *backend.TakeRequest) (*back
 // logs were pruned at: a clock read before the lock, or a reading a µs
 // behind another's, must not count a log at an instant before entries it
 // no longer holds had expired.
-func (s *MemoryStore) take(ctx context.Context, req *backend.TakeRequest, host int64, mint bool, debits []backend.Debit, us []Usage) (bool, time.Time, uint64, error) {
+func (s *Store) take(ctx context.Context, req *backend.TakeRequest, host int64, mint bool, debits []backend.Debit, us []backend.Usage) (bool, time.Time, uint64, error) {
 	if ctx == nil {
 		return false, time.Time{}, 0, invalidf("memory store: nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return false, time.Time{}, 0, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+		return false, time.Time{}, 0, fmt.Errorf("quota: memory store: %w: %w", backend.ErrStoreUnavailable, err)
 	}
 	var logs [4]*memLog
 	lgs := logs[:0]
@@ -531,7 +541,7 @@ func (s *MemoryStore) take(ctx context.Context, req *backend.TakeRequest, host i
 	case host != 0:
 		nowUS = host
 	default:
-		nowUS = s.clock.nowUS()
+		nowUS = s.clock.NowUS()
 	}
 	s.ops++
 	if s.ops%sweepEvery == 0 {
@@ -619,15 +629,15 @@ func newTakeResult(n int) *backend.TakeResult {
 	if n <= 2 {
 		r := new(struct {
 			res backend.TakeResult
-			buf [2]Usage
+			buf [2]backend.Usage
 		})
 		r.res.Usage = r.buf[:n]
 		return &r.res
 	}
-	return &backend.TakeResult{Usage: make([]Usage, n)}
+	return &backend.TakeResult{Usage: make([]backend.Usage, n)}
 }
 
-func (s *MemoryStore) sweep(now int64) {
+func (s *Store) sweep(now int64) {
 	for k, lg := range s.logs {
 		lg.prune(now)
 		lg.row = nil
@@ -640,7 +650,7 @@ func (s *MemoryStore) sweep(now int64) {
 }
 
 // Refund implements Store.
-func (s *MemoryStore) Refund(ctx context.Context, req *backend.RefundRequest) (map[string]int64, error) {
+func (s *Store) Refund(ctx context.Context, req *backend.RefundRequest) (map[string]int64, error) {
 	at := req.At.UnixMicro()
 	now := nowOr(req.Now).UnixMicro()
 	got := map[string]int64{}
@@ -658,7 +668,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req *backend.RefundRequest) (m
 // actual units, at most its cost, keeping the running sum and the usage
 // breakdown in step; 0 removes it, as a refund does. It returns the units
 // freed and whether the entry was found. Called with s.mu held.
-func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at, row int64, nonce string, now, actual int64) (int64, bool) {
+func (s *Store) shrink(api, owner string, b backend.Budget, method, job string, at, row int64, nonce string, now, actual int64) (int64, bool) {
 	lg := s.logs[logKey{api, owner, b.Name}]
 	if lg == nil {
 		return 0, false
@@ -673,7 +683,7 @@ func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at
 	if e == nil {
 		return 0, false
 	}
-	c := settleCost(e.cost, actual)
+	c := backend.SettledCost(e.cost, actual)
 	freed := e.cost - c
 	lg.sum -= freed
 	s.spend(api, owner, b, method, job, row, -freed)
@@ -682,12 +692,12 @@ func (s *MemoryStore) shrink(api, owner string, b Budget, method, job string, at
 }
 
 // Settle implements Store.
-func (s *MemoryStore) Settle(ctx context.Context, req *backend.SettleRequest) (map[string]int64, error) {
+func (s *Store) Settle(ctx context.Context, req *backend.SettleRequest) (map[string]int64, error) {
 	if ctx == nil {
 		return nil, invalidf("memory store: nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+		return nil, fmt.Errorf("quota: memory store: %w: %w", backend.ErrStoreUnavailable, err)
 	}
 	for _, d := range req.Debits {
 		if d.Cost < 0 {
@@ -711,7 +721,7 @@ func (s *MemoryStore) Settle(ctx context.Context, req *backend.SettleRequest) (m
 }
 
 // Exhaust implements Store.
-func (s *MemoryStore) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error {
+func (s *Store) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -725,7 +735,7 @@ func (s *MemoryStore) Exhaust(ctx context.Context, req *backend.ExhaustRequest) 
 }
 
 // Adjust implements Store.
-func (s *MemoryStore) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
+func (s *Store) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -762,7 +772,7 @@ func (s *MemoryStore) Adjust(ctx context.Context, req *backend.AdjustRequest) er
 }
 
 // bump changes the owner's ChangeVersion; its caller holds s.mu.
-func (s *MemoryStore) bump(api, owner string) {
+func (s *Store) bump(api, owner string) {
 	if s.vers == nil {
 		s.vers = make(map[verKey]int64)
 	}
@@ -770,12 +780,12 @@ func (s *MemoryStore) bump(api, owner string) {
 }
 
 // ChangeVersion implements ChangeVersioner.
-func (s *MemoryStore) ChangeVersion(ctx context.Context, api, owner string) (int64, error) {
+func (s *Store) ChangeVersion(ctx context.Context, api, owner string) (int64, error) {
 	if ctx == nil {
 		return 0, invalidf("memory store: nil context")
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("quota: memory store: %w: %w", ErrStoreUnavailable, err)
+		return 0, fmt.Errorf("quota: memory store: %w: %w", backend.ErrStoreUnavailable, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -783,9 +793,9 @@ func (s *MemoryStore) ChangeVersion(ctx context.Context, api, owner string) (int
 }
 
 // Usage implements Store.
-func (s *MemoryStore) Usage(ctx context.Context, req *backend.UsageRequest) ([]Usage, error) {
+func (s *Store) Usage(ctx context.Context, req *backend.UsageRequest) ([]backend.Usage, error) {
 	now := nowOr(req.Now).UnixMicro()
-	out := make([]Usage, len(req.Budgets))
+	out := make([]backend.Usage, len(req.Budgets))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, b := range req.Budgets {
@@ -799,7 +809,7 @@ func (s *MemoryStore) Usage(ctx context.Context, req *backend.UsageRequest) ([]U
 }
 
 // Entries implements Store.
-func (s *MemoryStore) Entries(ctx context.Context, req *backend.EntriesRequest) ([]Entry, error) {
+func (s *Store) Entries(ctx context.Context, req *backend.EntriesRequest) ([]backend.Entry, error) {
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -808,26 +818,26 @@ func (s *MemoryStore) Entries(ctx context.Context, req *backend.EntriesRequest) 
 		return nil, nil
 	}
 	_, first := lg.peek(req.Budget, now)
-	var out []Entry
+	var out []backend.Entry
 	for i := first; i < lg.n; i++ {
 		if e := lg.at(i); e.cost > 0 {
-			out = append(out, Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce.String(s.noncePfx)})
+			out = append(out, backend.Entry{At: time.UnixMicro(e.at), Cost: e.cost, Nonce: e.nonce.String(s.noncePfx)})
 		}
 	}
 	return out, nil
 }
 
-func (s *MemoryStore) api(name string) *memAPI {
+func (s *Store) api(name string) *memAPI {
 	a := s.apis[name]
 	if a == nil {
-		a = &memAPI{budgets: map[string]Budget{}, creds: map[string]CredentialInfo{}}
+		a = &memAPI{budgets: map[string]backend.Budget{}, creds: map[string]backend.CredentialInfo{}}
 		s.apis[name] = a
 	}
 	return a
 }
 
 // DefineBudgets implements Store.
-func (s *MemoryStore) DefineBudgets(ctx context.Context, api string, budgets []Budget) error {
+func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []backend.Budget) error {
 	if err := backend.CheckName("api", api); err != nil {
 		return err
 	}
@@ -846,12 +856,12 @@ func (s *MemoryStore) DefineBudgets(ctx context.Context, api string, budgets []B
 }
 
 // DeleteBudget implements Store.
-func (s *MemoryStore) DeleteBudget(ctx context.Context, api, budget string) error {
+func (s *Store) DeleteBudget(ctx context.Context, api, budget string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.apis[api]
-	if a == nil || a.budgets[budget] == (Budget{}) {
-		return fmt.Errorf("%w: budget %s/%s", ErrNotFound, api, budget)
+	if a == nil || a.budgets[budget] == (backend.Budget{}) {
+		return fmt.Errorf("%w: budget %s/%s", backend.ErrNotFound, api, budget)
 	}
 	delete(a.budgets, budget)
 	return nil
@@ -859,16 +869,16 @@ func (s *MemoryStore) DeleteBudget(ctx context.Context, api, budget string) erro
 
 // UpdateCredential implements Store: the store's mutex makes the change
 // atomic.
-func (s *MemoryStore) UpdateCredential(ctx context.Context, api string, u backend.CredentialUpdate) (CredentialInfo, error) {
+func (s *Store) UpdateCredential(ctx context.Context, api string, u backend.CredentialUpdate) (backend.CredentialInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var creds []CredentialInfo
+	var creds []backend.CredentialInfo
 	if a := s.apis[api]; a != nil {
 		creds = slices.Collect(maps.Values(a.creds))
 	}
 	ch, info, err := backend.ApplyCredentialUpdate(api, creds, u)
 	if err != nil {
-		return CredentialInfo{}, err
+		return backend.CredentialInfo{}, err
 	}
 	a := s.api(api)
 	for _, c := range ch.Put {
@@ -881,13 +891,13 @@ func (s *MemoryStore) UpdateCredential(ctx context.Context, api string, u backen
 }
 
 // List implements Store.
-func (s *MemoryStore) List(ctx context.Context) ([]APIInfo, error) {
+func (s *Store) List(ctx context.Context) ([]backend.APIInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]APIInfo, 0, len(s.apis))
+	out := make([]backend.APIInfo, 0, len(s.apis))
 	for _, name := range slices.Sorted(maps.Keys(s.apis)) {
 		a := s.apis[name]
-		info := APIInfo{Name: name, Budgets: []Budget{}, Credentials: []CredentialInfo{}}
+		info := backend.APIInfo{Name: name, Budgets: []backend.Budget{}, Credentials: []backend.CredentialInfo{}}
 		for _, b := range slices.Sorted(maps.Keys(a.budgets)) {
 			info.Budgets = append(info.Budgets, a.budgets[b])
 		}
@@ -900,10 +910,10 @@ func (s *MemoryStore) List(ctx context.Context) ([]APIInfo, error) {
 }
 
 // Close implements Store; it does nothing.
-func (s *MemoryStore) Close() error { return nil }
+func (s *Store) Close() error { return nil }
 
 // SaveState implements StateStore.
-func (s *MemoryStore) SaveState(ctx context.Context, key string, value []byte) error {
+func (s *Store) SaveState(ctx context.Context, key string, value []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state[key] = slices.Clone(value)
@@ -911,18 +921,18 @@ func (s *MemoryStore) SaveState(ctx context.Context, key string, value []byte) e
 }
 
 // LoadState implements StateStore.
-func (s *MemoryStore) LoadState(ctx context.Context, key string) ([]byte, error) {
+func (s *Store) LoadState(ctx context.Context, key string) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.state[key]
 	if !ok {
-		return nil, fmt.Errorf("%w: state %q", ErrNotFound, key)
+		return nil, fmt.Errorf("%w: state %q", backend.ErrNotFound, key)
 	}
 	return slices.Clone(v), nil
 }
 
 // AppendRecord implements StateStore.
-func (s *MemoryStore) AppendRecord(ctx context.Context, stream string, rec []byte, keep int) error {
+func (s *Store) AppendRecord(ctx context.Context, stream string, rec []byte, keep int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := append(s.records[stream], slices.Clone(rec))
@@ -934,7 +944,7 @@ func (s *MemoryStore) AppendRecord(ctx context.Context, stream string, rec []byt
 }
 
 // Records implements StateStore.
-func (s *MemoryStore) Records(ctx context.Context, stream string, limit int) ([][]byte, error) {
+func (s *Store) Records(ctx context.Context, stream string, limit int) ([][]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.records[stream]
@@ -946,7 +956,7 @@ func (s *MemoryStore) Records(ctx context.Context, stream string, limit int) ([]
 }
 
 // Streams implements StateStore.
-func (s *MemoryStore) Streams(ctx context.Context, prefix string) ([]string, error) {
+func (s *Store) Streams(ctx context.Context, prefix string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
