@@ -1,10 +1,11 @@
 package costs
 
 import (
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/quotactl/quotactl/internal/rawquery"
 )
 
 // A route pattern is "VERB /path/segments[?cond&cond]":
@@ -179,37 +180,12 @@ func (r *route) matchPath(path string) bool {
 
 func (r *route) condsOK(rawQuery string) bool {
 	for _, c := range r.conds {
-		v, ok := queryValue(rawQuery, c.name)
+		v, ok := rawquery.Lookup(rawQuery, c.name)
 		if !ok || c.hasValue && v != c.value {
 			return false
 		}
 	}
 	return true
-}
-
-// queryValue returns the first value of name in a raw query string,
-// unescaping it only when needed.
-func queryValue(raw, name string) (string, bool) {
-	for raw != "" {
-		var kv string
-		kv, raw, _ = strings.Cut(raw, "&")
-		k, v, _ := strings.Cut(kv, "=")
-		if k != name {
-			if !strings.ContainsAny(k, "%+") {
-				continue
-			}
-			if u, err := url.QueryUnescape(k); err != nil || u != name {
-				continue
-			}
-		}
-		if strings.ContainsAny(v, "%+") {
-			if u, err := url.QueryUnescape(v); err == nil {
-				v = u
-			}
-		}
-		return v, true
-	}
-	return "", false
 }
 
 // router finds the route for a request. Routes with query conditions are

@@ -413,6 +413,11 @@ func TestTransportRedirectStripsEveryCarriedCredential(t *testing.T) {
 		{name: "secret in a cookie, to a subdomain", to: "http://sub.api.example.com/x?hop=1", opts: withCred, set: func(r *http.Request) {
 			r.Header.Set("Cookie", "session="+hostsSecret)
 		}},
+		// a key parameter whose name is escaped is a key parameter all
+		// the same: the upstream unescapes it
+		{name: "escaped key parameter", to: "http://evil.example/x?hop=1&%6Bey=" + other, set: func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+hostsSecret)
+		}},
 		{name: "secret in the Location", to: "http://evil.example/x/" + hostsSecret + "?hop=1", opts: withCred, notSent: true, set: func(r *http.Request) {
 			r.Header.Set("X-Api-Key", hostsSecret)
 		}},
