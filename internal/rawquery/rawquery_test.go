@@ -9,7 +9,7 @@ func TestLookup(t *testing.T) {
 	}{
 		{"key=K", "key", "K", true},
 		{"a=1&key=K&key=L", "key", "K", true},
-		{"%6Bey=K", "key", "K", true},  // an escaped name is the same parameter
+		{"%6Bey=K", "key", "K", true}, // an escaped name is the same parameter
 		{"k%65y=a%2Bb", "key", "a+b", true},
 		{"key=a+b", "key", "a b", true},
 		{"key", "key", "", true},
