@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"slices"
 )
 
 // CredentialOp is what a CredentialUpdate does.
@@ -93,169 +94,200 @@ func (c CredentialInfo) Filled() CredentialInfo {
 // transaction, so that the catalog changes atomically. Errors wrap ErrInvalid,
 // ErrLabelTaken or ErrUnknownCredential.
 func ApplyCredentialUpdate(api string, creds []CredentialInfo, u CredentialUpdate) (CredentialChange, CredentialInfo, error) {
-	var ch CredentialChange
-	byID := func(id string) (CredentialInfo, bool) {
-		for _, c := range creds {
-			if c.ID == id {
-				return c, true
-			}
-		}
-		return CredentialInfo{}, false
+	if err := checkUpdate(api, u); err != nil {
+		return CredentialChange{}, CredentialInfo{}, err
 	}
-	holder := func(label string, except ...string) (CredentialInfo, bool) {
-		if label == "" {
-			return CredentialInfo{}, false
-		}
-	next:
-		for _, c := range creds {
-			if c.Label != label {
-				continue
-			}
-			for _, e := range except {
-				if c.ID == e {
-					continue next
-				}
-			}
-			return c, true
-		}
-		return CredentialInfo{}, false
-	}
-	find := func(from string) (CredentialInfo, error) {
-		if from == "" {
-			return CredentialInfo{}, invalidf("name the credential to change: a label or a fingerprint")
-		}
-		var n int
-		var found CredentialInfo
-		for _, c := range creds {
-			if c.Label == from {
-				n, found = n+1, c
-			}
-		}
-		if n > 1 {
-			// Only a store written before labels were unique holds this.
-			return CredentialInfo{}, invalidf("label %q names %d credentials of api %q (recorded before labels were unique): name one by its fingerprint (quotactl credential list)", from, n, api)
-		}
-		if n == 1 {
-			return found, nil
-		}
-		if c, ok := byID(from); ok {
-			return c, nil
-		}
-		return CredentialInfo{}, fmt.Errorf("%w: no credential of api %q has the label or fingerprint %q", ErrUnknownCredential, api, from)
-	}
-	taken := func(label string, c CredentialInfo) error {
-		return fmt.Errorf("%w: %q of api %q is held by credential %s (owner %s): to replace that credential with this one, "+
-			"rotate it (quotactl credential rotate %s %s --credential-env VAR; in Go, Limiter.Rotate), or give this credential another label",
-			ErrLabelTaken, label, api, short(c.ID), short(c.Account()), api, label)
-	}
-	if err := CheckName("api", api); err != nil {
-		return ch, CredentialInfo{}, err
-	}
-	switch u.Op {
-	case OpRegister, OpRotate:
-		if err := checkFingerprint(u.ID); err != nil {
-			return ch, CredentialInfo{}, err
-		}
-	}
-	if u.Owner != "" {
-		if err := CheckName("owner", u.Owner); err != nil {
-			return ch, CredentialInfo{}, err
-		}
-	}
-	if u.OwnerIfNew != "" {
-		if err := CheckName("owner", u.OwnerIfNew); err != nil {
-			return ch, CredentialInfo{}, err
-		}
-	}
+	c := catalog{api: api, creds: creds}
 	switch u.Op {
 	case OpRegister:
-		cur, ok := byID(u.ID)
-		if !ok && u.Legacy != "" && u.Legacy != u.ID {
-			if old, found := byID(u.Legacy); found {
-				// An owner named now wins for the new fingerprint; the
-				// legacy record keeps its account for older processes.
-				return rotate(ch, old, u, u.Owner, holder, taken)
-			}
-		}
-		next := cur
-		next.ID = u.ID
-		if u.Label != "" && u.Label != cur.Label {
-			if h, found := holder(u.Label, u.ID); found {
-				return ch, CredentialInfo{}, taken(u.Label, h)
-			}
-			next.Label = u.Label
-		}
-		switch {
-		case u.Owner != "":
-			next.Owner = u.Owner
-		case !ok && u.OwnerIfNew != "":
-			next.Owner = u.OwnerIfNew // new: the default owner; a recorded one stays
-		}
-		next = next.StoredForm()
-		if !ok || next != cur.StoredForm() {
-			ch.Put = append(ch.Put, next)
-		}
-		return ch, next.Filled(), nil
+		return c.register(u)
 	case OpRotate:
-		old, err := find(u.From)
-		if err != nil {
-			return ch, CredentialInfo{}, err
-		}
-		if old.ID == u.ID {
-			return ch, CredentialInfo{}, invalidf("rotate %q: the new secret is the credential's own", u.From)
-		}
-		if u.Owner != "" && u.Owner != old.Account() {
-			return ch, CredentialInfo{}, invalidf("rotate %q: a rotation keeps the owner %s; to move a credential to another owner, register it with that owner", u.From, old.Account())
-		}
-		if cur, ok := byID(u.ID); ok && !(cur.Label == "" && cur.Account() == old.Account()) {
-			// The new secret already meters an account of its own (or holds
-			// a label): making it old's successor would move it off that
-			// account, so the usage recorded there would stop counting
-			// against it, and take its label. Only a predecessor of old
-			// (no label, same account: rotating back) may be rotated onto.
-			name := short(cur.ID)
-			if cur.Label != "" {
-				name = fmt.Sprintf("%q (%s)", cur.Label, short(cur.ID))
-			}
-			return ch, CredentialInfo{}, invalidf("rotate %q: the new secret is already recorded as credential %s of api %q (owner %s): "+
-				"a rotation hands the label and account to a new secret, and moving this one would stop counting the usage recorded for it; "+
-				"rotate to a secret that is not recorded yet",
-				u.From, name, api, short(cur.Account()))
-		}
-		return rotate(ch, old, u, "", holder, taken)
+		return c.rotateTo(u)
 	case OpRelabel:
-		c, err := find(u.From)
-		if err != nil {
-			return ch, CredentialInfo{}, err
-		}
-		if h, found := holder(u.Label, c.ID); found {
-			return ch, CredentialInfo{}, taken(u.Label, h)
-		}
-		c.Label = u.Label
-		ch.Put = append(ch.Put, c.StoredForm())
-		return ch, c.Filled(), nil
+		return c.relabel(u)
 	case OpForget:
-		c, err := find(u.From)
-		if err != nil {
-			return ch, CredentialInfo{}, err
-		}
-		ch.Delete = append(ch.Delete, c.ID)
-		return ch, c.Filled(), nil
+		return c.forget(u)
 	}
-	return ch, CredentialInfo{}, invalidf("unknown credential operation %d", u.Op)
+	return CredentialChange{}, CredentialInfo{}, invalidf("unknown credential operation %d", u.Op)
 }
 
-// rotate makes u.ID old's successor: it takes the label and old's account
-// (owner, when given, instead); old stays recorded under its account without
-// a label.
-func rotate(ch CredentialChange, old CredentialInfo, u CredentialUpdate, owner string,
-	holder func(string, ...string) (CredentialInfo, bool), taken func(string, CredentialInfo) error) (CredentialChange, CredentialInfo, error) {
+// checkUpdate validates the names and fingerprints u gives.
+func checkUpdate(api string, u CredentialUpdate) error {
+	if err := CheckName("api", api); err != nil {
+		return err
+	}
+	if u.Op == OpRegister || u.Op == OpRotate {
+		if err := checkFingerprint(u.ID); err != nil {
+			return err
+		}
+	}
+	for _, owner := range []string{u.Owner, u.OwnerIfNew} {
+		if owner != "" {
+			if err := CheckName("owner", owner); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// catalog is an API's credential records, as ApplyCredentialUpdate reads
+// them.
+type catalog struct {
+	api   string
+	creds []CredentialInfo
+}
+
+// byID returns the record of fingerprint id.
+func (c catalog) byID(id string) (CredentialInfo, bool) {
+	for _, r := range c.creds {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return CredentialInfo{}, false
+}
+
+// holder returns the credential holding label, but those of the IDs
+// except; none for an empty label.
+func (c catalog) holder(label string, except ...string) (CredentialInfo, bool) {
+	if label == "" {
+		return CredentialInfo{}, false
+	}
+	for _, r := range c.creds {
+		if r.Label == label && !slices.Contains(except, r.ID) {
+			return r, true
+		}
+	}
+	return CredentialInfo{}, false
+}
+
+// find returns the credential from names: by label, else by fingerprint.
+func (c catalog) find(from string) (CredentialInfo, error) {
+	if from == "" {
+		return CredentialInfo{}, invalidf("name the credential to change: a label or a fingerprint")
+	}
+	var n int
+	var found CredentialInfo
+	for _, r := range c.creds {
+		if r.Label == from {
+			n, found = n+1, r
+		}
+	}
+	if n > 1 {
+		// Only a store written before labels were unique holds this.
+		return CredentialInfo{}, invalidf("label %q names %d credentials of api %q (recorded before labels were unique): name one by its fingerprint (quotactl credential list)", from, n, c.api)
+	}
+	if n == 1 {
+		return found, nil
+	}
+	if r, ok := c.byID(from); ok {
+		return r, nil
+	}
+	return CredentialInfo{}, fmt.Errorf("%w: no credential of api %q has the label or fingerprint %q", ErrUnknownCredential, c.api, from)
+}
+
+// taken is the error for label, held by h.
+func (c catalog) taken(label string, h CredentialInfo) error {
+	return fmt.Errorf("%w: %q of api %q is held by credential %s (owner %s): to replace that credential with this one, "+
+		"rotate it (quotactl credential rotate %s %s --credential-env VAR; in Go, Limiter.Rotate), or give this credential another label",
+		ErrLabelTaken, label, c.api, short(h.ID), short(h.Account()), c.api, label)
+}
+
+// register is OpRegister.
+func (c catalog) register(u CredentialUpdate) (CredentialChange, CredentialInfo, error) {
+	var ch CredentialChange
+	cur, ok := c.byID(u.ID)
+	if !ok && u.Legacy != "" && u.Legacy != u.ID {
+		if old, found := c.byID(u.Legacy); found {
+			// An owner named now wins for the new fingerprint; the
+			// legacy record keeps its account for older processes.
+			return c.succeed(old, u, u.Owner)
+		}
+	}
+	next := cur
+	next.ID = u.ID
+	if u.Label != "" && u.Label != cur.Label {
+		if h, found := c.holder(u.Label, u.ID); found {
+			return ch, CredentialInfo{}, c.taken(u.Label, h)
+		}
+		next.Label = u.Label
+	}
+	switch {
+	case u.Owner != "":
+		next.Owner = u.Owner
+	case !ok && u.OwnerIfNew != "":
+		next.Owner = u.OwnerIfNew // new: the default owner; a recorded one stays
+	}
+	next = next.StoredForm()
+	if !ok || next != cur.StoredForm() {
+		ch.Put = append(ch.Put, next)
+	}
+	return ch, next.Filled(), nil
+}
+
+// rotateTo is OpRotate.
+func (c catalog) rotateTo(u CredentialUpdate) (CredentialChange, CredentialInfo, error) {
+	old, err := c.find(u.From)
+	if err != nil {
+		return CredentialChange{}, CredentialInfo{}, err
+	}
+	if old.ID == u.ID {
+		return CredentialChange{}, CredentialInfo{}, invalidf("rotate %q: the new secret is the credential's own", u.From)
+	}
+	if u.Owner != "" && u.Owner != old.Account() {
+		return CredentialChange{}, CredentialInfo{}, invalidf("rotate %q: a rotation keeps the owner %s; to move a credential to another owner, register it with that owner", u.From, old.Account())
+	}
+	if cur, ok := c.byID(u.ID); ok && !(cur.Label == "" && cur.Account() == old.Account()) {
+		// The new secret already meters an account of its own (or holds
+		// a label): making it old's successor would move it off that
+		// account, so the usage recorded there would stop counting
+		// against it, and take its label. Only a predecessor of old
+		// (no label, same account: rotating back) may be rotated onto.
+		name := short(cur.ID)
+		if cur.Label != "" {
+			name = fmt.Sprintf("%q (%s)", cur.Label, short(cur.ID))
+		}
+		return CredentialChange{}, CredentialInfo{}, invalidf("rotate %q: the new secret is already recorded as credential %s of api %q (owner %s): "+
+			"a rotation hands the label and account to a new secret, and moving this one would stop counting the usage recorded for it; "+
+			"rotate to a secret that is not recorded yet",
+			u.From, name, c.api, short(cur.Account()))
+	}
+	return c.succeed(old, u, "")
+}
+
+// relabel is OpRelabel.
+func (c catalog) relabel(u CredentialUpdate) (CredentialChange, CredentialInfo, error) {
+	r, err := c.find(u.From)
+	if err != nil {
+		return CredentialChange{}, CredentialInfo{}, err
+	}
+	if h, found := c.holder(u.Label, r.ID); found {
+		return CredentialChange{}, CredentialInfo{}, c.taken(u.Label, h)
+	}
+	r.Label = u.Label
+	return CredentialChange{Put: []CredentialInfo{r.StoredForm()}}, r.Filled(), nil
+}
+
+// forget is OpForget.
+func (c catalog) forget(u CredentialUpdate) (CredentialChange, CredentialInfo, error) {
+	r, err := c.find(u.From)
+	if err != nil {
+		return CredentialChange{}, CredentialInfo{}, err
+	}
+	return CredentialChange{Delete: []string{r.ID}}, r.Filled(), nil
+}
+
+// succeed makes u.ID old's successor: it takes u.Label (else old's label)
+// and old's account, or owner when given; old stays recorded under the
+// same account without a label.
+func (c catalog) succeed(old CredentialInfo, u CredentialUpdate, owner string) (CredentialChange, CredentialInfo, error) {
 	label := u.Label
 	if label == "" {
 		label = old.Label
 	}
-	if h, found := holder(label, old.ID, u.ID); found {
-		return ch, CredentialInfo{}, taken(label, h)
+	if h, found := c.holder(label, old.ID, u.ID); found {
+		return CredentialChange{}, CredentialInfo{}, c.taken(label, h)
 	}
 	account := old.Account()
 	next := CredentialInfo{ID: u.ID, Label: label, Owner: account}
@@ -263,8 +295,7 @@ func rotate(ch CredentialChange, old CredentialInfo, u CredentialUpdate, owner s
 		next.Owner = owner
 	}
 	prev := CredentialInfo{ID: old.ID, Owner: account}
-	ch.Put = append(ch.Put, prev.StoredForm(), next.StoredForm())
-	return ch, next.Filled(), nil
+	return CredentialChange{Put: []CredentialInfo{prev.StoredForm(), next.StoredForm()}}, next.Filled(), nil
 }
 
 func checkFingerprint(fp string) error {
