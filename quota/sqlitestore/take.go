@@ -26,98 +26,14 @@ func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.Ta
 		now = s.now(req.Now)
 		n = now.UnixMicro()
 		res = newTakeResult(now, len(req.Debits))
-		logs, err := w.credLogs(req.API, req.Owner, req.Debits)
+		lgs, err := w.takeLogs(req, now)
 		if err != nil {
 			return err
 		}
-		loaded := len(logs)
-		lgs := w.lgs[:0]
-		for i, d := range req.Debits {
-			lgs = append(lgs, nil)
-			for j := range logs[:loaded] {
-				if lg := &logs[j]; lg.deb == i {
-					lg.seen, lgs[i] = true, lg
-					if err := w.setWindow(lg, d.Window, now); err != nil {
-						return err
-					}
-					break
-				}
-			}
-			if lgs[i] == nil {
-				logs = append(logs, logRow{deb: i}) // within the room credLogs left: no log moves
-				lgs[i] = &logs[len(logs)-1]
-				if err := w.create(lgs[i], req.API, req.Owner, d.Budget); err != nil {
-					return err
-				}
-			}
-			if err := w.trim(lgs[i], d.Window, now); err != nil {
-				return err
-			}
+		if err := w.refusals(req, lgs, now, res); err != nil || !res.OK {
+			return err
 		}
-		w.lgs = lgs
-		for j := range logs[:loaded] {
-			if lg := &logs[j]; !lg.seen && lg.idle <= n {
-				if err := w.drop(lg.id); err != nil {
-					return err
-				}
-			}
-		}
-		for i, d := range req.Debits {
-			lg := lgs[i]
-			var retry int64
-			if deficit := lg.counted() + d.Cost - d.Limit; deficit > 0 {
-				if retry, err = w.retryAt(lg, d.Window, deficit, now); err != nil {
-					return err
-				}
-			}
-			if lg.exh > n {
-				retry = max(retry, lg.exh)
-			}
-			if retry != 0 {
-				res.OK = false
-				if res.Usage[i], err = w.usage(lg, d.Budget, now); err != nil {
-					return err
-				}
-				res.Usage[i].RetryAt = time.UnixMicro(retry)
-			}
-		}
-		if !res.OK {
-			for i, d := range req.Debits {
-				if res.Usage[i].Budget == "" {
-					if res.Usage[i], err = w.usage(lgs[i], d.Budget, now); err != nil {
-						return err
-					}
-				}
-				if err := w.save(lgs[i]); err != nil { // what pruning changed
-					return err
-				}
-			}
-			return nil
-		}
-		for i, d := range req.Debits {
-			lg := lgs[i]
-			at, held := now, int64(0) // a held entry (a lease's block) sits at its lease's end
-			if req.Hold > 0 {
-				at, held = backend.HeldAt(d.Window, now, req.Hold), 1
-			}
-			if err := w.st.insert.int(1, lg.id).int(2, at.UnixMicro()).int(3, d.Cost).text(4, req.Nonce).int(5, held).exec(); err != nil {
-				return err
-			}
-			lg.used += d.Cost
-			lg.idle = max(lg.idle, lg.expiry(d.Window, at))
-			lg.dirty = true
-			if err := w.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, n, d.Cost); err != nil {
-				return err
-			}
-			if err := w.save(lg); err != nil {
-				return err
-			}
-			if res.Usage[i], err = w.usage(lg, d.Budget, now); err != nil {
-				return err
-			}
-			res.Usage[i].Cost = d.Cost
-		}
-		return nil
+		return w.record(req, lgs, now, res)
 	})
 	if err != nil {
 		return nil, err
@@ -203,4 +119,121 @@ func asideID(id int64, aside bool) int64 {
 		return -id
 	}
 	return id
+}
+
+// takeLogs returns the log of each of req's debits, in order, each with
+// the debit's window set and trimmed (made when new), and drops the
+// owner's other logs that have gone idle.
+func (w *wtx) takeLogs(req *backend.TakeRequest, now time.Time) ([]*logRow, error) {
+	logs, err := w.credLogs(req.API, req.Owner, req.Debits)
+	if err != nil {
+		return nil, err
+	}
+	loaded := len(logs)
+	lgs := w.lgs[:0]
+	for i, d := range req.Debits {
+		lgs = append(lgs, nil)
+		for j := range logs[:loaded] {
+			if lg := &logs[j]; lg.deb == i {
+				lg.seen, lgs[i] = true, lg
+				if err := w.setWindow(lg, d.Window, now); err != nil {
+					return nil, err
+				}
+				break
+			}
+		}
+		if lgs[i] == nil {
+			logs = append(logs, logRow{deb: i}) // within the room credLogs left: no log moves
+			lgs[i] = &logs[len(logs)-1]
+			if err := w.create(lgs[i], req.API, req.Owner, d.Budget); err != nil {
+				return nil, err
+			}
+		}
+		if err := w.trim(lgs[i], d.Window, now); err != nil {
+			return nil, err
+		}
+	}
+	w.lgs = lgs
+	for j := range logs[:loaded] {
+		if lg := &logs[j]; !lg.seen && lg.idle <= now.UnixMicro() {
+			if err := w.drop(lg.id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return lgs, nil
+}
+
+// refusals sets res.OK false when a debit's budget cannot pay, with every
+// budget's usage and, on the refusing ones, when enough units free up; it
+// then saves what pruning changed. Otherwise it leaves res as it is.
+func (w *wtx) refusals(req *backend.TakeRequest, lgs []*logRow, now time.Time, res *backend.TakeResult) error {
+	n := now.UnixMicro()
+	for i, d := range req.Debits {
+		lg := lgs[i]
+		var retry int64
+		if deficit := lg.counted() + d.Cost - d.Limit; deficit > 0 {
+			var err error
+			if retry, err = w.retryAt(lg, d.Window, deficit, now); err != nil {
+				return err
+			}
+		}
+		if lg.exh > n {
+			retry = max(retry, lg.exh)
+		}
+		if retry != 0 {
+			res.OK = false
+			var err error
+			if res.Usage[i], err = w.usage(lg, d.Budget, now); err != nil {
+				return err
+			}
+			res.Usage[i].RetryAt = time.UnixMicro(retry)
+		}
+	}
+	if res.OK {
+		return nil
+	}
+	for i, d := range req.Debits {
+		if res.Usage[i].Budget == "" {
+			var err error
+			if res.Usage[i], err = w.usage(lgs[i], d.Budget, now); err != nil {
+				return err
+			}
+		}
+		if err := w.save(lgs[i]); err != nil { // what pruning changed
+			return err
+		}
+	}
+	return nil
+}
+
+// record writes one entry per debit (a held one at its lease's end), the
+// breakdown rows and the logs, and each budget's usage after the charge.
+func (w *wtx) record(req *backend.TakeRequest, lgs []*logRow, now time.Time, res *backend.TakeResult) error {
+	n := now.UnixMicro()
+	for i, d := range req.Debits {
+		lg := lgs[i]
+		at, held := now, int64(0) // a held entry (a lease's block) sits at its lease's end
+		if req.Hold > 0 {
+			at, held = backend.HeldAt(d.Window, now, req.Hold), 1
+		}
+		if err := w.st.insert.int(1, lg.id).int(2, at.UnixMicro()).int(3, d.Cost).text(4, req.Nonce).int(5, held).exec(); err != nil {
+			return err
+		}
+		lg.used += d.Cost
+		lg.idle = max(lg.idle, lg.expiry(d.Window, at))
+		lg.dirty = true
+		if err := w.spend(req.API, req.Owner, d.Budget, req.Method, req.Job, n, d.Cost); err != nil {
+			return err
+		}
+		if err := w.save(lg); err != nil {
+			return err
+		}
+		var err error
+		if res.Usage[i], err = w.usage(lg, d.Budget, now); err != nil {
+			return err
+		}
+		res.Usage[i].Cost = d.Cost
+	}
+	return nil
 }
