@@ -313,28 +313,47 @@ func (s *Scheduler) execute(parent context.Context, j *job, trigger Trigger) (Re
 		s.release(run)
 	}()
 
+	ctx, cancel := s.runContext(leaseCtx, run)
+	defer cancel()
+	run.log.Debug("jobs: run started", "trigger", trigger)
+
+	err, panicked, stack := call(ctx, j.fn, run)
+	return s.ended(parent, leaseCtx, ctx, run, err, panicked, stack)
+}
+
+// runContext returns the context a run's job is called with: the lease's,
+// with the job's name, its charge counter and allocations, and its
+// timeout; and, for a scheduled run, registers it as running until the
+// returned func is called.
+func (s *Scheduler) runContext(leaseCtx context.Context, run *Run) (context.Context, func()) {
+	j := run.job
 	ctx := quota.ContextWithJob(quota.ContextWithChargeFunc(leaseCtx, run.observe), j.name)
 	for _, a := range j.allocs {
 		ctx = quota.ContextWithAllocation(ctx, a[0], a[1])
 	}
+	cancel := func() {}
 	if j.timeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, j.timeout)
-		defer cancel()
 	}
-	if trigger == Scheduled {
+	if run.trigger != Scheduled {
+		return ctx, cancel
+	}
+	s.mu.Lock()
+	s.running[run] = struct{}{}
+	s.mu.Unlock()
+	return ctx, func() {
 		s.mu.Lock()
-		s.running[run] = struct{}{}
+		delete(s.running, run)
 		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			delete(s.running, run)
-			s.mu.Unlock()
-		}()
+		cancel()
 	}
-	run.log.Debug("jobs: run started", "trigger", trigger)
+}
 
-	err, panicked, stack := call(ctx, j.fn, run)
+// ended records how a run ended (its outcome from the job's error, a
+// panic or its context), marks a spent budget for the next runs, and
+// returns the record with the run's error.
+func (s *Scheduler) ended(parent, leaseCtx, ctx context.Context, run *Run, err error, panicked bool, stack []byte) (Record, error) {
+	j := run.job
 	if cause := context.Cause(leaseCtx); err != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
 		// a job that returns ctx.Err() (or an error wrapping it) was
 		// stopped by its lost lease, not by a SIGTERM: say so

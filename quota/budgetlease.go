@@ -207,22 +207,8 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 	if life <= 0 || d.Cost >= lim || (l.leases.opts.Block > 0 && d.Cost >= l.leases.opts.Block) {
 		// No lease could admit this charge and another (the window is too
 		// short for leases, or the cost reaches the block or the cap on
-		// blocks): one plain decision, taken without the slot's lock, so
-		// that charges like it go to the store side by side instead of
-		// queueing on the lease, and the current lease goes on.
-		plain := func() (*lease, *backend.TakeResult, error) {
-			return l.takeBlock(ctx, slot, id, method, job, d, d.Cost, 0)
-		}
-		ls, res, err := plain()
-		if res != nil && l.endLease(ctx, slot) {
-			// the units the current lease set aside may be what the
-			// charge lacked: they went back, decide again
-			ls, res, err = plain()
-		}
-		if ls != nil {
-			ls.used = d.Cost
-		}
-		return ls, res, err
+		// blocks).
+		return l.takePlain(ctx, slot, id, method, job, d)
 	}
 	slot.mu.Lock()
 	defer slot.mu.Unlock()
@@ -233,21 +219,7 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 	}
 	// The current lease cannot pay: adapt the block to how it went, give
 	// back what it did not spend, and take a new one.
-	if slot.block == 0 {
-		slot.block = min(lim, 16)
-	}
-	if old := slot.cur; old != nil {
-		if now.Before(old.ends) {
-			slot.block = min(lim, 2*slot.block) // ran out early: the rate is higher
-		} else {
-			slot.block = min(lim, max(1, old.used)) // what a lease time takes
-		}
-		slot.cur = nil
-		if err := old.settle(ctx, l); err != nil {
-			l.log.Warn("quota: settling a lease failed; its unused units stay counted until they expire",
-				"api", l.api, "budget", old.budget.Name, "unused", old.size-old.used, "error", err)
-		}
-	}
+	l.endForNext(ctx, slot, lim, now)
 	base, based := l.baseVersion(ctx, slot, id.account, life, now)
 	size := d.Cost
 	switch b := l.leases.opts.Block; {
@@ -279,6 +251,47 @@ func (l *Limiter) leaseAdmit(ctx context.Context, id ident, method, job string, 
 		ls.base, ls.based = base, based
 	}
 	return ls, res, err
+}
+
+// takePlain decides a charge no lease could admit with another as one plain
+// decision, taken without the slot's lock, so that charges like it go to
+// the store side by side instead of queueing on the lease, and the
+// current lease goes on.
+func (l *Limiter) takePlain(ctx context.Context, slot *leaseSlot, id ident, method, job string, d backend.Debit) (*lease, *backend.TakeResult, error) {
+	ls, res, err := l.takeBlock(ctx, slot, id, method, job, d, d.Cost, 0)
+	if res != nil && l.endLease(ctx, slot) {
+		// the units the current lease set aside may be what the charge
+		// lacked: they went back, decide again
+		ls, res, err = l.takeBlock(ctx, slot, id, method, job, d, d.Cost, 0)
+	}
+	if ls != nil {
+		ls.used = d.Cost
+	}
+	return ls, res, err
+}
+
+// endForNext ends the slot's current lease before a new one is taken
+// (called with slot.mu held): the next block doubles when the lease ran out
+// early, and is what the lease used when it lived its time; the lease's
+// unused units go back to the store.
+func (l *Limiter) endForNext(ctx context.Context, slot *leaseSlot, lim int64, now time.Time) {
+	if slot.block == 0 {
+		slot.block = min(lim, 16)
+	}
+	old := slot.cur
+	if old == nil {
+		return
+	}
+	if now.Before(old.ends) {
+		slot.block = min(lim, 2*slot.block) // ran out early: the rate is higher
+	} else {
+		slot.block = min(lim, max(1, old.used)) // what a lease time takes
+	}
+	slot.cur = nil
+	if err := old.settle(ctx, l); err != nil {
+		l.log.Warn("quota: settling a lease failed; its unused units stay counted until they expire",
+			"api", l.api, "budget", old.budget.Name, "unused", old.size-old.used, "error", err)
+	}
 }
 
 // confirmed reports whether the lease ls may admit at now: it has admitted

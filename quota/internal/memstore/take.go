@@ -49,6 +49,11 @@ func (s *Store) Decide(ctx context.Context, req *backend.TakeRequest, host int64
 // logs were pruned at: a clock read before the lock, or a reading a µs
 // behind another's, must not count a log at an instant before entries it
 // no longer holds had expired.
+//
+// It is one function of about 90 lines on purpose: the decision path of
+// every Take and Allow on this store, one lock hold, with its buffers on
+// the stack (BenchmarkVersusRate); split, its steps would pass the logs,
+// counts and tallies between them.
 func (s *Store) take(ctx context.Context, req *backend.TakeRequest, host int64, mint bool, debits []backend.Debit, us []backend.Usage) (bool, time.Time, uint64, error) {
 	if ctx == nil {
 		return false, time.Time{}, 0, invalidf("memory store: nil context")
