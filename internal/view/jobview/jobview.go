@@ -1,0 +1,191 @@
+// Package jobview is the view of the jobs package's runs that quotactl's
+// tools share: `quotactl jobs --json`, `quotactl jobs NAME --json` and the
+// dashboard's /api/jobs print the same Job, built here. It is apart from
+// package view because it needs the jobs scheduler and the cost tables,
+// which the Prometheus adapter must not pull in.
+package jobview
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/view"
+	"github.com/quotactl/quotactl/jobs"
+	"github.com/quotactl/quotactl/quota"
+)
+
+// Job is one job as the store keeps it: its last run, checkpoint, the run
+// that holds its lease now, its waiting mark (while the budget it needs is
+// spent, runs do not start), its next tick, its plan and what the plan is
+// expected to cost against what is left, and its recent runs, newest first
+// (only where asked for: `quotactl jobs NAME`, the dashboard). Each is
+// null when there is none.
+type Job struct {
+	Job        string            `json:"job"`
+	Last       *jobs.Record      `json:"last"`
+	Checkpoint *jobs.Checkpoint  `json:"checkpoint"`
+	Lease      *quota.StateLease `json:"lease"`
+	Waiting    *jobs.WaitingMark `json:"waiting"`
+	Next       *time.Time        `json:"next"`
+	Plan       *jobs.Plan        `json:"plan"`
+	// Expected is the plan (jobs.WithPlan: calls per method) priced with
+	// its cost table, as 'quotactl costs estimate' does, held against what
+	// is left for the API's only owner (whole budgets when it has none or
+	// several).
+	Expected []view.BudgetCost `json:"expected"`
+	// PlanError says why the plan could not be priced (its cost table
+	// could not be loaded here, say); Expected is null then.
+	PlanError string        `json:"plan_error,omitempty"`
+	Runs      []jobs.Record `json:"runs,omitempty"`
+}
+
+// Read reads every job ss keeps runs of, sorted by name, each with its
+// runs most recent runs (0: none beyond Last). r gives the clock and reads
+// the usage a plan is held against.
+func Read(ctx context.Context, r *view.Reader, ss quota.StateStore, runs int) ([]Job, error) {
+	names, err := jobs.Names(ctx, ss)
+	if err != nil {
+		return nil, err
+	}
+	apis, err := r.APIs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []Job{}
+	for _, name := range names {
+		j, err := readJob(ctx, r, ss, apis, name, runs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// ReadJob reads one job as Read does. found is false when ss keeps no run
+// of it.
+func ReadJob(ctx context.Context, r *view.Reader, ss quota.StateStore, name string, runs int) (j Job, found bool, err error) {
+	names, err := jobs.Names(ctx, ss)
+	if err != nil || !slices.Contains(names, name) {
+		return Job{}, false, err
+	}
+	apis, err := r.APIs(ctx)
+	if err != nil {
+		return Job{}, false, err
+	}
+	j, err = readJob(ctx, r, ss, apis, name, runs)
+	return j, err == nil, err
+}
+
+func readJob(ctx context.Context, r *view.Reader, ss quota.StateStore, apis []view.API, name string, runs int) (Job, error) {
+	now := r.Now()
+	recs, err := jobs.History(ctx, ss, name, max(runs, 1))
+	if err != nil {
+		return Job{}, err
+	}
+	j := Job{Job: name}
+	if len(recs) > 0 {
+		last := recs[0]
+		j.Last = &last
+	}
+	if runs > 0 {
+		j.Runs = recs
+	}
+	if cp, found, err := jobs.LoadCheckpoint(ctx, ss, name); err != nil && !errors.Is(err, quota.ErrNotFound) {
+		return Job{}, err
+	} else if found {
+		j.Checkpoint = &cp
+	}
+	// The lease is read on the store's clock, unless a test injects one.
+	if l, found, err := jobs.CurrentLease(ctx, ss, name, r.StoreNow()); err != nil {
+		return Job{}, err
+	} else if found {
+		j.Lease = &l
+	}
+	if w, found, err := jobs.LoadWaiting(ctx, ss, name, now); err != nil {
+		return Job{}, err
+	} else if found {
+		j.Waiting = &w
+	}
+	info, found, err := jobs.LoadInfo(ctx, ss, name)
+	if err != nil || !found {
+		return j, err
+	}
+	if n := info.Next(now); !n.IsZero() {
+		j.Next = &n
+	}
+	if info.Plan == nil {
+		return j, nil
+	}
+	j.Plan = info.Plan
+	exp, err := expected(ctx, r, apis, info.Plan, now)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Job{}, err
+		}
+		j.PlanError = err.Error()
+		return j, nil
+	}
+	j.Expected = exp
+	return j, nil
+}
+
+// expected prices p with its cost table against what is left now for the
+// API's only owner (whole budgets when there is none or there are
+// several).
+func expected(ctx context.Context, r *view.Reader, apis []view.API, p *jobs.Plan, now time.Time) ([]view.BudgetCost, error) {
+	tb, err := table(p)
+	if err != nil {
+		return nil, err
+	}
+	est, err := tb.Estimate(p.Calls)
+	if err != nil {
+		return nil, err
+	}
+	var a view.API
+	if i := slices.IndexFunc(apis, func(a view.API) bool { return a.Name == p.API }); i >= 0 {
+		a = apis[i]
+	}
+	// The store's definitions, where it has them, are the ones enforced.
+	budgets := slices.Clone(tb.Budgets)
+	for i, b := range budgets {
+		if s, ok := a.Budget(b.Name); ok {
+			budgets[i] = s
+		}
+	}
+	usage := map[string]quota.Usage{}
+	if len(a.Owners) == 1 {
+		// One account: one credential, or several of one owner (a key
+		// rotated, a project's keys), whose usage is kept under the owner.
+		l, err := r.Limiter(view.API{APIInfo: quota.APIInfo{Name: p.API, Budgets: budgets}})
+		if err != nil {
+			return nil, err
+		}
+		us, err := l.StatusOf(ctx, a.Owners[0].Account)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
+			usage[u.Budget] = u
+		}
+	}
+	return view.Costs(budgets, est, usage, now), nil
+}
+
+// table is the plan's cost table: the built-in table it names (its API's
+// when it names none), else the JSON or YAML file it names.
+func table(p *jobs.Plan) (*costs.Table, error) {
+	name := cmp.Or(p.Table, p.API)
+	if slices.Contains(costs.Builtins(), name) {
+		return costs.Builtin(name)
+	}
+	if p.Table == "" {
+		return nil, fmt.Errorf("no built-in cost table for %q", p.API)
+	}
+	return costs.Load(p.Table)
+}
