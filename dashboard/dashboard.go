@@ -7,13 +7,14 @@
 //
 // The Handler also serves /metrics (Prometheus gauges computed from the
 // store, so one dashboard exports the usage of every process that shares the
-// store; see promquota.StoreCollector) and /api/... JSON with the field names
-// of `quotactl ... --json`:
+// store; see promquota.StoreCollector) and /api/... JSON: the types
+// `quotactl ... --json` prints, built by the same code, so the field names
+// and the numbers are the same:
 //
 //	GET /api/status       []Status      (quotactl status --json)
-//	GET /api/history      []History     (quotactl history --json, per hour)
+//	GET /api/history      []History     (quotactl history --json, of every owner)
 //	GET /api/jobs         []Job         (quotactl jobs --json, with recent runs)
-//	GET /api/jobs/{name}  Job
+//	GET /api/jobs/{name}  Job           (quotactl jobs NAME --json)
 //	GET /api/thresholds   Thresholds
 //	GET /api/snapshot     Snapshot      (all of the above at one instant)
 //
@@ -49,6 +50,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/promquota"
 )
@@ -68,8 +70,9 @@ type Handler struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	mux  *http.ServeMux
-	page *template.Template
+	mux    *http.ServeMux
+	page   *template.Template
+	reader *view.Reader // what the page and /api show
 
 	// The live part, shared by every open page: one store read per half
 	// refresh, however many browsers watch.
@@ -146,6 +149,11 @@ func New(store quota.Store, opts ...Option) (*Handler, error) {
 		}
 	}
 	h.levels = slices.Compact(h.levels)
+	vopts := []view.Option{view.WithLocation(h.loc)}
+	if h.clock != nil {
+		vopts = append(vopts, view.WithClock(h.clock))
+	}
+	h.reader = view.New(store, vopts...)
 	page, err := template.New("page").Funcs(funcs).ParseFS(assets, "assets/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
@@ -253,28 +261,7 @@ func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request) {
 
 type loginView struct{ Needed, Wrong bool }
 
-func (h *Handler) now() time.Time {
-	if h.clock != nil {
-		return h.clock()
-	}
-	return time.Now()
-}
-
-// storeNow is the Now of store requests: the injected clock, or zero for
-// the store's own.
-func (h *Handler) storeNow() time.Time {
-	if h.clock != nil {
-		return h.clock()
-	}
-	return time.Time{}
-}
-
-func (h *Handler) limiterOptions() []quota.Option {
-	if h.clock != nil {
-		return []quota.Option{quota.WithClock(h.clock)}
-	}
-	return nil
-}
+func (h *Handler) now() time.Time { return h.reader.Now() }
 
 // snapshot reads the store, bounded by the handler's timeout.
 func (h *Handler) snapshot(ctx context.Context) (*Snapshot, error) {

@@ -36,6 +36,8 @@ type Overview struct {
 	Status     []Status   `json:"status"`
 	History    []History  `json:"history"`
 	Thresholds Thresholds `json:"thresholds"`
+	// APIs is the catalog the overview was read from.
+	APIs []API `json:"-"`
 }
 
 // Overview reads the status of every budget of every owner (as Status), the
@@ -52,7 +54,7 @@ func (r *Reader) Overview(ctx context.Context, levels []int64) (*Overview, error
 	if err != nil {
 		return nil, err
 	}
-	o := &Overview{Now: now.UTC(), Status: rows, History: []History{}, Thresholds: Thresholds{Derived: true, Levels: levels, Crossings: []Crossing{}}}
+	o := &Overview{Now: now.UTC(), Status: rows, History: []History{}, Thresholds: Thresholds{Derived: true, Levels: levels, Crossings: []Crossing{}}, APIs: apis}
 	byName := map[string]API{}
 	for _, a := range apis {
 		byName[a.Name] = a

@@ -46,19 +46,17 @@ type Job struct {
 
 // Read reads every job ss keeps runs of, sorted by name, each with its
 // runs most recent runs (0: none beyond Last). r gives the clock and reads
-// the usage a plan is held against.
-func Read(ctx context.Context, r *view.Reader, ss quota.StateStore, runs int) ([]Job, error) {
+// the usage a plan is held against; apis is r's catalog when the caller
+// has read it already, else nil (it is read if a plan needs it).
+func Read(ctx context.Context, r *view.Reader, ss quota.StateStore, apis []view.API, runs int) ([]Job, error) {
 	names, err := jobs.Names(ctx, ss)
 	if err != nil {
 		return nil, err
 	}
-	apis, err := r.APIs(ctx)
-	if err != nil {
-		return nil, err
-	}
+	c := &catalog{r: r, apis: apis, read: apis != nil}
 	out := []Job{}
 	for _, name := range names {
-		j, err := readJob(ctx, r, ss, apis, name, runs)
+		j, err := readJob(ctx, c, ss, name, runs)
 		if err != nil {
 			return nil, err
 		}
@@ -74,15 +72,33 @@ func ReadJob(ctx context.Context, r *view.Reader, ss quota.StateStore, name stri
 	if err != nil || !slices.Contains(names, name) {
 		return Job{}, false, err
 	}
-	apis, err := r.APIs(ctx)
-	if err != nil {
-		return Job{}, false, err
-	}
-	j, err = readJob(ctx, r, ss, apis, name, runs)
+	j, err = readJob(ctx, &catalog{r: r}, ss, name, runs)
 	return j, err == nil, err
 }
 
-func readJob(ctx context.Context, r *view.Reader, ss quota.StateStore, apis []view.API, name string, runs int) (Job, error) {
+// catalog is r's catalog, read once when a plan first needs it.
+type catalog struct {
+	r    *view.Reader
+	apis []view.API
+	read bool
+}
+
+func (c *catalog) api(ctx context.Context, name string) (view.API, error) {
+	if !c.read {
+		apis, err := c.r.APIs(ctx)
+		if err != nil {
+			return view.API{}, err
+		}
+		c.apis, c.read = apis, true
+	}
+	if i := slices.IndexFunc(c.apis, func(a view.API) bool { return a.Name == name }); i >= 0 {
+		return c.apis[i], nil
+	}
+	return view.API{}, nil
+}
+
+func readJob(ctx context.Context, c *catalog, ss quota.StateStore, name string, runs int) (Job, error) {
+	r := c.r
 	now := r.Now()
 	recs, err := jobs.History(ctx, ss, name, max(runs, 1))
 	if err != nil {
@@ -123,34 +139,39 @@ func readJob(ctx context.Context, r *view.Reader, ss quota.StateStore, apis []vi
 		return j, nil
 	}
 	j.Plan = info.Plan
-	exp, err := expected(ctx, r, apis, info.Plan, now)
+	tb, cost, err := price(info.Plan)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Job{}, err
-		}
+		// The plan, not the store: the other jobs still show.
 		j.PlanError = err.Error()
 		return j, nil
 	}
-	j.Expected = exp
+	a, err := c.api(ctx, info.Plan.API)
+	if err != nil {
+		return Job{}, err
+	}
+	if j.Expected, err = expected(ctx, r, a, tb, cost, now); err != nil {
+		return Job{}, err
+	}
 	return j, nil
 }
 
-// expected prices p with its cost table against what is left now for the
-// API's only owner (whole budgets when there is none or there are
-// several).
-func expected(ctx context.Context, r *view.Reader, apis []view.API, p *jobs.Plan, now time.Time) ([]view.BudgetCost, error) {
+// price prices p with its cost table: the units per budget of one run.
+func price(p *jobs.Plan) (*costs.Table, map[string]int64, error) {
 	tb, err := table(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	est, err := tb.Estimate(p.Calls)
+	cost, err := tb.Estimate(p.Calls)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var a view.API
-	if i := slices.IndexFunc(apis, func(a view.API) bool { return a.Name == p.API }); i >= 0 {
-		a = apis[i]
-	}
+	return tb, cost, nil
+}
+
+// expected holds a run's cost (priced with tb) against what is left now of
+// a's budgets for its only owner (whole budgets when it has none or
+// several).
+func expected(ctx context.Context, r *view.Reader, a view.API, tb *costs.Table, cost map[string]int64, now time.Time) ([]view.BudgetCost, error) {
 	// The store's definitions, where it has them, are the ones enforced.
 	budgets := slices.Clone(tb.Budgets)
 	for i, b := range budgets {
@@ -162,7 +183,7 @@ func expected(ctx context.Context, r *view.Reader, apis []view.API, p *jobs.Plan
 	if len(a.Owners) == 1 {
 		// One account: one credential, or several of one owner (a key
 		// rotated, a project's keys), whose usage is kept under the owner.
-		l, err := r.Limiter(view.API{APIInfo: quota.APIInfo{Name: p.API, Budgets: budgets}})
+		l, err := r.Limiter(view.API{APIInfo: quota.APIInfo{Name: a.Name, Budgets: budgets}})
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +195,7 @@ func expected(ctx context.Context, r *view.Reader, apis []view.API, p *jobs.Plan
 			usage[u.Budget] = u
 		}
 	}
-	return view.Costs(budgets, est, usage, now), nil
+	return view.Costs(budgets, cost, usage, now), nil
 }
 
 // table is the plan's cost table: the built-in table it names (its API's
