@@ -54,7 +54,11 @@ type Credential struct {
 }
 
 // Spent reports whether nothing is left: used up, or marked spent.
-func (s Status) Spent() bool { return s.Limit > 0 && s.Remaining == 0 }
+func (s Status) Spent() bool { return Spent(s.Usage()) }
+
+// Spent reports whether nothing is left of u: used up, or marked spent.
+// A spent budget shows 100% (Percent) and a full bar.
+func Spent(u quota.Usage) bool { return u.Limit > 0 && u.Remaining == 0 }
 
 // Usage returns the quota.Usage s shows (from its exported fields alone, so
 // a Status read back from JSON gives the same).

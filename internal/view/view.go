@@ -127,6 +127,19 @@ func (a API) Budget(name string) (quota.Budget, bool) {
 	return a.Budgets[i], true
 }
 
+// InForce returns budgets (a cost table's, say) each replaced by a's
+// definition in force of the same name, where a has one: it is what is
+// enforced.
+func (a API) InForce(budgets []quota.Budget) []quota.Budget {
+	out := slices.Clone(budgets)
+	for i, b := range out {
+		if d, ok := a.Budget(b.Name); ok {
+			out[i] = d
+		}
+	}
+	return out
+}
+
 // APIs reads every API the store knows, in the store's order, with the
 // definitions in force: an operator's definition of a budget replaces the
 // program's.

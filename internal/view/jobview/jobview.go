@@ -172,13 +172,7 @@ func price(p *jobs.Plan) (*costs.Table, map[string]int64, error) {
 // a's budgets for its only owner (whole budgets when it has none or
 // several).
 func expected(ctx context.Context, r *view.Reader, a view.API, tb *costs.Table, cost map[string]int64, now time.Time) ([]view.BudgetCost, error) {
-	// The store's definitions, where it has them, are the ones enforced.
-	budgets := slices.Clone(tb.Budgets)
-	for i, b := range budgets {
-		if s, ok := a.Budget(b.Name); ok {
-			budgets[i] = s
-		}
-	}
+	budgets := a.InForce(tb.Budgets)
 	usage := map[string]quota.Usage{}
 	if len(a.Owners) == 1 {
 		// One account: one credential, or several of one owner (a key
