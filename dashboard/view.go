@@ -244,15 +244,24 @@ func (h *Handler) view(s *Snapshot) *mainView {
 	for _, hist := range s.History {
 		v.Charts = append(v.Charts, h.chart(hist, byKey[hist.API+"/"+hist.Fingerprint+"/"+hist.Budget], now))
 	}
-	// One line per budget, its levels in order; the budget that crossed
-	// its highest level last comes first.
+	v.Crossings = h.crossViews(s.Thresholds.Crossings, owners, now)
+	for _, j := range s.Jobs {
+		v.Jobs = append(v.Jobs, h.jobView(j, now))
+	}
+	return v
+}
+
+// crossViews lays out crossings one line per budget, its levels in order;
+// the budget that crossed its highest level last comes first. owners names
+// the owner of each API/account.
+func (h *Handler) crossViews(crossings []Crossing, owners map[string]string, now time.Time) []crossView {
 	type group struct {
 		view   crossView
 		latest time.Time
 	}
 	var groups []*group
 	byBudget := map[string]*group{}
-	for _, c := range s.Thresholds.Crossings {
+	for _, c := range crossings {
 		k := c.API + "/" + c.Fingerprint + "/" + c.Budget
 		g := byBudget[k]
 		if g == nil {
@@ -268,13 +277,11 @@ func (h *Handler) view(s *Snapshot) *mainView {
 		g.view.State, g.view.Latest, g.latest = st, relative(c.At.Sub(now)), c.At
 	}
 	slices.SortStableFunc(groups, func(a, b *group) int { return b.latest.Compare(a.latest) })
+	var out []crossView
 	for _, g := range groups {
-		v.Crossings = append(v.Crossings, g.view)
+		out = append(out, g.view)
 	}
-	for _, j := range s.Jobs {
-		v.Jobs = append(v.Jobs, h.jobView(j, now))
-	}
-	return v
+	return out
 }
 
 func (h *Handler) jobView(j Job, now time.Time) jobView {

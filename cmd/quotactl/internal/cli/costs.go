@@ -280,46 +280,9 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 	}
 
 	// What is left now: the store's definitions and usage when it has them.
-	if _, err := opts.apis(ctx); err != nil {
+	budgets, c, usage, err := opts.left(ctx, tb)
+	if err != nil {
 		return err
-	}
-	var a view.API
-	if i := slices.IndexFunc(opts.catalog, func(a view.API) bool { return a.Name == opts.API }); i >= 0 {
-		a = opts.catalog[i]
-	}
-	budgets := a.InForce(tb.Budgets)
-	usage := map[string]quota.Usage{}
-	var c cred
-	switch {
-	case opts.Cred.given():
-		if c, err = opts.credential(ctx, opts.Cred, a.APIInfo); err != nil {
-			return err
-		}
-		if err := otherOwner(opts.Cred, c, a.APIInfo, "an estimate only reads: it moves no credential to another owner", "hold the run against"); err != nil {
-			return err
-		}
-	case len(a.Credentials) == 1:
-		k := a.Credentials[0]
-		c = cred{Credential: quota.Credential{Label: k.Label}, Fingerprint: k.ID, Account: k.Account()}
-	case len(a.Credentials) > 1:
-		return usageErrorf("%s has %d credentials: say which with --label", opts.API, len(a.Credentials))
-	}
-	if c.Fingerprint != "" {
-		r, err := opts.reader(ctx)
-		if err != nil {
-			return err
-		}
-		l, err := r.Limiter(view.API{APIInfo: quota.APIInfo{Name: opts.API, Budgets: budgets}})
-		if err != nil {
-			return err
-		}
-		us, err := l.StatusOf(ctx, c.Account)
-		if err != nil {
-			return err
-		}
-		for _, u := range us {
-			usage[u.Budget] = u
-		}
 	}
 
 	out := estimateJSON{API: opts.API, Table: name, Credential: c.Label, Fingerprint: c.Fingerprint, Counts: opts.Counts, Fits: true, Budgets: view.Costs(budgets, est, usage, opts.now())}
@@ -362,6 +325,57 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 		return &exitError{code: ExitExhausted, err: errors.New(msg)}
 	}
 	return nil
+}
+
+// left returns what a run is held against: the table's budgets with the
+// store's definitions in force, the credential whose owner pays (the one
+// named, else the API's only one) and that owner's usage per budget (none
+// when no credential is known: whole budgets).
+func (opts *costsEstimateOptions) left(ctx context.Context, tb *costs.Table) ([]quota.Budget, cred, map[string]quota.Usage, error) {
+	if _, err := opts.apis(ctx); err != nil {
+		return nil, cred{}, nil, err
+	}
+	var a view.API
+	if i := slices.IndexFunc(opts.catalog, func(a view.API) bool { return a.Name == opts.API }); i >= 0 {
+		a = opts.catalog[i]
+	}
+	budgets := a.InForce(tb.Budgets)
+	usage := map[string]quota.Usage{}
+	var c cred
+	switch {
+	case opts.Cred.given():
+		var err error
+		if c, err = opts.credential(ctx, opts.Cred, a.APIInfo); err != nil {
+			return nil, cred{}, nil, err
+		}
+		if err := otherOwner(opts.Cred, c, a.APIInfo, "an estimate only reads: it moves no credential to another owner", "hold the run against"); err != nil {
+			return nil, cred{}, nil, err
+		}
+	case len(a.Credentials) == 1:
+		k := a.Credentials[0]
+		c = cred{Credential: quota.Credential{Label: k.Label}, Fingerprint: k.ID, Account: k.Account()}
+	case len(a.Credentials) > 1:
+		return nil, cred{}, nil, usageErrorf("%s has %d credentials: say which with --label", opts.API, len(a.Credentials))
+	}
+	if c.Fingerprint == "" {
+		return budgets, c, usage, nil
+	}
+	r, err := opts.reader(ctx)
+	if err != nil {
+		return nil, cred{}, nil, err
+	}
+	l, err := r.Limiter(view.API{APIInfo: quota.APIInfo{Name: opts.API, Budgets: budgets}})
+	if err != nil {
+		return nil, cred{}, nil, err
+	}
+	us, err := l.StatusOf(ctx, c.Account)
+	if err != nil {
+		return nil, cred{}, nil, err
+	}
+	for _, u := range us {
+		usage[u.Budget] = u
+	}
+	return budgets, c, usage, nil
 }
 
 func (opts *costsEstimateOptions) printEstimate(out estimateJSON, c cred, share float64) error {
