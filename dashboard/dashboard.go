@@ -1,7 +1,7 @@
 // Package dashboard is a read-only web dashboard over a quota.Store: every
 // owner and budget with a usage bar, what is left and when it resets; a chart
-// of the window per hour in the budget's own time zone, scaled to the limit;
-// job runs with their outcome and units; and the usage thresholds crossed.
+// of the window in the budget's own time zone (per hour for a day, in the
+// buckets `quotactl history` picks), scaled to the limit; job runs with their outcome and units; and the usage thresholds crossed.
 // The page refreshes live over server-sent events and needs no internet
 // access: its stylesheet and script are embedded, charts are inline SVG.
 //

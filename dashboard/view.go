@@ -334,8 +334,8 @@ func spentText(spent map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// chart lays out one budget's window per hour, scaled to the limit: a bar
-// per hour stacked by method, the running total as a line, the limit at
+// chart lays out one budget's window per bucket, scaled to the limit: a bar
+// per bucket stacked by method, the running total as a line, the limit at
 // the top.
 func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	w, _ := quota.ParseWindow(hist.Window)
