@@ -1,19 +1,20 @@
 // Package dashboard is a read-only web dashboard over a quota.Store: every
 // owner and budget with a usage bar, what is left and when it resets; a chart
-// of the window per hour in the budget's own time zone, scaled to the limit;
-// job runs with their outcome and units; and the usage thresholds crossed.
+// of the window in the budget's own time zone (per hour for a day, in the
+// buckets `quotactl history` picks), scaled to the limit; job runs with their outcome and units; and the usage thresholds crossed.
 // The page refreshes live over server-sent events and needs no internet
 // access: its stylesheet and script are embedded, charts are inline SVG.
 //
 // The Handler also serves /metrics (Prometheus gauges computed from the
 // store, so one dashboard exports the usage of every process that shares the
-// store; see promquota.StoreCollector) and /api/... JSON with the field names
-// of `quotactl ... --json`:
+// store; see promquota.StoreCollector) and /api/... JSON: the types
+// `quotactl ... --json` prints, built by the same code, so the field names
+// and the numbers are the same:
 //
 //	GET /api/status       []Status      (quotactl status --json)
-//	GET /api/history      []History     (quotactl history --json, per hour)
+//	GET /api/history      []History     (quotactl history --json, of every owner)
 //	GET /api/jobs         []Job         (quotactl jobs --json, with recent runs)
-//	GET /api/jobs/{name}  Job
+//	GET /api/jobs/{name}  Job           (quotactl jobs NAME --json)
 //	GET /api/thresholds   Thresholds
 //	GET /api/snapshot     Snapshot      (all of the above at one instant)
 //
@@ -49,6 +50,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/promquota"
@@ -69,8 +71,9 @@ type Handler struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	mux  *http.ServeMux
-	page *template.Template
+	mux    *http.ServeMux
+	page   *template.Template
+	reader *view.Reader // what the page and /api show
 
 	// The live part, shared by every open page: one store read per half
 	// refresh, however many browsers watch.
@@ -147,6 +150,11 @@ func New(store quota.Store, opts ...Option) (*Handler, error) {
 		}
 	}
 	h.levels = slices.Compact(h.levels)
+	vopts := []view.Option{view.WithLocation(h.loc)}
+	if h.clock != nil {
+		vopts = append(vopts, view.WithClock(h.clock))
+	}
+	h.reader = view.New(store, vopts...)
 	page, err := template.New("page").Funcs(funcs).ParseFS(assets, "assets/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
@@ -254,28 +262,7 @@ func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request) {
 
 type loginView struct{ Needed, Wrong bool }
 
-func (h *Handler) now() time.Time {
-	if h.clock != nil {
-		return h.clock()
-	}
-	return time.Now()
-}
-
-// storeNow is the Now of store requests: the injected clock, or zero for
-// the store's own.
-func (h *Handler) storeNow() time.Time {
-	if h.clock != nil {
-		return h.clock()
-	}
-	return time.Time{}
-}
-
-func (h *Handler) limiterOptions() []quota.Option {
-	if h.clock != nil {
-		return []quota.Option{quota.WithClock(h.clock)}
-	}
-	return nil
-}
+func (h *Handler) now() time.Time { return h.reader.Now() }
 
 // snapshot reads the store, bounded by the handler's timeout.
 func (h *Handler) snapshot(ctx context.Context) (*Snapshot, error) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/internal/humantime"
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 )
@@ -161,14 +162,18 @@ func credNames(st Status) string {
 	}
 	var out []string
 	for _, c := range st.Credentials {
-		out = append(out, OwnerName("", c.Label, c.Fingerprint))
+		out = append(out, view.CredentialName(quota.CredentialInfo{ID: c.Fingerprint, Label: c.Label}))
 	}
 	return strings.Join(out, ", ")
 }
 
 func anchor(api, fp, budget string) string {
-	return "b-" + api + "-" + fp[:min(8, len(fp))] + "-" + budget
+	return "b-" + api + "-" + view.ShortFingerprint(fp) + "-" + budget
 }
+
+// ownerName is how the page names an owner: the name every tool gives it
+// (view.Owner.Name), "-" for a budget nothing was charged to.
+func ownerName(st Status) string { return cmp.Or(st.OwnerName, "-") }
 
 // state classifies a budget for colour: spent (nothing left), high (at or
 // past 95%), warn (at or past 80%), ok.
@@ -198,11 +203,11 @@ func (h *Handler) view(s *Snapshot) *mainView {
 	v.Levels = strings.Join(levels, ", ")
 	for _, st := range s.Status {
 		r := rowView{
-			API: st.API, Owner: OwnerName(st.Owner, st.Credential, st.Fingerprint), OwnerTitle: st.Fingerprint, Creds: credNames(st), Budget: st.Budget,
+			API: st.API, Owner: ownerName(st), OwnerTitle: st.Fingerprint, Creds: credNames(st), Budget: st.Budget,
 			Window: windowText(st.Window), Used: st.Used, Limit: st.Limit, Remaining: st.Remaining,
 			Percent: st.Percent, Fill: st.Percent, ResetIn: "-", ResetAt: "", SpentUntil: "",
 		}
-		spent := st.spent() && st.Limit > 0
+		spent := st.Spent()
 		r.State = state(st.Percent, spent)
 		r.PercentText = fmt.Sprintf("%d%%", st.Percent)
 		if spent {
@@ -231,25 +236,36 @@ func (h *Handler) view(s *Snapshot) *mainView {
 		v.Rows = append(v.Rows, r)
 	}
 	byKey := map[string]Status{}
+	owners := map[string]string{} // api/account: the owner's name
 	for _, st := range s.Status {
 		byKey[st.API+"/"+st.Fingerprint+"/"+st.Budget] = st
+		owners[st.API+"/"+st.Owner] = ownerName(st)
 	}
 	for _, hist := range s.History {
 		v.Charts = append(v.Charts, h.chart(hist, byKey[hist.API+"/"+hist.Fingerprint+"/"+hist.Budget], now))
 	}
-	// One line per budget, its levels in order; the budget that crossed
-	// its highest level last comes first.
+	v.Crossings = h.crossViews(s.Thresholds.Crossings, owners, now)
+	for _, j := range s.Jobs {
+		v.Jobs = append(v.Jobs, h.jobView(j, now))
+	}
+	return v
+}
+
+// crossViews lays out crossings one line per budget, its levels in order;
+// the budget that crossed its highest level last comes first. owners names
+// the owner of each API/account.
+func (h *Handler) crossViews(crossings []Crossing, owners map[string]string, now time.Time) []crossView {
 	type group struct {
 		view   crossView
 		latest time.Time
 	}
 	var groups []*group
 	byBudget := map[string]*group{}
-	for _, c := range s.Thresholds.Crossings {
+	for _, c := range crossings {
 		k := c.API + "/" + c.Fingerprint + "/" + c.Budget
 		g := byBudget[k]
 		if g == nil {
-			g = &group{view: crossView{API: c.API, Owner: OwnerName(c.Owner, c.Credential, c.Fingerprint), Budget: c.Budget}}
+			g = &group{view: crossView{API: c.API, Owner: owners[c.API+"/"+c.Owner], Budget: c.Budget}}
 			byBudget[k] = g
 			groups = append(groups, g)
 		}
@@ -261,13 +277,11 @@ func (h *Handler) view(s *Snapshot) *mainView {
 		g.view.State, g.view.Latest, g.latest = st, relative(c.At.Sub(now)), c.At
 	}
 	slices.SortStableFunc(groups, func(a, b *group) int { return b.latest.Compare(a.latest) })
+	var out []crossView
 	for _, g := range groups {
-		v.Crossings = append(v.Crossings, g.view)
+		out = append(out, g.view)
 	}
-	for _, j := range s.Jobs {
-		v.Jobs = append(v.Jobs, h.jobView(j, now))
-	}
-	return v
+	return out
 }
 
 func (h *Handler) jobView(j Job, now time.Time) jobView {
@@ -320,8 +334,8 @@ func spentText(spent map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// chart lays out one budget's window per hour, scaled to the limit: a bar
-// per hour stacked by method, the running total as a line, the limit at
+// chart lays out one budget's window per bucket, scaled to the limit: a bar
+// per bucket stacked by method, the running total as a line, the limit at
 // the top.
 func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	w, _ := quota.ParseWindow(hist.Window)
@@ -330,9 +344,9 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 		loc = h.loc
 	}
 	c := chartView{
-		Anchor: anchor(hist.API, hist.Fingerprint, hist.Budget), API: hist.API, Owner: OwnerName(hist.Owner, hist.Credential, hist.Fingerprint),
+		Anchor: anchor(hist.API, hist.Fingerprint, hist.Budget), API: hist.API, Owner: ownerName(st),
 		Budget: hist.Budget, Zone: hist.Zone, Window: windowText(hist.Window), Used: hist.Used, Limit: hist.Limit,
-		Percent: st.Percent, State: state(st.Percent, st.spent() && st.Limit > 0),
+		Percent: st.Percent, State: state(st.Percent, st.Spent()),
 		W: chartW, H: chartH, PlotLeft: chartLeft, PlotRight: chartW - chartRight, PlotTop: chartTop, PlotBottom: chartTop + plotH,
 	}
 	if len(hist.Buckets) == 0 || hist.Limit <= 0 {

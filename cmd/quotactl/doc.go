@@ -89,10 +89,15 @@
 //	refund          {id, api, refunded}
 //	refund (exit 1) {id, api, refunded, partial, refunded_units, not_refunded}: a budget
 //	                 the reservation charged is no longer defined
-//	status          [{api, credential, fingerprint, budget, window, used, limit,
-//	                 remaining, reset (omitted), exhausted_until (omitted)}]
-//	history         [{api, budget, credential, fingerprint, window, used, limit,
-//	                 from, to, every_seconds, buckets: [{start, end, units, calls}]}]
+//	status          [{api, owner (omitted), credentials: [{label, fingerprint}] (omitted),
+//	                 credential, fingerprint, budget, window, source, used, limit,
+//	                 remaining, reset (omitted), exhausted_until (omitted),
+//	                 store_loss (omitted), percent, reset_seconds}]; percent is 100
+//	                 while the budget is marked spent, reset_seconds whole seconds
+//	                 rounded up; serve's /api/status prints the same bytes
+//	history         [{api, owner, budget, credential, fingerprint, window, used, limit,
+//	                 from, to, every_seconds, zone, buckets: [{start, end, units, calls,
+//	                 methods (omitted)}], methods (omitted), jobs (omitted)}]
 //	exhaust         {api, budget, credential, fingerprint, until}
 //	adjust          {api, budget, credential, fingerprint, used, limit}
 //	reset           [{api, budget, credential, fingerprint, used, limit}]
@@ -102,8 +107,9 @@
 //	                 (without a table: [{table, api, source, budgets, methods}])
 //	costs estimate  {api, table, credential, fingerprint, counts, fits, runs_out_first,
 //	                 budgets: [{budget, cost, left, limit, after, fits, reset}]}
-//	jobs            [{job, last, checkpoint}]
-//	jobs NAME       {job, runs, checkpoint}; a run is the jobs package's Record:
+//	jobs            [{job, last, checkpoint, lease, waiting, next, plan, expected}]
+//	jobs NAME       {job, last, checkpoint, lease, waiting, next, plan, expected, runs};
+//	                 a run is the jobs package's Record:
 //	                 {job, run, trigger, start, end, outcome, spent, charges,
 //	                 unmetered, error, exhausted}; a checkpoint is {job, run, saved, cursor}
 //	version         {version, commit, go, os, arch}

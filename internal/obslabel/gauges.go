@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -17,7 +18,9 @@ type GaugeKey struct{ API, Budget, Owner string }
 type GaugeValue struct {
 	GaugeKey
 	Used, Limit, Remaining int64
-	Reset                  float64 // seconds until the budget next frees capacity; 0 when nothing does
+	// Reset is the whole seconds, rounded up, until the budget next
+	// frees capacity (view.ResetSeconds' rule); 0 when nothing does.
+	Reset float64
 }
 
 // Gauges keeps, per budget and owner, what this process last saw of each
@@ -102,9 +105,7 @@ func (g *Gauges) Snapshot(now time.Time) []GaugeValue {
 		if !s.exhaustedUntil.IsZero() && !s.exhaustedUntil.After(now) {
 			v.Remaining = max(s.limit-s.used, 0) // the mark has ended
 		}
-		if !s.reset.IsZero() && s.reset.After(now) {
-			v.Reset = s.reset.Sub(now).Seconds()
-		}
+		v.Reset = view.SecondsUntil(s.reset, now)
 		out = append(out, v)
 	}
 	g.mu.Unlock()

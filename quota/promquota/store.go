@@ -3,26 +3,24 @@ package promquota
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 )
 
 // The series a StoreCollector reports, one of each per api, budget and
 // owner: the store's view, shared by every process that uses it.
 const (
-	StoreUsedName         = "quota_store_used_units"
-	StoreLimitName        = "quota_store_limit_units"
-	StoreRemainingName    = "quota_store_remaining_units"
-	StoreResetName        = "quota_store_reset_seconds"
-	StoreExhaustedName    = "quota_store_exhausted"
-	StoreUpName           = "quota_store_up"
-	storeDefaultTimeout   = 10 * time.Second
-	shortFingerprintChars = 8
+	StoreUsedName       = "quota_store_used_units"
+	StoreLimitName      = "quota_store_limit_units"
+	StoreRemainingName  = "quota_store_remaining_units"
+	StoreResetName      = "quota_store_reset_seconds"
+	StoreExhaustedName  = "quota_store_exhausted"
+	StoreUpName         = "quota_store_up"
+	storeDefaultTimeout = 10 * time.Second
 )
 
 var (
@@ -37,8 +35,9 @@ var (
 
 // StoreCollector is a prometheus.Collector that reads a quota.Store on every
 // scrape and reports, per api, budget and owner, the units used, the limit,
-// the units remaining, the seconds until capacity next frees and whether the
-// budget is marked spent. Because it reads the shared store, one collector
+// the units remaining, the seconds until capacity next frees (ResetSeconds)
+// and whether the budget is marked spent: the figures the dashboard and
+// `quotactl status --json` show, built by the same code. Because it reads the shared store, one collector
 // (such as `quotactl serve`'s /metrics) exports the usage of every process
 // that charges the store, not only its own.
 //
@@ -47,8 +46,8 @@ var (
 // traffic. The owner label is the owner's name; for a credential that is its
 // own owner (and the keys rotated under it), its label, or the first 8
 // digits of its fingerprint when it has none or a named owner of the API
-// bears that label (the same short form quotactl prints): each account has
-// its own series; never a secret, which the store never holds.
+// bears that label (the name the dashboard shows): each account has its own
+// series; never a secret, which the store never holds.
 //
 // A StoreCollector is safe for concurrent use. Build one with
 // NewStoreCollector.
@@ -109,148 +108,48 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// read gathers every usage series, or fails whole.
+// read gathers every usage series, or fails whole: one of each kind per
+// row of view.Status that has an owner, labelled with the owner's name.
 func (c *StoreCollector) read(ctx context.Context) ([]prometheus.Metric, error) {
-	apis, err := c.store.List(ctx)
+	var opts []view.Option
+	if c.clock != nil {
+		opts = append(opts, view.WithClock(c.clock))
+	}
+	r := view.New(c.store, opts...)
+	apis, err := r.APIs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("promquota: list store: %w", err)
+		return nil, fmt.Errorf("promquota: %w", err)
+	}
+	rows, err := r.Status(ctx, apis...)
+	if err != nil {
+		return nil, fmt.Errorf("promquota: %w", err)
 	}
 	var out []prometheus.Metric
-	for _, a := range apis {
-		// An operator's definition ('quotactl budget set') is the one in
-		// force over the program's.
-		over, err := quota.Overrides(ctx, c.store, a.Name)
-		if err != nil {
-			return nil, fmt.Errorf("promquota: overrides of %s: %w", a.Name, err)
+	for _, s := range rows {
+		if s.Owner == "" {
+			continue // a budget nothing was charged to: no owner yet
 		}
-		a.Budgets, _ = quota.ApplyOverrides(a.Budgets, over)
-		if len(a.Budgets) == 0 {
-			continue
+		lv := []string{s.API, s.Budget, s.OwnerName}
+		exhausted := 0.0
+		if s.ExhaustedUntil != nil {
+			exhausted = 1
 		}
-		var opts []quota.Option
-		if c.clock != nil {
-			opts = append(opts, quota.WithClock(c.clock))
-		}
-		l, err := quota.New(c.store, a.Name, a.Budgets, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("promquota: stored budgets of %s: %w", a.Name, err)
-		}
-		for _, acct := range ownerLabels(a.Credentials) {
-			key, owner := acct[0], acct[1]
-			us, err := l.StatusOf(ctx, key)
-			if err != nil {
-				return nil, fmt.Errorf("promquota: usage of %s: %w", a.Name, err)
-			}
-			now := c.now()
-			for _, u := range us {
-				lv := []string{a.Name, u.Budget, owner}
-				exhausted := 0.0
-				if !u.ExhaustedUntil.IsZero() {
-					exhausted = 1
-				}
-				out = append(out,
-					prometheus.MustNewConstMetric(storeUsed, prometheus.GaugeValue, float64(u.Used), lv...),
-					prometheus.MustNewConstMetric(storeLimit, prometheus.GaugeValue, float64(u.Limit), lv...),
-					prometheus.MustNewConstMetric(storeRemain, prometheus.GaugeValue, float64(u.Remaining), lv...),
-					prometheus.MustNewConstMetric(storeReset, prometheus.GaugeValue, ResetSeconds(u, now), lv...),
-					prometheus.MustNewConstMetric(storeExhaust, prometheus.GaugeValue, exhausted, lv...),
-				)
-			}
-		}
+		out = append(out,
+			prometheus.MustNewConstMetric(storeUsed, prometheus.GaugeValue, float64(s.Used), lv...),
+			prometheus.MustNewConstMetric(storeLimit, prometheus.GaugeValue, float64(s.Limit), lv...),
+			prometheus.MustNewConstMetric(storeRemain, prometheus.GaugeValue, float64(s.Remaining), lv...),
+			prometheus.MustNewConstMetric(storeReset, prometheus.GaugeValue, s.ResetSeconds, lv...),
+			prometheus.MustNewConstMetric(storeExhaust, prometheus.GaugeValue, exhausted, lv...),
+		)
 	}
 	return out, nil
 }
 
-func (c *StoreCollector) now() time.Time {
-	if c.clock != nil {
-		return c.clock()
-	}
-	return time.Now()
-}
-
-// ResetSeconds returns the seconds from now until u's capacity next frees: a
+// ResetSeconds returns the time from now until u's capacity next frees, in
+// whole seconds rounded up (so it says 0 only once capacity is back): a
 // daily budget's next reset, else when a sliding window's oldest counted
 // entry leaves it; 0 when nothing is counted. While the budget is marked
-// spent (u.ExhaustedUntil), nothing frees before the mark ends.
-func ResetSeconds(u quota.Usage, now time.Time) float64 {
-	at := u.Reset
-	if u.Window.IsDaily() {
-		at = u.Window.NextReset(now)
-	}
-	if u.ExhaustedUntil.After(at) {
-		at = u.ExhaustedUntil
-	}
-	if at.IsZero() || !at.After(now) {
-		return 0
-	}
-	return at.Sub(now).Seconds()
-}
-
-// accountOf is the account a credential's budgets are kept under: its
-// owner, or the credential itself (its fingerprint) when it is its own.
-func accountOf(c quota.CredentialInfo) string {
-	if c.Owner != "" {
-		return c.Owner
-	}
-	return c.ID
-}
-
-// ownerLabels returns, for each account of one API's credentials, sorted by
-// account, the account and its owner label value: a named owner's name; for
-// an account that is a credential's fingerprint (a credential that is its
-// own owner, and the keys rotated under it), the label of that credential,
-// else the short form of the fingerprint. Label values are unique within
-// the API: a credential's label that a named owner also bears (a key
-// labelled "k1" and a project named "k1") would merge two accounts into one
-// set of series, and the registry would drop one of them; such an account
-// is labelled by its short fingerprint (the full one if that too is taken),
-// as quotactl status shows it.
-func ownerLabels(creds []quota.CredentialInfo) [][2]string {
-	selfLabel := map[string]string{} // fingerprint account -> its credential's label
-	for _, c := range creds {
-		acct := accountOf(c)
-		if _, ok := selfLabel[acct]; !ok && isFingerprint(acct) {
-			selfLabel[acct] = ""
-		}
-		if acct == c.ID && c.Label != "" {
-			selfLabel[acct] = c.Label
-		}
-	}
-	taken := map[string]bool{}
-	var named, self []string
-	for _, c := range creds {
-		acct := accountOf(c)
-		if _, ok := selfLabel[acct]; ok {
-			if !slices.Contains(self, acct) {
-				self = append(self, acct)
-			}
-		} else if !taken[acct] {
-			taken[acct] = true
-			named = append(named, acct)
-		}
-	}
-	slices.Sort(self)
-	out := make([][2]string, 0, len(named)+len(self))
-	for _, acct := range named {
-		out = append(out, [2]string{acct, acct})
-	}
-	for _, acct := range self {
-		v := acct
-		for _, try := range []string{selfLabel[acct], acct[:min(shortFingerprintChars, len(acct))]} {
-			if try != "" && !taken[try] {
-				v = try
-				break
-			}
-		}
-		taken[v] = true
-		out = append(out, [2]string{acct, v})
-	}
-	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-	return out
-}
-
-// isFingerprint reports whether an account is a credential's fingerprint
-// rather than an owner's name.
-func isFingerprint(account string) bool {
-	return len(account) == quota.FingerprintLen && strings.Trim(account, "0123456789abcdef") == ""
-}
+// spent (u.ExhaustedUntil), nothing frees before the mark ends. It is the
+// value of quota_store_reset_seconds, of the dashboard's reset_seconds and
+// of `quotactl status --json`.
+func ResetSeconds(u quota.Usage, now time.Time) float64 { return view.ResetSeconds(u, now) }

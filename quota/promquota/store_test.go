@@ -204,3 +204,31 @@ func TestStoreCollectorOwnerLabelsUnique(t *testing.T) {
 		t.Errorf("quota_store_used_units by owner = %v, want %v", used, want)
 	}
 }
+
+// TestStoreCollectorResetSecondsRoundUp: quota_store_reset_seconds is whole
+// seconds rounded up, as the dashboard's and quotactl's reset_seconds: a
+// budget whose oldest entry leaves its window in 0.3s says 1, not 0.3 (nor
+// 0, which would read as "free now" while it is still spent).
+func TestStoreCollectorResetSecondsRoundUp(t *testing.T) {
+	now := time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := quota.NewMemoryStore()
+	l, err := quota.New(st, "github", []quota.Budget{{Name: "core", Limit: 10, Window: quota.Sliding(time.Minute)}}, quota.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Take(context.Background(), quota.Credential{Secret: "ghp_x", Label: "ci"}, quota.Units("core", 10)); err != nil {
+		t.Fatal(err)
+	}
+	c := promquota.NewStoreCollector(st, promquota.WithStoreClock(clock))
+	for _, tt := range []struct {
+		after time.Duration
+		want  string
+	}{{0, "60"}, {59*time.Second + 700*time.Millisecond, "1"}, {20 * time.Second, "40"}, {20*time.Second + time.Nanosecond, "40"}} {
+		now = time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC).Add(tt.after)
+		want := "# HELP quota_store_reset_seconds Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it, and no earlier than the end of a mark that the budget is spent (0 when the window is empty and unmarked).\n# TYPE quota_store_reset_seconds gauge\nquota_store_reset_seconds{api=\"github\",budget=\"core\",owner=\"ci\"} " + tt.want + "\n"
+		if err := testutil.CollectAndCompare(c, strings.NewReader(want), promquota.StoreResetName); err != nil {
+			t.Errorf("%v after the charge: %v", tt.after, err)
+		}
+	}
+}

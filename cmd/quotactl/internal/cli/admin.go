@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 )
@@ -121,7 +122,7 @@ func otherOwner(cf credFlags, c cred, info quota.APIInfo, what, verb string) err
 	for _, k := range info.Credentials {
 		if k.ID == c.Fingerprint && k.Owner != cf.Owner {
 			return usageErrorf("--owner %q: credential %s of %s is kept under owner %s, and %s; leave --owner out to %s %s's budgets ('quotactl take … --owner' moves a credential)",
-				cf.Owner, credName(k), info.Name, ownerName(k.Owner), what, verb, ownerName(k.Owner))
+				cf.Owner, view.CredentialName(k), info.Name, view.AccountName(k.Account()), what, verb, view.AccountName(k.Account()))
 		}
 	}
 	return nil

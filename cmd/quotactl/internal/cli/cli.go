@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/storeurl"
@@ -90,9 +91,9 @@ type globals struct {
 
 	store    quota.Store
 	ownStore bool
-	// sources says, per API and budget, where the definition in force
-	// comes from (filled by apis).
-	sources map[string]map[string]quota.Source
+	// catalog is what the store knows, with the definitions in force and
+	// where each comes from (filled by apis).
+	catalog []view.API
 	// open opens a store URL; storeurl.Open unless a test says otherwise.
 	open func(ctx context.Context, rawURL string) (quota.Store, error)
 }
@@ -354,36 +355,44 @@ func (g *globals) fingerprint(secret string) string {
 	return quota.DefaultFingerprint(secret)
 }
 
-// apis lists what the store knows.
-func (g *globals) apis(ctx context.Context) ([]quota.APIInfo, error) {
+// reader reads the views every tool shows (internal/view) from the store,
+// on the IO's clock and in its zone.
+func (g *globals) reader(ctx context.Context) (*view.Reader, error) {
 	st, err := g.Store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	apis, err := st.List(ctx)
+	opts := []view.Option{view.WithLocation(g.location())}
+	if g.io.Clock != nil {
+		opts = append(opts, view.WithClock(g.io.Clock))
+	}
+	return view.New(st, opts...), nil
+}
+
+// apis lists what the store knows, with the definitions in force: an
+// operator's (budget set) over a program's. It keeps the catalog in
+// g.catalog.
+func (g *globals) apis(ctx context.Context) ([]quota.APIInfo, error) {
+	r, err := g.reader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// An operator's definition (budget set) takes precedence over a
-	// program's: show the one in force.
-	g.sources = map[string]map[string]quota.Source{}
-	for i, a := range apis {
-		over, err := quota.Overrides(ctx, st, a.Name)
-		if err != nil {
-			return nil, err
-		}
-		var src map[string]quota.Source
-		apis[i].Budgets, src = quota.ApplyOverrides(a.Budgets, over)
-		slices.SortFunc(apis[i].Budgets, func(x, y quota.Budget) int { return strings.Compare(x.Name, y.Name) })
-		g.sources[a.Name] = src
+	if g.catalog, err = r.APIs(ctx); err != nil {
+		return nil, err
 	}
-	return apis, nil
+	out := make([]quota.APIInfo, len(g.catalog))
+	for i, a := range g.catalog {
+		out[i] = a.APIInfo
+	}
+	return out, nil
 }
 
 // source says where the definition of api's budget in force comes from.
 func (g *globals) source(api, budget string) quota.Source {
-	if s, ok := g.sources[api][budget]; ok {
-		return s
+	for _, a := range g.catalog {
+		if a.Name == api {
+			return a.Source(budget)
+		}
 	}
 	return quota.SourceProgram
 }

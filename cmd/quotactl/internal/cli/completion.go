@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
@@ -159,7 +160,7 @@ func (g *globals) completeCredentials(ctx context.Context, api string) []string 
 		for _, c := range a.Credentials {
 			switch {
 			case c.Label == "":
-				out = append(out, c.ID+"\tno label, owner "+ownerName(c.Owner))
+				out = append(out, c.ID+"\tno label, owner "+view.AccountName(c.Account()))
 			case !strings.ContainsAny(c.Label, " \t\n"):
 				out = append(out, c.Label)
 			}
@@ -199,7 +200,7 @@ func (g *globals) completeReservations(ctx context.Context, prefix string) ([]st
 				continue
 			}
 			for _, c := range a.Credentials {
-				if id := a.Name + "/" + c.Owner + "/"; strings.HasPrefix(id, prefix) {
+				if id := a.Name + "/" + c.Account() + "/"; strings.HasPrefix(id, prefix) {
 					out = append(out, id)
 				}
 			}
@@ -210,7 +211,7 @@ func (g *globals) completeReservations(ctx context.Context, prefix string) ([]st
 	default:
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	st, err := g.Store(ctx)
+	r, err := g.reader(ctx)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -225,7 +226,7 @@ func (g *globals) completeReservations(ctx context.Context, prefix string) ([]st
 			continue
 		}
 		for _, b := range a.Budgets {
-			entries, err := st.Entries(ctx, &backend.EntriesRequest{API: a.Name, Owner: parts[1], Budget: b, Now: g.storeNow()})
+			entries, err := r.Store().Entries(ctx, &backend.EntriesRequest{API: a.Name, Owner: parts[1], Budget: b, Now: r.StoreNow()})
 			if err != nil {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -243,15 +243,9 @@ runs_out_first is the budget that can pay for the smallest share of the run
 	return c
 }
 
-type estimateBudgetJSON struct {
-	Budget string     `json:"budget"`
-	Cost   int64      `json:"cost"`
-	Left   int64      `json:"left"`
-	Limit  int64      `json:"limit"`
-	After  int64      `json:"after"`
-	Fits   bool       `json:"fits"`
-	Reset  *time.Time `json:"reset,omitempty"`
-}
+// estimateBudgetJSON is one budget of an estimate: the view jobs --json
+// shows a plan's expected cost in too.
+type estimateBudgetJSON = view.BudgetCost
 
 type estimateJSON struct {
 	API          string               `json:"api"`
@@ -286,81 +280,24 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 	}
 
 	// What is left now: the store's definitions and usage when it has them.
-	budgets := tb.Budgets
-	usage := map[string]quota.Usage{}
-	var c cred
-	st, err := opts.Store(ctx)
+	budgets, c, usage, err := opts.left(ctx, tb)
 	if err != nil {
 		return err
-	}
-	apis, err := st.List(ctx)
-	if err != nil {
-		return err
-	}
-	var info quota.APIInfo
-	for _, a := range apis {
-		if a.Name == opts.API {
-			info = a
-		}
-	}
-	if len(info.Budgets) > 0 {
-		budgets = mergeBudgets(tb.Budgets, info.Budgets)
-	}
-	switch {
-	case opts.Cred.given():
-		if c, err = opts.credential(ctx, opts.Cred, info); err != nil {
-			return err
-		}
-		if err := otherOwner(opts.Cred, c, info, "an estimate only reads: it moves no credential to another owner", "hold the run against"); err != nil {
-			return err
-		}
-	case len(info.Credentials) == 1:
-		c = cred{Credential: quota.Credential{Label: info.Credentials[0].Label}, Fingerprint: info.Credentials[0].ID, Account: info.Credentials[0].Owner}
-	case len(info.Credentials) > 1:
-		return usageErrorf("%s has %d credentials: say which with --label", opts.API, len(info.Credentials))
-	}
-	if c.Fingerprint != "" {
-		l, err := quota.New(st, opts.API, budgets, opts.limiterOptions()...)
-		if err != nil {
-			return err
-		}
-		us, err := l.StatusOf(ctx, c.Account)
-		if err != nil {
-			return err
-		}
-		for _, u := range us {
-			usage[u.Budget] = u
-		}
 	}
 
-	out := estimateJSON{API: opts.API, Table: name, Credential: c.Label, Fingerprint: c.Fingerprint, Counts: opts.Counts, Fits: true, Budgets: []estimateBudgetJSON{}}
+	out := estimateJSON{API: opts.API, Table: name, Credential: c.Label, Fingerprint: c.Fingerprint, Counts: opts.Counts, Fits: true, Budgets: view.Costs(budgets, est, usage, opts.now())}
 	first, never := -1, -1 // indexes in out.Budgets
 	bestShare := 0.0
-	now := opts.now()
-	for _, b := range budgets {
-		cost := est[b.Name]
-		if cost == 0 {
-			continue
-		}
-		left := b.Limit
-		reset := b.Window.NextReset(now)
-		if u, ok := usage[b.Name]; ok {
-			left = u.Remaining
-			if !b.Window.IsDaily() {
-				reset = u.Reset
-			}
-		}
-		out.Budgets = append(out.Budgets, estimateBudgetJSON{Budget: b.Name, Cost: cost, Left: left, Limit: b.Limit, After: left - cost, Fits: cost <= left, Reset: jsonTime(reset)})
-		i := len(out.Budgets) - 1
+	for i, b := range out.Budgets {
 		// The share of the run what is left pays for: the smallest runs
 		// out first, and the run fits if and only if it is >= 1.
-		if share := float64(left) / float64(cost); first < 0 || share < bestShare {
+		if share := float64(b.Left) / float64(b.Cost); first < 0 || share < bestShare {
 			first, bestShare = i, share
 		}
-		if cost > left {
+		if !b.Fits {
 			out.Fits = false
 		}
-		if cost > b.Limit && never < 0 {
+		if b.Cost > b.Limit && never < 0 {
 			never = i
 		}
 	}
@@ -390,19 +327,55 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 	return nil
 }
 
-// mergeBudgets returns the table's budgets, each replaced by the store's
-// definition of the same name when there is one (it is what is enforced).
-func mergeBudgets(table, stored []quota.Budget) []quota.Budget {
-	out := make([]quota.Budget, 0, len(table))
-	for _, b := range table {
-		for _, s := range stored {
-			if s.Name == b.Name {
-				b = s
-			}
-		}
-		out = append(out, b)
+// left returns what a run is held against: the table's budgets with the
+// store's definitions in force, the credential whose owner pays (the one
+// named, else the API's only one) and that owner's usage per budget (none
+// when no credential is known: whole budgets).
+func (opts *costsEstimateOptions) left(ctx context.Context, tb *costs.Table) ([]quota.Budget, cred, map[string]quota.Usage, error) {
+	if _, err := opts.apis(ctx); err != nil {
+		return nil, cred{}, nil, err
 	}
-	return out
+	var a view.API
+	if i := slices.IndexFunc(opts.catalog, func(a view.API) bool { return a.Name == opts.API }); i >= 0 {
+		a = opts.catalog[i]
+	}
+	budgets := a.InForce(tb.Budgets)
+	usage := map[string]quota.Usage{}
+	var c cred
+	switch {
+	case opts.Cred.given():
+		var err error
+		if c, err = opts.credential(ctx, opts.Cred, a.APIInfo); err != nil {
+			return nil, cred{}, nil, err
+		}
+		if err := otherOwner(opts.Cred, c, a.APIInfo, "an estimate only reads: it moves no credential to another owner", "hold the run against"); err != nil {
+			return nil, cred{}, nil, err
+		}
+	case len(a.Credentials) == 1:
+		k := a.Credentials[0]
+		c = cred{Credential: quota.Credential{Label: k.Label}, Fingerprint: k.ID, Account: k.Account()}
+	case len(a.Credentials) > 1:
+		return nil, cred{}, nil, usageErrorf("%s has %d credentials: say which with --label", opts.API, len(a.Credentials))
+	}
+	if c.Fingerprint == "" {
+		return budgets, c, usage, nil
+	}
+	r, err := opts.reader(ctx)
+	if err != nil {
+		return nil, cred{}, nil, err
+	}
+	l, err := r.Limiter(view.API{APIInfo: quota.APIInfo{Name: opts.API, Budgets: budgets}})
+	if err != nil {
+		return nil, cred{}, nil, err
+	}
+	us, err := l.StatusOf(ctx, c.Account)
+	if err != nil {
+		return nil, cred{}, nil, err
+	}
+	for _, u := range us {
+		usage[u.Budget] = u
+	}
+	return budgets, c, usage, nil
 }
 
 func (opts *costsEstimateOptions) printEstimate(out estimateJSON, c cred, share float64) error {

@@ -2,16 +2,15 @@ package cli
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 )
@@ -50,14 +49,7 @@ func (c cred) name() string {
 	if c.Label != "" {
 		return c.Label
 	}
-	return shortFP(c.Fingerprint)
-}
-
-func shortFP(fp string) string {
-	if len(fp) > 8 {
-		return fp[:8]
-	}
-	return fp
+	return view.ShortFingerprint(c.Fingerprint)
 }
 
 // credential resolves the credential flags against the store's credentials
@@ -164,22 +156,6 @@ func selectCredentials(info quota.APIInfo, label string) []quota.CredentialInfo 
 	return out
 }
 
-func credName(c quota.CredentialInfo) string {
-	if c.Label != "" {
-		return c.Label
-	}
-	return shortFP(c.ID)
-}
-
-// ownerName shows an account: an owner's name, or the short fingerprint of
-// a credential that is its own owner.
-func ownerName(account string) string {
-	if len(account) == quota.FingerprintLen && strings.Trim(account, "0123456789abcdef") == "" {
-		return shortFP(account)
-	}
-	return account
-}
-
 // ownerIs reports whether the --owner given names account: its name, or,
 // for an account that is a credential's own fingerprint, the fingerprint
 // or any prefix of it at least as long as the short form status prints.
@@ -187,45 +163,7 @@ func ownerIs(account, given string) bool {
 	if account == given {
 		return true
 	}
-	return len(given) >= len(shortFP(account)) && ownerName(account) != account && strings.HasPrefix(account, given)
-}
-
-// owners groups info's credentials by account, in order of first
-// appearance after sorting by account.
-type ownerGroup struct {
-	Account     string
-	Credentials []quota.CredentialInfo
-}
-
-func groupByOwner(creds []quota.CredentialInfo) []ownerGroup {
-	sorted := slices.Clone(creds)
-	slices.SortStableFunc(sorted, func(a, b quota.CredentialInfo) int {
-		return cmp.Or(cmp.Compare(a.Owner, b.Owner), cmp.Compare(noLabel(a), noLabel(b)), cmp.Compare(a.Label, b.Label), cmp.Compare(a.ID, b.ID))
-	})
-	var out []ownerGroup
-	for _, c := range sorted {
-		if n := len(out); n > 0 && out[n-1].Account == c.Owner {
-			out[n-1].Credentials = append(out[n-1].Credentials, c)
-			continue
-		}
-		out = append(out, ownerGroup{Account: c.Owner, Credentials: []quota.CredentialInfo{c}})
-	}
-	return out
-}
-
-func names(creds []quota.CredentialInfo) string {
-	var out []string
-	for _, c := range creds {
-		out = append(out, credName(c))
-	}
-	return strings.Join(out, ",")
-}
-
-func noLabel(c quota.CredentialInfo) int {
-	if c.Label == "" {
-		return 1
-	}
-	return 0
+	return view.IsFingerprint(account) && len(given) >= len(view.ShortFingerprint(account)) && strings.HasPrefix(account, given)
 }
 
 func newCmdCredential(g *globals) *cobra.Command {
@@ -281,14 +219,14 @@ func credentialListRun(ctx context.Context, opts *credentialListOptions) error {
 			continue
 		}
 		seen = true
-		for _, grp := range groupByOwner(a.Credentials) {
-			for _, c := range grp.Credentials {
+		for _, o := range view.Owners(a.Credentials) {
+			for _, c := range o.Credentials {
 				out = append(out, credentialRowJSON{a.Name, c.Owner, c.Label, c.ID})
 				label := c.Label
 				if label == "" {
 					label = "(no label)"
 				}
-				t.add(a.Name, ownerName(c.Owner), label, c.ID)
+				t.add(a.Name, view.AccountName(c.Account()), label, c.ID)
 			}
 		}
 	}
@@ -377,7 +315,7 @@ func credentialRotateRun(ctx context.Context, opts *credentialRotateOptions) err
 		}{info.Name, got.Label, got.ID, got.Owner, prev.ID})
 	}
 	_, err = fmt.Fprintf(opts.io.Out, "%s: %s is now %s, owner %s, usage kept; the old key %s stays under the same owner without a label\n",
-		info.Name, credName(got), shortFP(got.ID), ownerName(got.Owner), shortFP(prev.ID))
+		info.Name, view.CredentialName(got), view.ShortFingerprint(got.ID), view.AccountName(got.Account()), view.ShortFingerprint(prev.ID))
 	return err
 }
 
@@ -425,7 +363,7 @@ func credentialRelabelRun(ctx context.Context, opts *credentialRelabelOptions) e
 	if opts.json {
 		return opts.printJSON(credentialRowJSON{info.Name, got.Owner, got.Label, got.ID})
 	}
-	_, err = fmt.Fprintf(opts.io.Out, "%s: %s (%s) is now labelled %s\n", info.Name, opts.From, shortFP(got.ID), got.Label)
+	_, err = fmt.Fprintf(opts.io.Out, "%s: %s (%s) is now labelled %s\n", info.Name, opts.From, view.ShortFingerprint(got.ID), got.Label)
 	return err
 }
 
@@ -469,10 +407,10 @@ func credentialForgetRun(ctx context.Context, opts *credentialForgetOptions) err
 	if opts.json {
 		return opts.printJSON(credentialRowJSON{info.Name, got.Owner, got.Label, got.ID})
 	}
-	what := shortFP(got.ID)
+	what := view.ShortFingerprint(got.ID)
 	if got.Label != "" {
 		what = got.Label + " (" + what + ")"
 	}
-	_, err = fmt.Fprintf(opts.io.Out, "%s: forgot %s; owner %s keeps its usage\n", info.Name, what, ownerName(got.Owner))
+	_, err = fmt.Fprintf(opts.io.Out, "%s: forgot %s; owner %s keeps its usage\n", info.Name, what, view.AccountName(got.Account()))
 	return err
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 )
@@ -33,8 +35,10 @@ func newCmdHistory(g *globals, runF func(context.Context, *historyOptions) error
 		Long: `Chart the units a credential spent in each budget's current window (the
 entries that still count), bucketed by --every, as a horizontal bar chart:
 one line per bucket with its start time, a bar and the units. Without
---every, the bucket is picked so the window has at most 24 buckets (1h for a
-24h or daily window).
+--every, the bucket is the shortest of 1s, 5s, 10s, 30s, 1m, 5m, 10m, 15m,
+30m, 1h, 2h, 3h, 6h, 12h and 24h that gives the window at most 24 buckets
+(1h for a 24h or daily window, 5m for a sliding hour), as the dashboard's
+charts.
 
 Hours are counted in the budget's own zone (a daily budget resets at its
 midnight), else in the display zone. Bars are to the scale of the limit: a
@@ -50,7 +54,8 @@ JSON: an array, one element per budget: {api, owner, budget, credential,
 fingerprint, window, used, limit, from, to, every_seconds, zone, buckets:
 [{start, end, units, calls, methods}], methods, jobs}; methods and jobs map a
 name to units, methods per bucket only when buckets are whole hours;
-credential and fingerprint are empty with --owner alone.`,
+credential and fingerprint are empty with --owner alone. 'quotactl serve'
+answers the same on /api/history, one element per owner and budget.`,
 		Example: `  quotactl history youtube --label yt-key-1
   quotactl history youtube --owner my-project --budget units
   quotactl history youtube --label yt-key-1 --budget search --every 30m --json`,
@@ -76,166 +81,11 @@ credential and fingerprint are empty with --owner alone.`,
 	return c
 }
 
-type bucketJSON struct {
-	Start time.Time `json:"start"`
-	End   time.Time `json:"end"`
-	Units int64     `json:"units"`
-	Calls int64     `json:"calls"`
-	// Methods is the units per method, when buckets are whole hours (the
-	// store keeps them per hour).
-	Methods map[string]int64 `json:"methods,omitempty"`
-}
-
-type historyJSON struct {
-	API          string    `json:"api"`
-	Owner        string    `json:"owner"`
-	Budget       string    `json:"budget"`
-	Credential   string    `json:"credential"`
-	Fingerprint  string    `json:"fingerprint"`
-	Window       string    `json:"window"`
-	Used         int64     `json:"used"`
-	Limit        int64     `json:"limit"`
-	From         time.Time `json:"from"`
-	To           time.Time `json:"to"`
-	EverySeconds float64   `json:"every_seconds"`
-	// Zone is where the buckets' hours are counted: a daily budget's own
-	// zone, else the display zone.
-	Zone    string       `json:"zone"`
-	Buckets []bucketJSON `json:"buckets"`
-	// Methods and Jobs are the units each method and each job spent in the
-	// window's hours (from the store's hourly breakdown).
-	Methods map[string]int64 `json:"methods,omitempty"`
-	Jobs    map[string]int64 `json:"jobs,omitempty"`
-}
-
-// maxBuckets bounds a chart.
-const maxBuckets = 1000
-
-// niceSteps are the bucket lengths picked when --every is not given.
-var niceSteps = []time.Duration{
-	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-	time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
-	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
-}
-
-// span returns the window's length for picking a bucket: a daily window's
-// day is taken as 24h.
-func span(w quota.Window) time.Duration {
-	if w.IsDaily() {
-		return 24 * time.Hour
-	}
-	return w.Duration()
-}
-
-func pickEvery(w quota.Window) time.Duration {
-	for _, s := range niceSteps {
-		if span(w)/s <= 24 {
-			return s
-		}
-	}
-	return span(w) / 24
-}
-
-// zoneOf is the zone a budget's chart counts hours in: a daily budget's
-// own (its day starts at its midnight), else the display zone.
-func (g *globals) zoneOf(w quota.Window) *time.Location {
-	if w.IsDaily() {
-		return w.Location()
-	}
-	return g.location()
-}
-
-// storeNow is the Now of a store request: the injected clock, or zero for
-// the store's own.
-func (g *globals) storeNow() time.Time {
-	if g.io.Clock != nil {
-		return g.io.Clock()
-	}
-	return time.Time{}
-}
-
-// addBreakdown adds the store's hourly breakdown rows to a chart: totals per
-// method and job, and per bucket when buckets are whole hours.
-func addBreakdown(h *historyJSON, every time.Duration, rows []backend.BreakdownRow) {
-	if len(h.Buckets) == 0 {
-		return
-	}
-	first := h.Buckets[0].Start
-	for _, r := range rows {
-		if r.Units <= 0 || !r.Hour.Add(time.Hour).After(h.From) {
-			continue
-		}
-		m := r.Method
-		if m == "" {
-			m = noMethod
-		}
-		if h.Methods == nil {
-			h.Methods = map[string]int64{}
-		}
-		h.Methods[m] += r.Units
-		if r.Job != "" {
-			if h.Jobs == nil {
-				h.Jobs = map[string]int64{}
-			}
-			h.Jobs[r.Job] += r.Units
-		}
-		if every%time.Hour != 0 {
-			continue
-		}
-		i := int(r.Hour.Sub(first) / every)
-		if i < 0 || i >= len(h.Buckets) {
-			continue
-		}
-		b := &h.Buckets[i]
-		if b.Methods == nil {
-			b.Methods = map[string]int64{}
-		}
-		b.Methods[m] += r.Units
-	}
-}
-
-// noMethod names units charged without a method name.
-const noMethod = "(no method)"
-
-// buckets splits [from, to] into buckets of every and sums entries into
-// them. Bucket edges fall on multiples of every from a daily window's
-// midnight, or, for a sliding window, from the hour in loc (or the Unix
-// epoch for steps under an hour), so charts are stable from one run to the
-// next and hours are loc's.
-func buckets(w quota.Window, now time.Time, every time.Duration, entries []quota.Entry, loc *time.Location) (from time.Time, out []bucketJSON, err error) {
-	from = w.Start(now)
-	first := from
-	switch {
-	case w.IsDaily():
-		// from is the local midnight.
-	case every%time.Hour == 0:
-		lf := from.In(loc)
-		first = time.Date(lf.Year(), lf.Month(), lf.Day(), lf.Hour(), 0, 0, 0, loc)
-	default:
-		first = from.Truncate(every)
-	}
-	n := int(now.Sub(first)/every) + 1
-	if n > maxBuckets {
-		return from, nil, usageErrorf("--every %v makes %d buckets over the window; at most %d", every, n, maxBuckets)
-	}
-	out = make([]bucketJSON, n)
-	for i := range out {
-		out[i].Start = first.Add(time.Duration(i) * every).UTC()
-		out[i].End = first.Add(time.Duration(i+1) * every).UTC()
-	}
-	for _, e := range entries {
-		i := int(e.At.Sub(first) / every)
-		if i < 0 || i >= n {
-			continue
-		}
-		out[i].Units += e.Cost
-		out[i].Calls++
-	}
-	return from, out, nil
-}
+// historyJSON is one chart of history --json: the view every tool prints.
+type historyJSON = view.History
 
 func historyRun(ctx context.Context, opts *historyOptions) error {
-	l, info, err := opts.limiter(ctx, opts.API)
+	_, info, err := opts.limiter(ctx, opts.API)
 	if err != nil {
 		return err
 	}
@@ -251,42 +101,21 @@ func historyRun(ctx context.Context, opts *historyOptions) error {
 	if err != nil {
 		return err
 	}
-	now := opts.now()
+	r, err := opts.reader(ctx)
+	if err != nil {
+		return err
+	}
 	var charts []historyJSON
 	for _, b := range budgets {
-		var entries []quota.Entry
-		if c.Fingerprint == "" {
-			// --owner alone: the owner's log, whichever of its credentials
-			// spent it.
-			entries, err = l.Store().Entries(ctx, &backend.EntriesRequest{API: info.Name, Owner: c.Account, Budget: b, Now: opts.storeNow()})
-		} else {
-			entries, err = l.Entries(ctx, c.Credential, b.Name)
+		h, err := r.History(ctx, info.Name, c.Account, b, opts.Every)
+		var many *view.TooManyBucketsError
+		if errors.As(err, &many) {
+			return usageErrorf("--every %v makes %d buckets over the window; at most %d", many.Every, many.Buckets, view.MaxBuckets)
 		}
 		if err != nil {
 			return err
 		}
-		every := opts.Every
-		if every == 0 {
-			every = pickEvery(b.Window)
-		}
-		loc := opts.zoneOf(b.Window)
-		from, bs, err := buckets(b.Window, now, every, entries, loc)
-		if err != nil {
-			return err
-		}
-		var used int64
-		for _, e := range entries {
-			used += e.Cost
-		}
-		h := historyJSON{
-			API: info.Name, Owner: c.Account, Budget: b.Name, Credential: c.Label, Fingerprint: c.Fingerprint, Window: b.Window.String(),
-			Used: used, Limit: b.Limit, From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(), Zone: loc.String(), Buckets: bs,
-		}
-		rows, err := l.Store().Breakdown(ctx, &backend.BreakdownRequest{API: info.Name, Owner: c.Account, Budgets: []string{b.Name}, Since: from, Now: opts.storeNow()})
-		if err != nil {
-			return err
-		}
-		addBreakdown(&h, every, rows)
+		h.Credential, h.Fingerprint = c.Label, c.Fingerprint
 		charts = append(charts, h)
 	}
 	if opts.json {
@@ -344,7 +173,7 @@ func (opts *historyOptions) historyOf(ctx context.Context, info quota.APIInfo) (
 	for _, k := range info.Credentials {
 		if k.ID == c.Fingerprint && k.Owner != owner {
 			return cred{}, usageErrorf("--owner %q: credential %s of %s is kept under owner %s, and history only reads: it moves no credential to another owner; leave --owner out for %s's chart, or give --owner alone for another owner's",
-				owner, c.name(), info.Name, ownerName(k.Owner), ownerName(k.Owner))
+				owner, c.name(), info.Name, view.AccountName(k.Account()), view.AccountName(k.Account()))
 		}
 	}
 	return c, nil
@@ -363,9 +192,9 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	who := c.name()
 	switch {
 	case c.Fingerprint == "":
-		who = "owner " + ownerName(h.Owner) // --owner alone
+		who = "owner " + view.AccountName(h.Owner) // --owner alone
 	case h.Owner != "" && h.Owner != c.Fingerprint:
-		who += " (owner " + ownerName(h.Owner) + ")"
+		who += " (owner " + view.AccountName(h.Owner) + ")"
 	}
 	fmt.Fprintf(w, "%s/%s for %s: %d of %d used in the window (%s), per %s in %s; a full bar is the limit\n",
 		h.API, h.Budget, who, h.Used, h.Limit, windowOf(h.Window), compact(every), loc)
@@ -405,7 +234,7 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	if from := h.From.In(loc); from.Minute() != 0 || from.Second() != 0 || from.Nanosecond() > 1000 {
 		since = " (hours from " + from.Truncate(time.Hour).Format("15:04") + ")"
 	}
-	if len(h.Methods) > 1 || len(h.Methods) == 1 && h.Methods[noMethod] == 0 {
+	if len(h.Methods) > 1 || len(h.Methods) == 1 && h.Methods[view.NoMethod] == 0 {
 		fmt.Fprintf(w, "by method%s: %s\n", since, totalsText(h.Methods))
 	}
 	if len(h.Jobs) > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view/jobview"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
@@ -47,7 +48,9 @@ one owner (a project, a rotated key); whole budgets when it has no
 credential or several owners.
 
 JSON: without NAME, an array of {job, last, checkpoint, lease, waiting, next,
-plan, expected}; with NAME, {job, runs, checkpoint}. A run has the jobs
+plan, expected}; with NAME, the same object with runs, its recent runs
+newest first. 'quotactl serve' answers the same on /api/jobs (with each
+job's runs) and /api/jobs/NAME. A run has the jobs
 package's stable fields: job, run, trigger, start, end, outcome, spent
 ({"API/BUDGET": units}), charges, unmetered, error, exhausted ({budget, used,
 limit, left, cost, retry_at}), holder, lease_expires; a checkpoint has job,
@@ -85,70 +88,45 @@ func (g *globals) stateStore(ctx context.Context) (quota.StateStore, error) {
 	return ss, nil
 }
 
+// jobJSON is one job of jobs --json: the view the dashboard's /api/jobs
+// shows too.
+type jobJSON = jobview.Job
+
 func jobsRun(ctx context.Context, opts *jobsOptions) error {
 	ss, err := opts.stateStore(ctx)
 	if err != nil {
 		return err
 	}
-	names, err := jobs.Names(ctx, ss)
+	r, err := opts.reader(ctx)
 	if err != nil {
 		return err
 	}
 	if opts.Name != "" {
-		if !slices.Contains(names, opts.Name) {
+		j, found, err := jobview.ReadJob(ctx, r, ss, opts.Name, opts.Limit)
+		if err != nil {
+			return err
+		}
+		if !found {
+			names, err := jobs.Names(ctx, ss)
+			if err != nil {
+				return err
+			}
 			known := "none has run yet"
 			if len(names) > 0 {
 				known = "jobs: " + strings.Join(names, ", ")
 			}
 			return usageErrorf("no runs of job %q in the store (%s)", opts.Name, known)
 		}
-		return opts.jobHistory(ctx, ss)
+		return opts.jobHistory(j)
 	}
-	type jobJSON struct {
-		Job        string               `json:"job"`
-		Last       *jobs.Record         `json:"last"`
-		Checkpoint *jobs.Checkpoint     `json:"checkpoint"`
-		Lease      *backend.StateLease  `json:"lease"`
-		Waiting    *jobs.WaitingMark    `json:"waiting"`
-		Next       *time.Time           `json:"next"`
-		Plan       *jobs.Plan           `json:"plan"`
-		Expected   []estimateBudgetJSON `json:"expected"`
+	out, err := jobview.Read(ctx, r, ss, nil, 0)
+	if err != nil {
+		return err
 	}
-	out := []jobJSON{}
-	header := []string{"JOB", "LAST RUN", "OUTCOME", "TOOK", "SPENT", "LEASE", "NEXT", "NEXT RUN COST", "CHECKPOINT", "DETAIL"}
-	var full, brief [][]string // times with dates; relative times only
-	now := opts.now()
-	for _, name := range names {
-		recs, err := jobs.History(ctx, ss, name, 1)
-		if err != nil {
-			return err
+	for _, j := range out {
+		if j.PlanError != "" {
+			return fmt.Errorf("job %s: plan: %s", j.Job, j.PlanError)
 		}
-		cp, found, err := jobs.LoadCheckpoint(ctx, ss, name)
-		if err != nil {
-			return err
-		}
-		j := jobJSON{Job: name}
-		if found {
-			j.Checkpoint = &cp
-		}
-		if err := opts.jobNow(ctx, ss, &j.Lease, &j.Waiting, &j.Next, &j.Plan, &j.Expected, name, now); err != nil {
-			return err
-		}
-		lease, cost, saved := opts.leaseText(j.Lease), expectedText(j.Expected), opts.checkpointText(j.Checkpoint)
-		for _, short := range []bool{false, true} {
-			row := []string{name, "-", "-", "-", "-", lease, opts.nextText(j.Waiting, j.Next, short), cost, saved, "-"}
-			if len(recs) > 0 {
-				r := recs[0]
-				j.Last = &r
-				row = []string{name, opts.whenIn(r.Start, short), string(r.Outcome), took(r.Duration()), spentText(r.Spent), lease, row[6], cost, saved, opts.detail(r, short)}
-			}
-			if short {
-				brief = append(brief, row)
-			} else {
-				full = append(full, row)
-			}
-		}
-		out = append(out, j)
 	}
 	if opts.json {
 		return opts.printJSON(out)
@@ -156,6 +134,22 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 	if len(out) == 0 {
 		fmt.Fprintln(opts.io.ErrOut, "no job has run yet")
 		return nil
+	}
+	header := []string{"JOB", "LAST RUN", "OUTCOME", "TOOK", "SPENT", "LEASE", "NEXT", "NEXT RUN COST", "CHECKPOINT", "DETAIL"}
+	var full, brief [][]string // times with dates; relative times only
+	for _, j := range out {
+		lease, cost, saved := opts.leaseText(j.Lease), expectedText(j.Expected), opts.checkpointText(j.Checkpoint)
+		for _, short := range []bool{false, true} {
+			row := []string{j.Job, "-", "-", "-", "-", lease, opts.nextText(j.Waiting, j.Next, short), cost, saved, "-"}
+			if r := j.Last; r != nil {
+				row = []string{j.Job, opts.whenIn(r.Start, short), string(r.Outcome), took(r.Duration()), spentText(r.Spent), lease, row[6], cost, saved, opts.detail(*r, short)}
+			}
+			if short {
+				brief = append(brief, row)
+			} else {
+				full = append(full, row)
+			}
+		}
 	}
 	return opts.printFitted(opts.io.Out, header, full, brief)
 }
@@ -169,32 +163,15 @@ func (g *globals) whenIn(t time.Time, short bool) string {
 	return g.when(t)
 }
 
-func (opts *jobsOptions) jobHistory(ctx context.Context, ss quota.StateStore) error {
-	recs, err := jobs.History(ctx, ss, opts.Name, opts.Limit)
-	if err != nil {
-		return err
-	}
-	cp, found, err := jobs.LoadCheckpoint(ctx, ss, opts.Name)
-	if err != nil {
-		return err
-	}
-	var cpp *jobs.Checkpoint
-	if found {
-		cpp = &cp
-	}
-	if recs == nil {
-		recs = []jobs.Record{}
-	}
+// jobHistory prints one job: its recent runs and, on a terminal, its
+// checkpoint and waiting mark.
+func (opts *jobsOptions) jobHistory(j jobJSON) error {
 	if opts.json {
-		return opts.printJSON(struct {
-			Job        string           `json:"job"`
-			Runs       []jobs.Record    `json:"runs"`
-			Checkpoint *jobs.Checkpoint `json:"checkpoint"`
-		}{opts.Name, recs, cpp})
+		return opts.printJSON(j)
 	}
 	header := []string{"START", "TRIGGER", "OUTCOME", "TOOK", "SPENT", "DETAIL"}
 	var full, brief [][]string
-	for _, r := range recs {
+	for _, r := range j.Runs {
 		for _, short := range []bool{false, true} {
 			row := []string{opts.whenIn(r.Start, short), string(r.Trigger), string(r.Outcome), took(r.Duration()), spentText(r.Spent), opts.detail(r, short)}
 			if short {
@@ -209,10 +186,8 @@ func (opts *jobsOptions) jobHistory(ctx context.Context, ss quota.StateStore) er
 	}
 	if opts.io.TTY {
 		width := opts.width()
-		fmt.Fprint(opts.io.Out, "\n"+wrapHanging("checkpoint: ", opts.checkpointText(cpp), width, "  "))
-		if w, found, err := jobs.LoadWaiting(ctx, ss, opts.Name, opts.now()); err != nil {
-			return err
-		} else if found {
+		fmt.Fprint(opts.io.Out, "\n"+wrapHanging("checkpoint: ", opts.checkpointText(j.Checkpoint), width, "  "))
+		if w := j.Waiting; w != nil {
 			fmt.Fprint(opts.io.Out, wrapHanging("", fmt.Sprintf("waiting for capacity until %s (%s is spent): runs before then do not start", opts.absolute(w.Until), w.Budget), width, "  "))
 		}
 	}
@@ -260,113 +235,6 @@ func (g *globals) detail(r jobs.Record, short bool) string {
 }
 
 func relativeTo(t, now time.Time) string { return relative(t.Sub(now)) }
-
-// jobNow reads what is true of job now: the live lease, the waiting mark,
-// the next tick, and the plan's expected cost against what is left.
-func (opts *jobsOptions) jobNow(ctx context.Context, ss quota.StateStore, lease **backend.StateLease, waiting **jobs.WaitingMark,
-	next **time.Time, plan **jobs.Plan, expected *[]estimateBudgetJSON, job string, now time.Time) error {
-	var leaseNow time.Time // the store's clock, unless a test injects one
-	if opts.io.Clock != nil {
-		leaseNow = now
-	}
-	if l, found, err := jobs.CurrentLease(ctx, ss, job, leaseNow); err != nil {
-		return err
-	} else if found {
-		*lease = &l
-	}
-	if w, found, err := jobs.LoadWaiting(ctx, ss, job, now); err != nil {
-		return err
-	} else if found {
-		*waiting = &w
-	}
-	info, found, err := jobs.LoadInfo(ctx, ss, job)
-	if err != nil || !found {
-		return err
-	}
-	if n := info.Next(now); !n.IsZero() {
-		*next = &n
-	}
-	if info.Plan == nil {
-		return nil
-	}
-	*plan = info.Plan
-	est, err := opts.planCost(ctx, info.Plan)
-	if err != nil {
-		return fmt.Errorf("job %s: plan: %w", job, err)
-	}
-	*expected = est
-	return nil
-}
-
-// planCost prices p with its cost table, as costs estimate does, against
-// what is left now for the API's only owner (whole budgets when there is
-// none or there are several).
-func (opts *jobsOptions) planCost(ctx context.Context, p *jobs.Plan) ([]estimateBudgetJSON, error) {
-	_, tb, err := loadTable(p.API, p.Table)
-	if err != nil {
-		return nil, err
-	}
-	est, err := tb.Estimate(p.Calls)
-	if err != nil {
-		return nil, err
-	}
-	st, err := opts.Store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	apis, err := st.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var info quota.APIInfo
-	for _, a := range apis {
-		if a.Name == p.API {
-			info = a
-		}
-	}
-	budgets := mergeBudgets(tb.Budgets, info.Budgets)
-	usage := map[string]quota.Usage{}
-	// The API's only account: one credential, or several of one owner (a
-	// key rotated, a project's keys), whose usage is kept under the owner.
-	account := ""
-	for i, c := range info.Credentials {
-		if i > 0 && c.Owner != account {
-			account = ""
-			break
-		}
-		account = c.Owner
-	}
-	if account != "" {
-		l, err := quota.New(st, p.API, budgets, opts.limiterOptions()...)
-		if err != nil {
-			return nil, err
-		}
-		us, err := l.StatusOf(ctx, account) // the account, not a fingerprint
-		if err != nil {
-			return nil, err
-		}
-		for _, u := range us {
-			usage[u.Budget] = u
-		}
-	}
-	out := []estimateBudgetJSON{}
-	now := opts.now()
-	for _, b := range budgets {
-		cost := est[b.Name]
-		if cost == 0 {
-			continue
-		}
-		left, reset := b.Limit, b.Window.NextReset(now)
-		if u, ok := usage[b.Name]; ok {
-			left = u.Remaining
-			if !b.Window.IsDaily() {
-				reset = u.Reset
-			}
-		}
-		out = append(out, estimateBudgetJSON{Budget: b.Name, Cost: cost, Left: left, Limit: b.Limit, After: left - cost, Fits: cost <= left, Reset: jsonTime(reset)})
-	}
-	return out, nil
-}
 
 // leaseText is "HOLDER, expires in 25s", or "-".
 func (g *globals) leaseText(l *backend.StateLease) string {

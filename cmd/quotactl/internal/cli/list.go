@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/quotactl/quotactl/internal/view"
 )
 
 type listOptions struct {
@@ -65,14 +67,14 @@ func listRun(ctx context.Context, opts *listOptions) error {
 			l.Budgets = append(l.Budgets, budgetDefJSON{b.Name, b.Limit, b.Window.String()})
 			t.add(a.Name, "budget", b.Name, fmt.Sprintf("%d units per %s", b.Limit, windowText(b.Window)))
 		}
-		for _, grp := range groupByOwner(a.Credentials) {
-			for _, c := range grp.Credentials {
+		for _, o := range view.Owners(a.Credentials) {
+			for _, c := range o.Credentials {
 				l.Credentials = append(l.Credentials, credentialJSON{c.Label, c.ID, c.Owner})
 				name := c.Label
 				if name == "" {
 					name = "(no label)"
 				}
-				t.add(a.Name, "credential", name, "fingerprint "+c.ID+", owner "+ownerName(c.Owner))
+				t.add(a.Name, "credential", name, "fingerprint "+c.ID+", owner "+view.AccountName(c.Account()))
 			}
 		}
 		out = append(out, l)
@@ -126,7 +128,7 @@ JSON fields: version, commit (when known), go, os, arch.`,
 			}
 			s := "quotactl " + v.Version
 			if v.Commit != "" {
-				s += " (" + shortFP(v.Commit) + ")"
+				s += " (" + v.Commit[:min(8, len(v.Commit))] + ")"
 			}
 			_, err := fmt.Fprintf(g.io.Out, "%s %s %s/%s\n", s, v.Go, v.OS, v.Arch)
 			return err

@@ -41,8 +41,9 @@ func newCmdServe(g *globals, runF func(context.Context, *serveOptions) error) *c
 		Short: "Serve a read-only web dashboard, /metrics and /api from the store",
 		Long: `Serve a read-only web dashboard of the store on http://ADDR/ (default
 127.0.0.1:8080): every owner and budget with a usage bar, what is left and
-when it resets; a chart of each budget's window per hour, in the budget's own
-time zone, scaled to the limit and stacked by method; job runs with outcome
+when it resets; a chart of each budget's window in the buckets history
+picks (per hour for a day), in the budget's own time zone, scaled to the
+limit and stacked by method; job runs with outcome
 and units; and the usage thresholds crossed. The page updates itself live
 (server-sent events) and needs no internet access.
 

@@ -1,15 +1,14 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -53,10 +52,16 @@ the program's) are named under the table on a terminal, and have source
 
 JSON: an array of {api, owner, credentials: [{label, fingerprint}],
 credential, fingerprint, budget, window, source, used, limit, remaining,
-reset, exhausted_until, store_loss}; credential and fingerprint are the
-owner's first credential (labelled ones first); reset and exhausted_until
-are RFC 3339 times, absent when there is none; store_loss is true while the
-exhausted_until mark is a store-loss reaction, absent otherwise.`,
+reset, exhausted_until, store_loss, percent, reset_seconds}; credential and
+fingerprint are the owner's first credential (labelled ones first); reset
+and exhausted_until are RFC 3339 times, absent when there is none;
+store_loss is true while the exhausted_until mark is a store-loss reaction,
+absent otherwise; percent is the share of the limit that cannot be spent
+now, rounded down (100 while the budget is marked spent); reset_seconds is
+the time until capacity next frees in whole seconds, rounded up (0 when
+nothing is counted). Rows are sorted by API, owner (by the name the
+dashboard and /metrics give it), credential and budget. 'quotactl serve'
+answers the same JSON on /api/status.`,
 		Args: rangeArgs(0, 1, "at most one API argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -73,104 +78,55 @@ exhausted_until mark is a store-loss reaction, absent otherwise.`,
 	return c
 }
 
-type statusJSON struct {
-	API            string           `json:"api"`
-	Owner          string           `json:"owner,omitempty"`
-	Credentials    []credentialJSON `json:"credentials,omitempty"`
-	Credential     string           `json:"credential"`
-	Fingerprint    string           `json:"fingerprint"`
-	Budget         string           `json:"budget"`
-	Window         string           `json:"window"`
-	Source         quota.Source     `json:"source"`
-	Used           int64            `json:"used"`
-	Limit          int64            `json:"limit"`
-	Remaining      int64            `json:"remaining"`
-	Reset          *time.Time       `json:"reset,omitempty"`
-	ExhaustedUntil *time.Time       `json:"exhausted_until,omitempty"`
-	StoreLoss      bool             `json:"store_loss,omitempty"`
-}
+// statusJSON is a row of status --json: the view every tool prints.
+type statusJSON = view.Status
 
 func statusRun(ctx context.Context, opts *statusOptions) error {
-	var infos []quota.APIInfo
 	if opts.API != "" {
-		_, info, err := opts.limiter(ctx, opts.API)
-		if err != nil {
+		if _, _, err := opts.limiter(ctx, opts.API); err != nil {
 			return err
 		}
-		infos = []quota.APIInfo{info}
-	} else {
-		all, err := opts.apis(ctx)
-		if err != nil {
-			return err
+	} else if _, err := opts.apis(ctx); err != nil {
+		return err
+	}
+	var apis []view.API
+	for _, a := range opts.catalog {
+		if len(a.Budgets) > 0 && (opts.API == "" || a.Name == opts.API) {
+			apis = append(apis, a)
 		}
-		for _, a := range all {
-			if len(a.Budgets) > 0 {
-				infos = append(infos, a)
-			}
-		}
+	}
+	r, err := opts.reader(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := r.Status(ctx, apis...)
+	if err != nil {
+		return err
 	}
 	out := []statusJSON{}
 	t := &statusTable{who: []string{"OWNER", "CREDENTIALS"}, brief: "OWNER"}
-	labelSeen, ownerSeen := false, false
-	for _, info := range infos {
-		l, err := quota.New(opts.store, info.Name, info.Budgets, opts.limiterOptions()...)
-		if err != nil {
-			return fmt.Errorf("stored budgets of %s: %w", info.Name, err)
+	for _, st := range rows {
+		if !opts.selects(st) {
+			continue
 		}
-		creds := selectCredentials(info, opts.Label)
-		labelSeen = labelSeen || len(creds) > 0
-		selected := map[string]bool{}
-		for _, c := range creds {
-			if opts.Owner == "" || ownerIs(c.Owner, opts.Owner) {
-				selected[c.Owner] = true
-			}
+		out = append(out, st)
+		row := statusRow{API: st.API, Who: []string{"-", "-"}, Brief: "-", Budget: st.Budget, Usage: st.Usage(), Whole: st.Owner == ""}
+		if st.Owner != "" {
+			row.Who = []string{view.AccountName(st.Owner), credNames(st.Credentials, ",")}
+			row.Brief = briefOwner(st)
 		}
-		ownerSeen = ownerSeen || len(selected) > 0
-		for _, grp := range groupByOwner(info.Credentials) {
-			if !selected[grp.Account] {
-				continue
-			}
-			us, err := l.StatusOf(ctx, grp.Account)
-			if err != nil {
-				return err
-			}
-			first := grp.Credentials[0]
-			var cj []credentialJSON
-			for _, c := range grp.Credentials {
-				cj = append(cj, credentialJSON{Label: c.Label, Fingerprint: c.ID})
-			}
-			for _, u := range us {
-				out = append(out, statusJSON{
-					API: info.Name, Owner: grp.Account, Credentials: cj, Credential: first.Label, Fingerprint: first.ID, Budget: u.Budget, Window: u.Window.String(),
-					Source: opts.source(info.Name, u.Budget),
-					Used:   u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
-					StoreLoss: u.StoreLoss && !u.ExhaustedUntil.IsZero(),
-				})
-				t.add(statusRow{API: info.Name, Who: []string{ownerName(grp.Account), names(grp.Credentials)}, Brief: briefOwner(grp), Budget: u.Budget, Usage: u})
-			}
-		}
-		if len(info.Credentials) == 0 && opts.Label == "" && opts.Owner == "" {
-			// Nothing charged yet: every budget is whole.
-			for _, b := range info.Budgets {
-				out = append(out, statusJSON{API: info.Name, Budget: b.Name, Window: b.Window.String(), Source: opts.source(info.Name, b.Name), Limit: b.Limit, Remaining: b.Limit})
-				t.add(statusRow{API: info.Name, Who: []string{"-", "-"}, Brief: "-", Budget: b.Name, Whole: true,
-					Usage: quota.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit, Remaining: b.Limit}})
-			}
-		}
+		t.add(row)
 	}
-	if opts.Label != "" && !labelSeen {
+	if opts.Label != "" && !slices.ContainsFunc(apis, func(a view.API) bool { return len(selectCredentials(a.APIInfo, opts.Label)) > 0 }) {
 		return usageErrorf("unknown label %q: no credential of %s has it", opts.Label, apiScope(opts.API))
 	}
-	if opts.Owner != "" && !ownerSeen {
+	if opts.Owner != "" && len(out) == 0 {
 		return usageErrorf("unknown owner %q: no credential of %s belongs to it", opts.Owner, apiScope(opts.API))
 	}
 	if opts.json {
-		slices.SortStableFunc(out, func(a, b statusJSON) int {
-			return cmp.Or(cmp.Compare(a.API, b.API), cmp.Compare(ownerName(a.Owner), ownerName(b.Owner)), cmp.Compare(a.Credential, b.Credential), cmp.Compare(a.Budget, b.Budget))
-		})
 		return opts.printJSON(out)
 	}
-	if len(infos) == 0 {
+	if len(apis) == 0 {
 		fmt.Fprintln(opts.io.ErrOut, "no budgets defined; define one with 'quotactl budget set API/BUDGET --limit N --daily ZONE'")
 		return nil
 	}
@@ -179,10 +135,10 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	}
 	if opts.io.TTY {
 		var set []string
-		for _, info := range infos {
-			for _, b := range info.Budgets {
-				if opts.source(info.Name, b.Name) == quota.SourceOperator {
-					set = append(set, info.Name+"/"+b.Name)
+		for _, a := range apis {
+			for _, b := range a.Budgets {
+				if a.Source(b.Name) == quota.SourceOperator {
+					set = append(set, a.Name+"/"+b.Name)
 				}
 			}
 		}
@@ -194,19 +150,42 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 	return nil
 }
 
+// selects reports whether --label and --owner select a status row: an
+// owner with a credential of that label, an owner of that name (or
+// fingerprint); a whole budget (no owner yet) only when neither is given.
+func (opts *statusOptions) selects(st view.Status) bool {
+	if opts.Label == "" && opts.Owner == "" {
+		return true
+	}
+	if st.Owner == "" || opts.Owner != "" && !ownerIs(st.Owner, opts.Owner) {
+		return false
+	}
+	return opts.Label == "" || slices.ContainsFunc(st.Credentials, func(c view.Credential) bool { return c.Label == opts.Label })
+}
+
 // briefOwner names an owner in one cell, for narrow terminals: a named
 // owner with its credentials, "my-project (k1,k2)"; a credential that is its
 // own owner by its label, with "+N" for the other keys rotated under it.
-func briefOwner(grp ownerGroup) string {
-	if ownerName(grp.Account) != grp.Account {
+func briefOwner(st view.Status) string {
+	if view.IsFingerprint(st.Owner) {
 		// The account is a credential's fingerprint: no owner name.
-		s := credName(grp.Credentials[0])
-		if n := len(grp.Credentials) - 1; n > 0 {
+		s := credNames(st.Credentials[:1], "")
+		if n := len(st.Credentials) - 1; n > 0 {
 			s += fmt.Sprintf(" +%d", n)
 		}
 		return s
 	}
-	return grp.Account + " (" + names(grp.Credentials) + ")"
+	return st.Owner + " (" + credNames(st.Credentials, ",") + ")"
+}
+
+// credNames joins the names of creds (labels, else short fingerprints)
+// with sep.
+func credNames(creds []view.Credential, sep string) string {
+	out := make([]string, len(creds))
+	for i, c := range creds {
+		out[i] = view.CredentialName(quota.CredentialInfo{ID: c.Fingerprint, Label: c.Label})
+	}
+	return strings.Join(out, sep)
 }
 
 func apiScope(api string) string {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -43,27 +44,13 @@ func (t *statusTable) sort() {
 	})
 }
 
-// usagePercent is used of limit in percent, rounded down (97.6% is 97, so
-// a bar is never drawn full before the budget is), at most 100.
-func usagePercent(u quota.Usage) int64 {
-	if u.Limit <= 0 {
-		return 0
-	}
-	return min(max(u.Used, 0)*100/u.Limit, 100)
-}
-
-// spent reports whether nothing is left: marked spent, or used up.
-func spent(u quota.Usage) bool {
-	return !u.ExhaustedUntil.IsZero() || u.Limit > 0 && u.Used >= u.Limit
-}
-
 // usageBar draws u as [#####-----] with width cells inside: rounded down
 // like the percentage beside it, at least one cell once anything is used,
 // and full only when nothing is left (used up, or marked spent).
 func usageBar(u quota.Usage, width int) string {
 	n := 0
 	switch {
-	case spent(u):
+	case view.Spent(u):
 		n = width
 	case u.Limit > 0:
 		n = int(max(u.Used, 0) * int64(width) / u.Limit)
@@ -76,9 +63,9 @@ func usageBar(u quota.Usage, width int) string {
 }
 
 // usageText is the bar and the percentage: "[#########-]  96%", or
-// "[##########] spent" for a budget marked spent.
+// "[##########] spent" for a budget marked spent (which is 100% in JSON).
 func usageText(u quota.Usage, width int) string {
-	pct := strconv.FormatInt(usagePercent(u), 10) + "%"
+	pct := strconv.FormatInt(view.Percent(u), 10) + "%"
 	if !u.ExhaustedUntil.IsZero() {
 		pct = "spent"
 	}
