@@ -359,82 +359,27 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 		// The whole day, with the hours still to come left empty.
 		slots = max(slots, int(w.NextReset(now).Sub(first)/every))
 	}
-	slot := float64(plotW) / float64(slots)
-	barW := slot * 0.74
+	sw := slot(slots)
+	barW := sw * 0.74
 	y := func(units int64) float64 {
 		f := min(float64(units)/float64(hist.Limit), 1)
 		return chartTop + plotH*(1-f)
 	}
 
-	// Methods in order of units, the biggest first; past maxMethods, "other".
-	totals := map[string]int64{}
-	for _, b := range hist.Buckets {
-		for m, u := range b.Methods {
-			totals[m] += u
-		}
-	}
-	methods := slices.SortedFunc(maps.Keys(totals), func(a, b string) int { return cmp.Or(cmp.Compare(totals[b], totals[a]), cmp.Compare(a, b)) })
-	class := map[string]string{}
-	for i, m := range methods {
-		if i < maxMethods {
-			class[m] = fmt.Sprintf("m%d", i)
-			c.Legend = append(c.Legend, legendView{Name: m, Class: class[m], Units: totals[m]})
-		} else {
-			class[m] = "mo"
-		}
-	}
-	if len(methods) > maxMethods {
-		var other int64
-		for _, m := range methods[maxMethods:] {
-			other += totals[m]
-		}
-		c.Legend = append(c.Legend, legendView{Name: "other methods", Class: "mo", Units: other})
-	}
-	if len(methods) == 0 && hist.Used > 0 {
-		c.Legend = append(c.Legend, legendView{Name: "all methods", Class: "mall", Units: hist.Used})
-	}
-
+	methods, class, legend := methodClasses(hist)
+	c.Legend = legend
 	var cum int64
 	path := []string{fmt.Sprintf("M%.1f %.1f", float64(chartLeft), y(0))}
 	var peak Bucket
 	for i, b := range hist.Buckets {
-		x := chartLeft + slot*float64(i) + (slot-barW)/2
+		x := chartLeft + sw*float64(i) + (sw-barW)/2
 		start := b.Start.In(loc)
 		title := fmt.Sprintf("%s–%s %s: %s units in %d call%s", start.Format("15:04"), b.End.In(loc).Format("15:04"), start.Format("MST"), num(b.Units), b.Calls, plural(b.Calls))
 		if b.Units > peak.Units {
 			peak = b
 		}
 		base := int64(0)
-		var segs []seg
-		if len(b.Methods) == 0 {
-			if b.Units > 0 {
-				segs = append(segs, seg{b.Units, "mall", ""})
-			}
-		} else {
-			var other int64
-			for _, m := range methods {
-				u := b.Methods[m]
-				if u == 0 {
-					continue
-				}
-				if class[m] == "mo" {
-					other += u
-					continue
-				}
-				segs = append(segs, seg{u, class[m], m})
-			}
-			if other > 0 {
-				segs = append(segs, seg{other, "mo", "other methods"})
-			}
-			// Units recorded without a method.
-			var named int64
-			for _, u := range b.Methods {
-				named += u
-			}
-			if rest := b.Units - named; rest > 0 {
-				segs = append(segs, seg{rest, "mall", "not by a method (adjusted)"})
-			}
-		}
+		segs := bucketSegs(b, methods, class)
 		for _, sg := range segs {
 			top, bottom := y(base+sg.units), y(base)
 			if bottom-top < 1 {
@@ -448,29 +393,15 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 			base += sg.units
 		}
 		cum += b.Units
-		path = append(path, fmt.Sprintf("L%.1f %.1f", chartLeft+slot*float64(i+1), y(cum)))
+		path = append(path, fmt.Sprintf("L%.1f %.1f", chartLeft+sw*float64(i+1), y(cum)))
 	}
 	c.Cumulative = strings.Join(path, " ")
 	// The "now" line within its hour.
 	nowOff := now.Sub(first)
-	c.NowX = chartLeft + slot*(float64(nowOff)/float64(every))
+	c.NowX = chartLeft + sw*(float64(nowOff)/float64(every))
 	c.NowX = min(max(c.NowX, chartLeft), chartW-chartRight)
 
-	// Times along the bottom: every 3 hours of an hourly chart, else about
-	// 8 labels.
-	step := (slots + 7) / 8
-	for i := 0; i < slots; i++ {
-		t := first.Add(time.Duration(i) * every).In(loc)
-		label := every == time.Hour && slots <= 30 && t.Hour()%3 == 0 && t.Minute() == 0 ||
-			(every != time.Hour || slots > 30) && i%step == 0
-		if label {
-			c.XTicks = append(c.XTicks, tickView{X: chartLeft + slot*float64(i), Y: chartTop + plotH + 15, Label: t.Format("15:04")})
-		}
-	}
-	for _, f := range []int64{0, 50, 100} {
-		units := hist.Limit * f / 100
-		c.YTicks = append(c.YTicks, tickView{X: chartLeft - 6, Y: y(units), X1: chartLeft, X2: chartW - chartRight, Label: num(units)})
-	}
+	c.XTicks, c.YTicks = ticks(hist, first, every, slots, loc, y)
 	c.Every = "hour"
 	if every != time.Hour {
 		c.Every = compact(every)
@@ -478,12 +409,112 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	for _, j := range slices.Sorted(maps.Keys(hist.Jobs)) {
 		c.Jobs = append(c.Jobs, spentView{Budget: j, Units: hist.Jobs[j]})
 	}
-	if peak.Units > 0 && every != time.Hour {
-		c.Peak = fmt.Sprintf("busiest %s from %s (%s units, %d%% of the limit)", c.Every, peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/hist.Limit)
-	} else if peak.Units > 0 {
-		c.Peak = fmt.Sprintf("busiest hour %s (%s units, %d%% of the limit)", peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/hist.Limit)
-	}
+	c.Peak = peakText(peak, c.Every, every, hist.Limit, loc)
 	return c
+}
+
+// methodClasses orders a chart's methods by units, the biggest first, and
+// gives each its bar class (past maxMethods, "other"), with the legend.
+func methodClasses(hist History) ([]string, map[string]string, []legendView) {
+	totals := map[string]int64{}
+	for _, b := range hist.Buckets {
+		for m, u := range b.Methods {
+			totals[m] += u
+		}
+	}
+	methods := slices.SortedFunc(maps.Keys(totals), func(a, b string) int { return cmp.Or(cmp.Compare(totals[b], totals[a]), cmp.Compare(a, b)) })
+	class := map[string]string{}
+	var legend []legendView
+	for i, m := range methods {
+		if i < maxMethods {
+			class[m] = fmt.Sprintf("m%d", i)
+			legend = append(legend, legendView{Name: m, Class: class[m], Units: totals[m]})
+		} else {
+			class[m] = "mo"
+		}
+	}
+	if len(methods) > maxMethods {
+		var other int64
+		for _, m := range methods[maxMethods:] {
+			other += totals[m]
+		}
+		legend = append(legend, legendView{Name: "other methods", Class: "mo", Units: other})
+	}
+	if len(methods) == 0 && hist.Used > 0 {
+		legend = append(legend, legendView{Name: "all methods", Class: "mall", Units: hist.Used})
+	}
+	return methods, class, legend
+}
+
+// bucketSegs returns a bucket's bar segments: one per method in the
+// legend's order, "other methods", and the units recorded without a
+// method.
+func bucketSegs(b Bucket, methods []string, class map[string]string) []seg {
+	var segs []seg
+	if len(b.Methods) == 0 {
+		if b.Units > 0 {
+			segs = append(segs, seg{b.Units, "mall", ""})
+		}
+		return segs
+	}
+	var other int64
+	for _, m := range methods {
+		u := b.Methods[m]
+		if u == 0 {
+			continue
+		}
+		if class[m] == "mo" {
+			other += u
+			continue
+		}
+		segs = append(segs, seg{u, class[m], m})
+	}
+	if other > 0 {
+		segs = append(segs, seg{other, "mo", "other methods"})
+	}
+	// Units recorded without a method.
+	var named int64
+	for _, u := range b.Methods {
+		named += u
+	}
+	if rest := b.Units - named; rest > 0 {
+		segs = append(segs, seg{rest, "mall", "not by a method (adjusted)"})
+	}
+	return segs
+}
+
+// ticks returns a chart's axis labels: times along the bottom (every 3
+// hours of an hourly chart, else about 8 labels), and 0, 50% and 100% of
+// the limit up the side.
+func ticks(hist History, first time.Time, every time.Duration, slots int, loc *time.Location, y func(int64) float64) (xs, ys []tickView) {
+	step := (slots + 7) / 8
+	for i := 0; i < slots; i++ {
+		t := first.Add(time.Duration(i) * every).In(loc)
+		label := every == time.Hour && slots <= 30 && t.Hour()%3 == 0 && t.Minute() == 0 ||
+			(every != time.Hour || slots > 30) && i%step == 0
+		if label {
+			xs = append(xs, tickView{X: chartLeft + slot(slots)*float64(i), Y: chartTop + plotH + 15, Label: t.Format("15:04")})
+		}
+	}
+	for _, f := range []int64{0, 50, 100} {
+		units := hist.Limit * f / 100
+		ys = append(ys, tickView{X: chartLeft - 6, Y: y(units), X1: chartLeft, X2: chartW - chartRight, Label: num(units)})
+	}
+	return xs, ys
+}
+
+// slot is the width of one of a chart's slots.
+func slot(slots int) float64 { return float64(plotW) / float64(slots) }
+
+// peakText names a chart's busiest bucket.
+func peakText(peak Bucket, name string, every time.Duration, limit int64, loc *time.Location) string {
+	switch {
+	case peak.Units <= 0:
+		return ""
+	case every != time.Hour:
+		return fmt.Sprintf("busiest %s from %s (%s units, %d%% of the limit)", name, peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/limit)
+	}
+	return fmt.Sprintf("busiest hour %s (%s units, %d%% of the limit)", peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/limit)
 }
 
 // seg is one method's part of an hour's bar.
