@@ -80,63 +80,81 @@ func parseRoute(s string) (*route, string) {
 	r := &route{verb: verb, literal: true}
 	var shape strings.Builder
 	shape.WriteString(verb + " ")
-	if path != "/" {
-		parts := strings.Split(path[1:], "/")
-		for i, p := range parts {
-			shape.WriteByte('/')
-			switch {
-			case p == "":
-				return nil, "path " + quote(path) + " has an empty segment"
-			case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "...}"):
-				if i != len(parts)-1 {
-					return nil, "wildcard " + quote(p) + " must be the last segment"
-				}
-				if len(p) == 5 {
-					return nil, "wildcard " + quote(p) + " needs a name"
-				}
-				r.segs = append(r.segs, seg{rest: true})
-				r.literal = false
-				shape.WriteString("{...}")
-			case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}"):
-				name := p[1 : len(p)-1]
-				if name == "" || strings.ContainsAny(name, "{}") {
-					return nil, "wildcard " + quote(p) + " needs a name, e.g. {id}"
-				}
-				r.segs = append(r.segs, seg{wild: true})
-				r.literal = false
-				shape.WriteString("{}")
-			case strings.ContainsAny(p, "{}"):
-				return nil, "segment " + quote(p) + ": a wildcard must be a whole segment, {name} or {name...}"
-			default:
-				r.segs = append(r.segs, seg{lit: p})
-				r.lits++
-				shape.WriteString(p)
-			}
-		}
-	} else {
-		shape.WriteByte('/')
+	if msg := r.parsePath(path, &shape); msg != "" {
+		return nil, msg
 	}
-	text := verb + " " + path
+	r.text = verb + " " + path
 	if query != "" {
-		var names []string
-		for _, c := range strings.Split(query, "&") {
-			name, value, has := strings.Cut(c, "=")
-			if name == "" {
-				return nil, "empty query condition in " + quote(query)
-			}
-			if strings.ContainsAny(name+value, " \t#?") {
-				return nil, "query condition " + quote(c) + " contains a space, '#' or '?'"
-			}
-			r.conds = append(r.conds, cond{name: name, value: value, hasValue: has})
-			names = append(names, c)
+		names, msg := r.parseConds(query)
+		if msg != "" {
+			return nil, msg
 		}
-		sort.Strings(names)
-		text += "?" + strings.Join(names, "&")
-		shape.WriteString("?" + strings.Join(names, "&"))
+		r.text += "?" + names
+		shape.WriteString("?" + names)
 	}
-	r.text = text
 	r.shape = shape.String()
 	return r, ""
+}
+
+// parsePath sets the route's segments from path, and writes its shape
+// (wildcards without their names) to shape.
+func (r *route) parsePath(path string, shape *strings.Builder) string {
+	if path == "/" {
+		shape.WriteByte('/')
+		return ""
+	}
+	parts := strings.Split(path[1:], "/")
+	for i, p := range parts {
+		shape.WriteByte('/')
+		switch {
+		case p == "":
+			return "path " + quote(path) + " has an empty segment"
+		case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "...}"):
+			if i != len(parts)-1 {
+				return "wildcard " + quote(p) + " must be the last segment"
+			}
+			if len(p) == 5 {
+				return "wildcard " + quote(p) + " needs a name"
+			}
+			r.segs = append(r.segs, seg{rest: true})
+			r.literal = false
+			shape.WriteString("{...}")
+		case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}"):
+			name := p[1 : len(p)-1]
+			if name == "" || strings.ContainsAny(name, "{}") {
+				return "wildcard " + quote(p) + " needs a name, e.g. {id}"
+			}
+			r.segs = append(r.segs, seg{wild: true})
+			r.literal = false
+			shape.WriteString("{}")
+		case strings.ContainsAny(p, "{}"):
+			return "segment " + quote(p) + ": a wildcard must be a whole segment, {name} or {name...}"
+		default:
+			r.segs = append(r.segs, seg{lit: p})
+			r.lits++
+			shape.WriteString(p)
+		}
+	}
+	return ""
+}
+
+// parseConds sets the route's query conditions from query, and returns
+// them sorted, joined by '&'.
+func (r *route) parseConds(query string) (string, string) {
+	var names []string
+	for _, c := range strings.Split(query, "&") {
+		name, value, has := strings.Cut(c, "=")
+		if name == "" {
+			return "", "empty query condition in " + quote(query)
+		}
+		if strings.ContainsAny(name+value, " \t#?") {
+			return "", "query condition " + quote(c) + " contains a space, '#' or '?'"
+		}
+		r.conds = append(r.conds, cond{name: name, value: value, hasValue: has})
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	return strings.Join(names, "&"), ""
 }
 
 func quote(s string) string { return `"` + s + `"` }

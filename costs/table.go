@@ -205,6 +205,40 @@ func New(spec Spec) (*Table, error) {
 		charges: make(map[*Method]quota.Charge, len(spec.Methods)),
 		budgets: make(map[string]quota.Budget, len(spec.Budgets)),
 	}
+	hosts, err := t.setBudgetsAndHosts(spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(spec.Default) > 0 {
+		if err := t.checkCost("default", spec.Default); err != nil {
+			return nil, err
+		}
+		t.def = quota.Charge{Units: maps.Clone(spec.Default)}
+	}
+	if len(spec.Methods) == 0 {
+		return nil, specErrorf("methods", "no methods")
+	}
+	routes, ms, err := t.setMethods(spec.Methods)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range spec.Responses {
+		if err := t.checkRule(fmt.Sprintf("responses[%d]", i), r); err != nil {
+			return nil, err
+		}
+	}
+	t.router = newRouter(routes)
+	t.spec = Spec{
+		API: spec.API, Source: spec.Source, Hosts: hosts, Owner: spec.Owner, Budgets: slices.Clone(spec.Budgets),
+		Default: maps.Clone(spec.Default), Methods: ms, Responses: cloneRules(spec.Responses),
+	}
+	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })
+	return t, nil
+}
+
+// setBudgetsAndHosts checks and sets the table's budgets and hosts, and
+// returns the hosts as the spec writes them.
+func (t *Table) setBudgetsAndHosts(spec Spec) ([]string, error) {
 	if len(spec.Budgets) == 0 {
 		return nil, specErrorf("budgets", "no budgets: declare at least one, e.g. {name: units, limit: 10000, window: daily:America/Los_Angeles}")
 	}
@@ -231,48 +265,41 @@ func New(spec Spec) (*Table, error) {
 		t.hosts = append(t.hosts, h)
 		hosts = append(hosts, h.String())
 	}
-	if len(spec.Default) > 0 {
-		if err := t.checkCost("default", spec.Default); err != nil {
-			return nil, err
-		}
-		t.def = quota.Charge{Units: maps.Clone(spec.Default)}
-	}
-	if len(spec.Methods) == 0 {
-		return nil, specErrorf("methods", "no methods")
+	return hosts, nil
+}
+
+// setMethods checks and sets the table's methods, and returns their routes
+// and the methods as the spec writes them.
+func (t *Table) setMethods(methods []Method) ([]*route, []Method, error) {
+	if len(methods) == 0 {
+		return nil, nil, specErrorf("methods", "no methods")
 	}
 	var routes []*route
 	shapes := map[string]string{} // route shape -> method that declared it
-	ms := make([]Method, 0, len(spec.Methods))
-	for i, m := range spec.Methods {
+	ms := make([]Method, 0, len(methods))
+	for i, m := range methods {
 		field := "methods[" + m.Name + "]"
 		if err := checkMethodName(m.Name); err != "" {
-			return nil, specErrorf(fmt.Sprintf("methods[%d].name", i), "%s", err)
+			return nil, nil, specErrorf(fmt.Sprintf("methods[%d].name", i), "%s", err)
 		}
 		if _, dup := t.methods[m.Name]; dup {
-			return nil, specErrorf(field, "duplicate method %q", m.Name)
+			return nil, nil, specErrorf(field, "duplicate method %q", m.Name)
 		}
-		switch {
-		case m.Free && len(m.Cost) > 0:
-			return nil, specErrorf(field+".cost", "a free method has no cost: drop cost or free")
-		case !m.Free && len(m.Cost) == 0:
-			return nil, specErrorf(field+".cost", "no cost: give the units per budget, e.g. {units: 1}, or mark the method free")
-		case !m.Free:
-			if err := t.checkCost(field+".cost", m.Cost); err != nil {
-				return nil, err
-			}
+		if err := t.checkMethodCost(field, m); err != nil {
+			return nil, nil, err
 		}
 		if len(m.Routes) == 0 {
-			return nil, specErrorf(field+".routes", "no routes: give at least one, e.g. \"GET /youtube/v3/videos\"")
+			return nil, nil, specErrorf(field+".routes", "no routes: give at least one, e.g. \"GET /youtube/v3/videos\"")
 		}
 		mp := &Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated}
 		for j, s := range m.Routes {
 			rfield := fmt.Sprintf("%s.routes[%d]", field, j)
 			r, msg := parseRoute(s)
 			if msg != "" {
-				return nil, specErrorf(rfield, "route %q: %s", s, msg)
+				return nil, nil, specErrorf(rfield, "route %q: %s", s, msg)
 			}
 			if other, dup := shapes[r.shape]; dup {
-				return nil, specErrorf(rfield, "route %q is also a route of %s", s, other)
+				return nil, nil, specErrorf(rfield, "route %q is also a route of %s", s, other)
 			}
 			shapes[r.shape] = m.Name
 			mp.Routes[j] = strings.TrimSpace(s)
@@ -283,18 +310,21 @@ func New(spec Spec) (*Table, error) {
 		t.charges[mp] = quota.Charge{Method: m.Name, Units: maps.Clone(m.Cost)}
 		ms = append(ms, *mp)
 	}
-	for i, r := range spec.Responses {
-		if err := t.checkRule(fmt.Sprintf("responses[%d]", i), r); err != nil {
-			return nil, err
-		}
+	return routes, ms, nil
+}
+
+// checkMethodCost checks a method's cost: a free method has none, any
+// other one a valid cost.
+func (t *Table) checkMethodCost(field string, m Method) error {
+	switch {
+	case m.Free && len(m.Cost) > 0:
+		return specErrorf(field+".cost", "a free method has no cost: drop cost or free")
+	case !m.Free && len(m.Cost) == 0:
+		return specErrorf(field+".cost", "no cost: give the units per budget, e.g. {units: 1}, or mark the method free")
+	case !m.Free:
+		return t.checkCost(field+".cost", m.Cost)
 	}
-	t.router = newRouter(routes)
-	t.spec = Spec{
-		API: spec.API, Source: spec.Source, Hosts: hosts, Owner: spec.Owner, Budgets: slices.Clone(spec.Budgets),
-		Default: maps.Clone(spec.Default), Methods: ms, Responses: cloneRules(spec.Responses),
-	}
-	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })
-	return t, nil
+	return nil
 }
 
 func cloneRules(rs []Rule) []Rule {
