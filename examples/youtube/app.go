@@ -66,32 +66,9 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 	if err != nil {
 		return nil, err
 	}
-	api, base, upstream := table.API, cfg.upstream, slices.Clone(table.Budgets)
-	switch {
-	case cfg.upstream == "" && cfg.keyEnv != "":
-		return nil, errors.New("--api-key-env needs --upstream (the real API is never the default)")
-	case cfg.upstream == "":
-		var opts []ytsim.Option
-		if cfg.clock != nil {
-			opts = append(opts, ytsim.WithClock(cfg.clock))
-		}
-		a.sim = ytsim.New(append(opts, ytsim.WithLimit("units", simUnits))...)
-		api, base, a.cred = simAPI, a.sim.URL(), quota.Credential{Secret: simKey, Label: "sim", Owner: cmp.Or(cfg.project, "sim-project")}
-		for i := range upstream {
-			if upstream[i].Name == "units" {
-				upstream[i].Limit = simUnits
-			}
-		}
-		fmt.Fprintf(w, "upstream: simulated YouTube Data API at %s (%d units a day)\n", base, simUnits)
-	default:
-		key := os.Getenv(cfg.keyEnv)
-		if cfg.keyEnv == "" || key == "" {
-			return nil, fmt.Errorf("--upstream needs the API key in an environment variable: --api-key-env VAR")
-		}
-		// Google bills quota per Cloud project: name it, so that every key of
-		// the project shares one budget (and a rotated key keeps its usage).
-		a.cred = quota.Credential{Secret: key, Label: cfg.keyEnv, Owner: cmp.Or(cfg.project, "youtube-project")}
-		fmt.Fprintf(w, "upstream: %s\n", base)
+	api, base, budgets, err := a.upstream(cfg, w, table)
+	if err != nil {
+		return nil, err
 	}
 	// The table prices Google's hosts alone; the job calls one upstream,
 	// the simulator or --upstream (Google, or a proxy in front of it): price
@@ -106,10 +83,8 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 	if table, err = table.WithHosts(u.Host); err != nil {
 		return nil, fmt.Errorf("--upstream %q: %w", base, err)
 	}
-
 	// Meter the shared pool at the upstream's limit less the headroom; the
 	// per-method buckets (search: 100 calls) at their limit.
-	budgets := upstream
 	for i := range budgets {
 		if budgets[i].Name != "units" {
 			continue
@@ -119,33 +94,85 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 		}
 		budgets[i].Limit -= cfg.headroom
 	}
+	if err := a.meter(ctx, cfg, w, log, api, budgets); err != nil {
+		return nil, err
+	}
+	if err := a.schedule(cfg, w, log, table, api, base); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
 
+// upstream picks the upstream: the simulator, or --upstream with the key
+// in --api-key-env. It returns the API's name, its base URL and its
+// budgets at the upstream's limits.
+func (a *app) upstream(cfg config, w io.Writer, table *costs.Table) (api, base string, budgets []quota.Budget, err error) {
+	api, base, budgets = table.API, cfg.upstream, slices.Clone(table.Budgets)
+	switch {
+	case cfg.upstream == "" && cfg.keyEnv != "":
+		return "", "", nil, errors.New("--api-key-env needs --upstream (the real API is never the default)")
+	case cfg.upstream == "":
+		var opts []ytsim.Option
+		if cfg.clock != nil {
+			opts = append(opts, ytsim.WithClock(cfg.clock))
+		}
+		a.sim = ytsim.New(append(opts, ytsim.WithLimit("units", simUnits))...)
+		api, base, a.cred = simAPI, a.sim.URL(), quota.Credential{Secret: simKey, Label: "sim", Owner: cmp.Or(cfg.project, "sim-project")}
+		for i := range budgets {
+			if budgets[i].Name == "units" {
+				budgets[i].Limit = simUnits
+			}
+		}
+		fmt.Fprintf(w, "upstream: simulated YouTube Data API at %s (%d units a day)\n", base, simUnits)
+	default:
+		key := os.Getenv(cfg.keyEnv)
+		if cfg.keyEnv == "" || key == "" {
+			return "", "", nil, fmt.Errorf("--upstream needs the API key in an environment variable: --api-key-env VAR")
+		}
+		// Google bills quota per Cloud project: name it, so that every key of
+		// the project shares one budget (and a rotated key keeps its usage).
+		a.cred = quota.Credential{Secret: key, Label: cfg.keyEnv, Owner: cmp.Or(cfg.project, "youtube-project")}
+		fmt.Fprintf(w, "upstream: %s\n", base)
+	}
+	return api, base, budgets, nil
+}
+
+// meter opens the store and the limiter of api's budgets over it, and the
+// results file.
+func (a *app) meter(ctx context.Context, cfg config, w io.Writer, log *slog.Logger, api string, budgets []quota.Budget) error {
 	url := cfg.store
 	if url == "" {
+		var err error
 		if url, err = storeurl.Default(); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	var err error
 	if a.store, err = storeurl.Open(ctx, url); err != nil {
-		return nil, err
+		return err
 	}
 	var ok bool
 	if a.state, ok = a.store.(quota.StateStore); !ok {
-		return nil, fmt.Errorf("store %s keeps no job state", storeurl.Redact(url))
+		return fmt.Errorf("store %s keeps no job state", storeurl.Redact(url))
 	}
 	var lopts []quota.Option
 	if cfg.clock != nil {
 		lopts = append(lopts, quota.WithClock(cfg.clock))
 	}
 	if a.limiter, err = quota.New(a.store, api, budgets, append(lopts, quota.WithLogger(log))...); err != nil {
-		return nil, err
+		return err
 	}
 	if a.out, err = os.OpenFile(cfg.out, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(w, "store: %s, budget %s/units metered at %d (--headroom %d); results appended to %s\n",
 		storeurl.Redact(url), api, budgets[0].Limit, cfg.headroom, cfg.out)
+	return nil
+}
 
+// schedule adds the trending job, calling base through the metered client,
+// to a scheduler on the store.
+func (a *app) schedule(cfg config, w io.Writer, log *slog.Logger, table *costs.Table, api, base string) error {
 	client := &http.Client{
 		Transport: quota.NewTransport(a.limiter, table, quota.WithCredential(a.cred), quota.WithTransportLogger(log)),
 		Timeout:   time.Minute,
@@ -166,10 +193,7 @@ func open(ctx context.Context, cfg config, w io.Writer, log *slog.Logger) (_ *ap
 	// A full run: 4 pages of videos.list and 1 search.list in each of the 8
 	// regions; `quotactl jobs` holds it against what is left.
 	plan := jobs.WithPlan(api, table.API, map[string]int64{"videos.list": 4 * int64(len(regions)), "search.list": int64(len(regions))})
-	if err := a.sched.Add("trending", cfg.schedule, job.Run, jobs.WithLimiter(a.limiter, a.cred), plan); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return a.sched.Add("trending", cfg.schedule, job.Run, jobs.WithLimiter(a.limiter, a.cred), plan)
 }
 
 // Close releases what open made.
