@@ -11,19 +11,20 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// TestReadmeTable loads the YAML table the README shows (kept verbatim in
-// testdata/readme-github.yaml) and prices requests with it.
+// TestReadmeTable loads the YAML table the cost tables guide shows
+// (docs/cost-tables.md, kept verbatim in testdata/readme-github.yaml) and
+// prices requests with it.
 func TestReadmeTable(t *testing.T) {
 	file, err := os.ReadFile("testdata/readme-github.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/cost-tables.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), "```yaml\n"+string(file)+"```") {
-		t.Fatal("testdata/readme-github.yaml is not the README's table any more")
+		t.Fatal("testdata/readme-github.yaml is not the table of docs/cost-tables.md any more")
 	}
 	tb, err := costs.Load("testdata/readme-github.yaml")
 	if err != nil {

@@ -10,7 +10,6 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,8 +24,6 @@ import (
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 )
-
-var updateScreenshot = flag.Bool("update-screenshot", false, "write the screenshot to docs/dashboard.png")
 
 // chromiumPath is Debian's chromium; $CHROMIUM overrides it.
 func chromiumPath(t *testing.T) string {
@@ -47,8 +44,10 @@ type shownRow struct {
 
 // TestBrowserShowsTheStore loads the dashboard over a seeded SQLite store in
 // headless Chromium, checks every number the page shows against the store,
-// saves a screenshot as docs/dashboard.png, then charges the store from
-// "another process" and waits for the page to show it live.
+// saves a screenshot in the test's directory, then charges the store from
+// "another process" and waits for the page to show it live. (The README's
+// picture is TestBrowserScreenshot's, of a realistic day: this store's
+// labels are made to test escaping.)
 func TestBrowserShowsTheStore(t *testing.T) {
 	w := seed(t)
 	srv := serve(t, w, WithRefresh(100*time.Millisecond))
@@ -184,19 +183,13 @@ func TestBrowserShowsTheStore(t *testing.T) {
 		t.Errorf("job shows %s, %s units; recorded %s, %d", outcome, units, recs[0].Outcome, recs[0].Spent["youtube/search"])
 	}
 
-	// The screenshot: in the test's own directory, or, with -update-screenshot,
-	// the one docs/ and the README show (a plain run leaves the tree clean).
+	// The screenshot, in the test's own directory, to look at when the
+	// test fails.
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	if *updateScreenshot {
-		shot = filepath.Join("..", "docs", "dashboard.png")
-	}
-	if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(shot, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
