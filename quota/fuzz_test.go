@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 // FuzzParseWindow: any input parses to a valid window that round-trips, or
@@ -44,5 +45,20 @@ func FuzzParseReservationID(f *testing.F) {
 		if r.ID() != s || r.API == "" || r.Owner == "" || r.Credential != "" && r.Credential != r.Owner {
 			t.Fatalf("ParseReservationID(%q) = %+v", s, r)
 		}
+	})
+}
+
+// FuzzLimiter drives a Limiter on a MemoryStore through the program the
+// input encodes (storetest.Program): 1 to 12 budgets of mixed windows, and
+// Take, Allow, Settle, Refund, Status, Adjust and Exhaust with any charge,
+// units and credential, on a clock moved forward and back. No entry point
+// may panic, an error must be of the kind its cause calls for, and usage
+// must stay consistent. The corpus is in testdata/fuzz/FuzzLimiter.
+func FuzzLimiter(f *testing.F) {
+	for _, seed := range storetest.ProgramSeeds {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		storetest.Program(t, quota.NewMemoryStore(), "fuzz", data)
 	})
 }

@@ -102,9 +102,9 @@
 //	adjust          {api, budget, credential, fingerprint, used, limit}
 //	reset           [{api, budget, credential, fingerprint, used, limit}]
 //	list            [{api, budgets: [{name, limit, window}], credentials: [{label, fingerprint}]}]
-//	costs show      {table, api, source, hosts, budgets: [{name, limit, window}],
-//	                 methods: [{name, routes, cost, free, note}]}
-//	                 (without a table: [{table, api, source, budgets, methods}])
+//	costs show      {table, api, source, hosts, owner, budgets: [{name, limit, window}],
+//	                 methods: [{name, routes, cost, free, note, deprecated}]}
+//	                 (without a table: [{table, api, source, owner, budgets, methods}])
 //	costs estimate  {api, table, credential, fingerprint, counts, fits, runs_out_first,
 //	                 budgets: [{budget, cost, left, limit, after, fits, reset}]}
 //	jobs            [{job, last, checkpoint, lease, waiting, next, plan, expected}]

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,9 +82,15 @@ API names a built-in table
 older single-pool rules); --table names a built-in table or a JSON or YAML
 file. Without either, list the built-in tables.
 
-JSON: {table, api, source, hosts (absent: any host), budgets: [{name, limit,
-window}], methods: [{name, routes, cost, free, note}]}; the list is an array of {table, api, source,
-budgets, methods (a count)}.`,
+The budgets are kept per owner: the table's owner kind ("project": every
+credential of one Google Cloud project shares them), or, when it names none,
+per credential (KEPT PER). A method the upstream no longer supports is marked
+deprecated: a Transport refuses it rather than spend units on it.
+
+JSON: {table, api, source, hosts (absent: any host), owner (absent: each
+credential is its own owner), budgets: [{name, limit, window}], methods:
+[{name, routes, cost, free, note, deprecated}]}; the list is an array of
+{table, api, source, owner, budgets, methods (a count)}.`,
 		Example: `  quotactl costs show youtube
   quotactl costs show --table youtube-legacy
   quotactl costs show --table ./mycosts.yaml --json`,
@@ -108,6 +115,7 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 			Table   string         `json:"table"`
 			API     string         `json:"api"`
 			Source  string         `json:"source,omitempty"`
+			Owner   string         `json:"owner,omitempty"`
 			Budgets []quota.Budget `json:"budgets"`
 			Methods int            `json:"methods"`
 		}
@@ -118,7 +126,7 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 			if err != nil {
 				return err
 			}
-			out = append(out, entry{name, tb.API, tb.Source, tb.Budgets, len(tb.Methods())})
+			out = append(out, entry{name, tb.API, tb.Source, tb.Owner, tb.Budgets, len(tb.Methods())})
 			var bs []string
 			for _, b := range tb.Budgets {
 				bs = append(bs, fmt.Sprintf("%s=%d", b.Name, b.Limit))
@@ -143,9 +151,10 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 			API     string         `json:"api"`
 			Source  string         `json:"source,omitempty"`
 			Hosts   []string       `json:"hosts,omitempty"`
+			Owner   string         `json:"owner,omitempty"`
 			Budgets []quota.Budget `json:"budgets"`
 			Methods []costs.Method `json:"methods"`
-		}{name, tb.API, tb.Source, tb.Hosts(), tb.Budgets, tb.Methods()})
+		}{name, tb.API, tb.Source, tb.Hosts(), tb.Owner, tb.Budgets, tb.Methods()})
 	}
 	w := opts.io.Out
 	if opts.io.TTY {
@@ -158,11 +167,17 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 		} else {
 			fmt.Fprintln(w, "Hosts: any (the table names none)")
 		}
+		if tb.Owner != "" {
+			fmt.Fprintf(w, "Owner: %s (the budgets are kept per %s: every credential of one %s shares them)\n", tb.Owner, tb.Owner, tb.Owner)
+		} else {
+			fmt.Fprintln(w, "Owner: none (the table names no owner kind: each credential has budgets of its own)")
+		}
 		fmt.Fprintln(w)
 	}
-	bt := &table{header: []string{"BUDGET", "LIMIT", "WINDOW"}}
+	per := cmp.Or(tb.Owner, "credential")
+	bt := &table{header: []string{"BUDGET", "LIMIT", "WINDOW", "KEPT PER"}}
 	for _, b := range tb.Budgets {
-		bt.add(b.Name, fmt.Sprint(b.Limit), b.Window.String())
+		bt.add(b.Name, fmt.Sprint(b.Limit), b.Window.String(), per)
 	}
 	if err := bt.print(w, opts.io.TTY); err != nil {
 		return err
@@ -171,13 +186,29 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 		fmt.Fprintln(w)
 	}
 	mt := &table{header: []string{"METHOD", "COST", "ROUTES"}}
+	var deprecated []costs.Method
 	for _, m := range tb.Methods() {
-		mt.add(m.Name, costText(m), strings.Join(m.Routes, ", "))
+		cost := costText(m)
+		if m.Deprecated != "" {
+			cost += " (deprecated)"
+			deprecated = append(deprecated, m)
+		}
+		mt.add(m.Name, cost, strings.Join(m.Routes, ", "))
 	}
 	if def, ok := tb.Default(); ok {
 		mt.add("(any other)", unitsText(def.Units), "-")
 	}
-	return mt.print(w, opts.io.TTY)
+	if err := mt.print(w, opts.io.TTY); err != nil {
+		return err
+	}
+	if opts.io.TTY && len(deprecated) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Deprecated upstream (a Transport refuses them; estimates still price them):")
+		for _, m := range deprecated {
+			fmt.Fprintf(w, "  %s: %s\n", m.Name, m.Deprecated)
+		}
+	}
+	return nil
 }
 
 type costsEstimateOptions struct {

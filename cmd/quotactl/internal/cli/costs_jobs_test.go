@@ -80,6 +80,90 @@ func TestCostsShow(t *testing.T) {
 	oneLine(t, r.errOut, `is for API "vimeo", not "youtube"`)
 }
 
+// TestCostsShowOwnerDeprecated: costs show says what the budgets are kept
+// per (the table's owner kind, "project" for YouTube) and which methods are
+// deprecated upstream, in JSON, on a terminal and piped.
+func TestCostsShowOwnerDeprecated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	type shownJSON struct {
+		Owner   *string
+		Methods []costs.Method
+	}
+	for _, name := range []string{"youtube", "youtube-2025-12", "youtube-legacy"} {
+		var shown shownJSON
+		decode(t, e.ok("--json", "costs", "show", "--table", name), &shown)
+		if shown.Owner == nil || *shown.Owner != "project" {
+			t.Errorf("costs show --table %s --json: owner %v, want \"project\"", name, shown.Owner)
+		}
+		found := false
+		for _, m := range shown.Methods {
+			if m.Name == "comments.markAsSpam" {
+				found = true
+				if !strings.Contains(m.Deprecated, "no longer supported") {
+					t.Errorf("costs show --table %s --json: comments.markAsSpam deprecated %q", name, m.Deprecated)
+				}
+			} else if m.Deprecated != "" {
+				t.Errorf("costs show --table %s --json: %s deprecated %q", name, m.Name, m.Deprecated)
+			}
+		}
+		if !found {
+			t.Errorf("costs show --table %s --json: no comments.markAsSpam", name)
+		}
+	}
+	var list []struct{ Table, Owner string }
+	decode(t, e.ok("--json", "costs", "show"), &list)
+	for _, l := range list {
+		if l.Owner != "project" {
+			t.Errorf("costs show --json: table %s owner %q, want \"project\"", l.Table, l.Owner)
+		}
+	}
+
+	// Piped: a column says what each budget is kept per; a deprecated
+	// method's cost says so.
+	out := e.ok("costs", "show", "youtube")
+	if !strings.Contains(out, "units\t10000\tdaily:America/Los_Angeles\tproject\n") {
+		t.Errorf("costs show youtube, piped: no owner kind in the budget rows:\n%s", out)
+	}
+	if !strings.Contains(out, "comments.markAsSpam\tunits=50 (deprecated)\tPOST /youtube/v3/comments/markAsSpam\n") ||
+		!regexpLine(out, `^comments\.list\tunits=1\t`) {
+		t.Errorf("costs show youtube, piped: deprecated method not marked (or another one marked):\n%s", out)
+	}
+	e.tty = true
+	out = e.ok("costs", "show", "youtube")
+	for _, want := range []string{
+		"Owner: project (the budgets are kept per project: every credential of one project shares them)\n",
+		"KEPT PER",
+		"Deprecated upstream (a Transport refuses them; estimates still price them):\n  comments.markAsSpam: Google: 'This method has been deprecated and is no longer supported.'",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("costs show youtube does not say %q:\n%s", want, out)
+		}
+	}
+	if !regexpLine(out, `^units\s+10000\s+daily:America/Los_Angeles\s+project$`) || !regexpLine(out, `^comments\.markAsSpam\s+units=50 \(deprecated\)\s+POST `) {
+		t.Errorf("costs show youtube: budget or method lines wrong:\n%s", out)
+	}
+
+	// A table that names no owner kind: budgets per credential, no owner
+	// in the JSON, and no deprecated methods.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "vimeo.yaml")
+	if err := os.WriteFile(file, []byte("api: vimeo\nbudgets:\n  - {name: calls, limit: 1000, window: sliding:1h}\nmethods:\n  videos.get: {routes: [\"GET /videos/{id}\"], cost: {calls: 1}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = e.ok("costs", "show", "--table", file)
+	if !strings.Contains(out, "Owner: none (the table names no owner kind: each credential has budgets of its own)\n") ||
+		!regexpLine(out, `^calls\s+1000\s+sliding:1h0m0s\s+credential$`) ||
+		strings.Contains(out, "Deprecated upstream") || strings.Contains(out, "(deprecated)") {
+		t.Errorf("costs show of a table with no owner kind:\n%s", out)
+	}
+	var plain shownJSON
+	decode(t, e.ok("--json", "costs", "show", "--table", file), &plain)
+	if plain.Owner != nil {
+		t.Errorf("costs show --json of a table with no owner kind: owner %q, want none", *plain.Owner)
+	}
+}
+
 func regexpLine(text, re string) bool {
 	for _, l := range strings.Split(text, "\n") {
 		if matchString(re, l) {
