@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Program runs the program data encodes on a Limiter of api over st: the
@@ -107,7 +108,7 @@ var programT0 = time.Date(2026, 3, 8, 9, 0, 0, 0, time.UTC)
 // them goes back to programT0.
 var (
 	programMin = time.Unix(0, 0)
-	programMax = time.UnixMicro(quota.MaxTimeMicro)
+	programMax = time.UnixMicro(backend.MaxTimeMicro)
 )
 
 type program struct {
@@ -951,7 +952,7 @@ func (p *program) exhaust() {
 		if u.Budget != name {
 			continue
 		}
-		marked := quota.ClampTime(until).Truncate(time.Microsecond)
+		marked := backend.ClampTime(until).Truncate(time.Microsecond)
 		if marked.After(p.at()) {
 			if u.Remaining != 0 || !u.ExhaustedUntil.Equal(marked) {
 				p.fatalf("after Exhaust(%q, %v) at %v: %+v", name, until, p.now, u)
