@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/pprof"
-	"sync"
 	"testing"
 	"time"
 
@@ -148,22 +147,4 @@ func settleGoroutines(t *testing.T, before int) {
 	var buf bytes.Buffer
 	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
 	t.Fatalf("goroutine leak: %d running, %d before the test\n%s", runtime.NumGoroutine(), before, buf.String())
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
@@ -160,7 +161,7 @@ func redisOutage(t *testing.T, ctxTimeout bool) {
 	})
 	store := redisstore.New(client, redisstore.WithPrefix(redistest.Prefix(t)))
 	budgets := []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(24 * time.Hour)}}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	// The restart below loses every key (no persistence): the limiters find
 	// that loss (counted below) but trust the store, because this test is

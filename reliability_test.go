@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
@@ -179,7 +180,7 @@ type child struct {
 	stdin  io.WriteCloser
 	ready  chan struct{}
 	result chan childResult
-	stderr strings.Builder
+	stderr testkit.Buffer
 	other  strings.Builder // stdout lines that are not part of the protocol
 	done   chan struct{}   // closed once stdout is drained
 }
@@ -201,7 +202,7 @@ func runChildren(t *testing.T, n int, cfg childConfig) []childResult {
 		k := &child{ready: make(chan struct{}), result: make(chan childResult, 1), done: make(chan struct{})}
 		k.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=2m")
 		k.cmd.Env = append(os.Environ(), helperEnv+"=spend", helperConfigEnv+"="+string(js))
-		k.cmd.Stderr = &lockedBuilder{b: &k.stderr}
+		k.cmd.Stderr = &k.stderr
 		if k.stdin, err = k.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
 		}
@@ -288,17 +289,6 @@ func (k *child) read(out io.Reader) {
 			k.other.WriteString(line + "\n")
 		}
 	}
-}
-
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
 }
 
 // TestMultiProcessNoOverspend runs 4 OS processes of 16 goroutines each,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
@@ -262,9 +263,9 @@ func TestCredentialSecrecy(t *testing.T) {
 func secrecyRun(t *testing.T, store quota.Store, e *exposure) []secret {
 	t.Helper()
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var text syncBuffer
+	var text testkit.Buffer
 	textLogger := slog.New(slog.NewTextHandler(&text, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	labelled, bare, bearer := newSecret(t, "labelled"), newSecret(t, "bare"), newSecret(t, "bearer")

@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -9,28 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 )
 
-// logBuf collects log lines from any goroutine.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+// logBuf collects a scheduler's log lines from any goroutine.
+type logBuf struct{ testkit.Buffer }
 
 // lines returns the logged lines that contain every one of subs.
 func (l *logBuf) lines(subs ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		ok := line != ""
 		for _, s := range subs {
 			ok = ok && strings.Contains(line, s)

@@ -1,7 +1,6 @@
 package quota_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 )
@@ -81,7 +81,7 @@ type trEnv struct {
 	lim    *quota.Limiter
 	srv    *ytsim.Server
 	client *http.Client
-	logs   *bytes.Buffer
+	logs   *testkit.Buffer
 	waits  []time.Duration
 	wmu    sync.Mutex
 	// onWait, when set, is called instead of firing a retry timer.
@@ -94,12 +94,12 @@ func newTrEnv(t *testing.T, simOpts []ytsim.Option, opts ...quota.TransportOptio
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &trEnv{t: t, clk: &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}, store: quota.NewMemoryStore(), logs: &bytes.Buffer{}}
+	e := &trEnv{t: t, clk: &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}, store: quota.NewMemoryStore(), logs: &testkit.Buffer{}}
 	e.table = anyHost(t, "youtube")
 	e.srv = ytsim.New(append([]ytsim.Option{ytsim.WithClock(e.clk.Now)}, simOpts...)...)
 	t.Cleanup(e.srv.Close)
 	e.lim = e.newLimiter()
-	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base := append([]quota.TransportOption{
 		quota.WithLabel("yt-key-1"),
 		quota.WithTransportLogger(logger),
@@ -138,17 +138,6 @@ func (e *trEnv) newLimiter() *quota.Limiter {
 		e.t.Fatal(err)
 	}
 	return lim
-}
-
-type trLockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *trLockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func (e *trEnv) url(path string, query ...string) string {

@@ -1,7 +1,6 @@
 package quota_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 )
@@ -135,7 +135,7 @@ func TestTransportUploadLimitHoldsTheChannel(t *testing.T) {
 	t.Cleanup(srv.Close)
 	table := newTrEnv(t, nil).table
 	store := &countingStore{Store: quota.NewMemoryStore()}
-	var logs bytes.Buffer
+	var logs testkit.Buffer
 	newClient := func() *http.Client {
 		lim, err := quota.New(store, table.API, table.Budgets, quota.WithClock(clk.Now))
 		if err != nil {
@@ -144,7 +144,7 @@ func TestTransportUploadLimitHoldsTheChannel(t *testing.T) {
 		tr := quota.NewTransport(lim, table,
 			quota.WithOwnerFunc(func(*http.Request) string { return "proj" }),
 			quota.WithLabelFunc(func(r *http.Request) string { return r.Header.Get("X-Channel") }),
-			quota.WithTransportLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logs}, nil))))
+			quota.WithTransportLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		c := &http.Client{Transport: tr}
 		t.Cleanup(c.CloseIdleConnections)
 		return c
@@ -241,7 +241,7 @@ func TestTransportThreeKeysOneProject(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.lim = lim
-			logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, nil))
+			logger := slog.New(slog.NewTextHandler(e.logs, nil))
 			e.client = &http.Client{Transport: quota.NewTransport(lim, e.table, append(opts, quota.WithTransportLogger(logger))...)}
 			t.Cleanup(e.client.CloseIdleConnections)
 			ctx := context.Background()
@@ -446,7 +446,7 @@ func TestTransportLimiterOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, nil))
+	logger := slog.New(slog.NewTextHandler(e.logs, nil))
 	e.client = &http.Client{Transport: quota.NewTransport(lim, e.table, quota.WithTransportLogger(logger))}
 	if _, _, err := e.do(context.Background(), "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil {
 		t.Fatal(err)

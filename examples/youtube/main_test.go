@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota/storeurl"
@@ -35,24 +35,6 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
-}
-
-// syncBuf is a bytes.Buffer safe for the goroutines that log.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func la(t *testing.T) *time.Location {
@@ -77,7 +59,7 @@ func testConfig(t *testing.T, clock *fakeClock) config {
 	}
 }
 
-func openApp(t *testing.T, cfg config, progress, logs *syncBuf) *app {
+func openApp(t *testing.T, cfg config, progress, logs *testkit.Buffer) *app {
 	t.Helper()
 	a, err := open(context.Background(), cfg, progress, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
@@ -117,7 +99,7 @@ func TestSimulatedDay(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 3, 10, 18, 0, 0, 0, la(t))}
 	cfg := testConfig(t, clock)
 	cfg.headroom = 0
-	var progress, logs syncBuf
+	var progress, logs testkit.Buffer
 	a := openApp(t, cfg, &progress, &logs)
 	defer a.Close()
 	ctx := context.Background()
@@ -222,7 +204,7 @@ func TestSeparateProcesses(t *testing.T) {
 	runOnce := func(headroom int64) (jobs.Record, string, int64) {
 		t.Helper()
 		cfg.headroom = headroom
-		var progress, logs syncBuf
+		var progress, logs testkit.Buffer
 		a := openApp(t, cfg, &progress, &logs)
 		defer a.Close()
 		rec, err := a.sched.RunOnce(context.Background(), "trending")
@@ -279,7 +261,7 @@ func TestRealUpstreamMode(t *testing.T) {
 	cfg := testConfig(t, clock)
 	// As people write it, with a trailing slash: the same base URL.
 	cfg.upstream, cfg.keyEnv, cfg.headroom = upstream.URL()+"/", "TEST_YT_KEY", 500
-	var progress, logs syncBuf
+	var progress, logs testkit.Buffer
 	a := openApp(t, cfg, &progress, &logs)
 	defer a.Close()
 	if a.sim != nil || a.limiter.API() != "youtube" || a.limiter.Budgets()[0].Limit != 9500 {
@@ -317,7 +299,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, clock)
 			tc.edit(&cfg)
-			var w syncBuf
+			var w testkit.Buffer
 			_, err := open(context.Background(), cfg, &w, slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
@@ -335,7 +317,7 @@ func TestScheduleMode(t *testing.T) {
 	cfg.schedule = "*/15 * * * *"
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // as if Ctrl-C came at once
-	var stdout, stderr syncBuf
+	var stdout, stderr testkit.Buffer
 	if err := run(ctx, cfg, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
