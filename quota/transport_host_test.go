@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
@@ -127,7 +125,7 @@ func newHostsEnv(t *testing.T, opts ...quota.TransportOption) *hostsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC))
 	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets, quota.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -155,9 +153,7 @@ func newHostsEnv(t *testing.T, opts ...quota.TransportOption) *hostsEnv {
 		return s.srv.Listener.Addr().String(), true
 	}
 	opts = append([]quota.TransportOption{quota.WithBase(hostsBase(t, lookup, roots)), quota.WithTransportLogger(logger),
-		quota.WithRetryClock(clk, func() backoff.Timer {
-			return &trTimer{clk: clk, waits: new([]time.Duration), mu: new(sync.Mutex), c: make(chan time.Time, 1)}
-		}),
+		quota.WithRetryClock(clk, clk.NewTimer),
 	}, opts...)
 	e.client = &http.Client{Transport: quota.NewTransport(lim, table, opts...)}
 	return e
@@ -499,7 +495,7 @@ func TestTransportYouTubeHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}
+	clk := testkit.NewClock(time.Date(2026, 3, 10, 10, 0, 0, 0, la))
 	sim := ytsim.New(ytsim.WithClock(clk.Now))
 	t.Cleanup(sim.Close)
 	jpeg := []byte("\xff\xd8\xff\xe0 a thumbnail")

@@ -47,8 +47,8 @@ func TestTransportPerMinute429Retries(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("search.list after a per-minute 429: %v", err)
 	}
-	if len(e.waits) != 1 {
-		t.Fatalf("waits = %v, want one retry", e.waits)
+	if len(e.waits()) != 1 {
+		t.Fatalf("waits = %v, want one retry", e.waits())
 	}
 	u := trStatus(t, e.lim, quota.Credential{Secret: trKey, Owner: trOwner}, "search")
 	if !u.ExhaustedUntil.IsZero() || u.Used != 2 {
@@ -76,8 +76,8 @@ func TestTransportDaily429Exhausts(t *testing.T) {
 	if midnight := time.Date(2026, 3, 11, 0, 0, 0, 0, la); !ex.ExhaustedUntil.Equal(midnight) {
 		t.Fatalf("exhausted until %v, want %v", ex.ExhaustedUntil, midnight)
 	}
-	if len(e.waits) != 0 {
-		t.Fatalf("waits = %v: a daily 429 is not retried", e.waits)
+	if len(e.waits()) != 0 {
+		t.Fatalf("waits = %v: a daily 429 is not retried", e.waits())
 	}
 	other := quota.NewTransport(e.newLimiter(), e.table, quota.WithTransportLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	req, _ := http.NewRequest("GET", e.url("/youtube/v3/search", "q", "y"), nil)
@@ -130,7 +130,7 @@ func (s *countingStore) Usage(ctx context.Context, req *quota.UsageRequest) ([]q
 // requests that are not uploads cost no extra store round trip.
 func TestTransportUploadLimitHoldsTheChannel(t *testing.T) {
 	la, _ := time.LoadLocation("America/Los_Angeles")
-	clk := &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}
+	clk := testkit.NewClock(time.Date(2026, 3, 10, 10, 0, 0, 0, la))
 	srv := ytsim.New(ytsim.WithClock(clk.Now), ytsim.WithUploadCap(1), ytsim.WithProject("proj", "chan-a", "chan-b"))
 	t.Cleanup(srv.Close)
 	table := newTrEnv(t, nil).table
@@ -308,8 +308,8 @@ func TestTransportHugeRetryAfterStops(t *testing.T) {
 			if err != nil || resp.StatusCode != 429 {
 				t.Fatalf("resp %v, err %v; want the 429", resp, err)
 			}
-			if hits.Load() != 1 || len(e.waits) != 0 {
-				t.Fatalf("%d attempts, waits %v; want 1 attempt and no wait", hits.Load(), e.waits)
+			if hits.Load() != 1 || len(e.waits()) != 0 {
+				t.Fatalf("%d attempts, waits %v; want 1 attempt and no wait", hits.Load(), e.waits())
 			}
 			if got := e.used("units"); got != 1 {
 				t.Fatalf("charged %d units, want 1", got)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,23 +18,6 @@ import (
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func la(t *testing.T) *time.Location {
 	t.Helper()
@@ -48,7 +30,7 @@ func la(t *testing.T) *time.Location {
 
 // testConfig returns a config on a fresh SQLite file and output file in a
 // temporary directory, on clock.
-func testConfig(t *testing.T, clock *fakeClock) config {
+func testConfig(t *testing.T, clock *testkit.Clock) config {
 	t.Helper()
 	dir := t.TempDir()
 	return config{
@@ -96,7 +78,7 @@ func lines(t *testing.T, path string) []item {
 func TestSimulatedDay(t *testing.T) {
 	t.Parallel()
 	// 18:00 in Los Angeles: midnight, when YouTube's quota resets, is the 25th tick.
-	clock := &fakeClock{t: time.Date(2026, 3, 10, 18, 0, 0, 0, la(t))}
+	clock := testkit.NewClock(time.Date(2026, 3, 10, 18, 0, 0, 0, la(t)))
 	cfg := testConfig(t, clock)
 	cfg.headroom = 0
 	var progress, logs testkit.Buffer
@@ -199,7 +181,7 @@ func TestSimulatedDay(t *testing.T) {
 // together write each item once.
 func TestSeparateProcesses(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{t: time.Date(2026, 6, 2, 10, 0, 0, 0, la(t))}
+	clock := testkit.NewClock(time.Date(2026, 6, 2, 10, 0, 0, 0, la(t)))
 	cfg := testConfig(t, clock)
 	runOnce := func(headroom int64) (jobs.Record, string, int64) {
 		t.Helper()
@@ -254,7 +236,7 @@ func TestSeparateProcesses(t *testing.T) {
 // real API: the key comes from the environment, the budgets are the cost
 // table's ("youtube", 10,000 units a day less the headroom).
 func TestRealUpstreamMode(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 6, 2, 10, 0, 0, 0, la(t))}
+	clock := testkit.NewClock(time.Date(2026, 6, 2, 10, 0, 0, 0, la(t)))
 	upstream := ytsim.New(ytsim.WithClock(clock.Now), ytsim.WithKeys("real-looking-key"))
 	defer upstream.Close()
 	t.Setenv("TEST_YT_KEY", "real-looking-key")
@@ -277,7 +259,7 @@ func TestRealUpstreamMode(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	clock := &fakeClock{t: time.Now()}
+	clock := testkit.NewClock(time.Now())
 	t.Setenv("EMPTY_KEY", "")
 	t.Setenv("A_KEY", "k")
 	for _, tc := range []struct {
@@ -312,7 +294,7 @@ func TestConfigErrors(t *testing.T) {
 // context is done, then stops cleanly.
 func TestScheduleMode(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{t: time.Date(2026, 6, 2, 10, 7, 0, 0, time.Local)}
+	clock := testkit.NewClock(time.Date(2026, 6, 2, 10, 7, 0, 0, time.Local))
 	cfg := testConfig(t, clock)
 	cfg.schedule = "*/15 * * * *"
 	ctx, cancel := context.WithCancel(context.Background())
