@@ -31,13 +31,6 @@ import (
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
-// helperEnv holds the role of a re-executed test binary (see
-// TestHelperProcess); helperConfigEnv its configuration, as JSON.
-const (
-	helperEnv       = "QUOTACTL_TEST_HELPER"
-	helperConfigEnv = "QUOTACTL_TEST_HELPER_CONFIG"
-)
-
 // The children's protocol on stdout: one ready line once the store is
 // open, then, after the parent writes goLine to stdin, one result line.
 const (
@@ -73,33 +66,21 @@ type childResult struct {
 	Used map[string]int64 `json:"used"`
 }
 
-// TestHelperProcess is not a test: the multi-process tests re-run the test
-// binary with -test.run=^TestHelperProcess$ and $QUOTACTL_TEST_HELPER set,
-// and this is the child's main. Run directly it has nothing to do.
-func TestHelperProcess(t *testing.T) {
-	switch role := os.Getenv(helperEnv); role {
-	case "":
-		t.Log("not a child process: the multi-process tests run this with $" + helperEnv + " set")
-	case "spend":
-		spendChild(t)
-	default:
-		t.Fatalf("unknown helper role %q", role)
-	}
-}
-
-// spendChild opens the store, reports ready, waits for the parent's go, and
-// then charges from many goroutines at once.
-func spendChild(t *testing.T) {
+// spendChild is the main of a child process of the multi-process tests
+// (the child role "spend", given its childConfig as JSON): it opens the
+// store, reports ready, waits for the parent's go, and then charges from
+// many goroutines at once.
+func spendChild(js string) error {
 	var cfg childConfig
-	if err := json.Unmarshal([]byte(os.Getenv(helperConfigEnv)), &cfg); err != nil {
-		t.Fatalf("child: bad $%s: %v", helperConfigEnv, err)
+	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+		return fmt.Errorf("bad config: %v", err)
 	}
 	var store quota.Store
 	switch cfg.Backend {
 	case "redis":
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			t.Fatalf("child: %v", err)
+			return err
 		}
 		c := redis.NewClient(opts)
 		defer c.Close()
@@ -107,30 +88,30 @@ func spendChild(t *testing.T) {
 	case "sqlite":
 		s, err := sqlitestore.Open(cfg.Path)
 		if err != nil {
-			t.Fatalf("child: %v", err)
+			return err
 		}
 		store = s
 	case "memory":
 		store = quota.NewMemoryStore()
 	default:
-		t.Fatalf("child: unknown backend %q", cfg.Backend)
+		return fmt.Errorf("unknown backend %q", cfg.Backend)
 	}
 	defer store.Close()
 	budgets := spendBudgets(cfg.Units, cfg.CallsLimit)
 	l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return cfg.Now }))
 	if err != nil {
-		t.Fatalf("child: %v", err)
+		return err
 	}
 	cred := quota.Credential{Secret: cfg.Secret, Label: "shared-key"}
 	// Touch the store (it records nothing) so connections and scripts are
 	// ready before the race starts.
 	if _, err := l.Status(context.Background(), cred); err != nil {
-		t.Fatalf("child: status before start: %v", err)
+		return fmt.Errorf("status before start: %v", err)
 	}
 	fmt.Println(readyLine)
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != goLine {
-		t.Fatalf("child: waiting for %q on stdin: got %q, %v", goLine, line, err)
+		return fmt.Errorf("waiting for %q on stdin: got %q, %v", goLine, line, err)
 	}
 
 	var mu sync.Mutex
@@ -167,11 +148,12 @@ func spendChild(t *testing.T) {
 			res.Used[u.Budget] = u.Used
 		}
 	}
-	js, err := json.Marshal(res)
+	out, err := json.Marshal(res)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	fmt.Println(resultLine + string(js))
+	fmt.Println(resultLine + string(out))
+	return nil
 }
 
 // child is one re-executed test binary.
@@ -200,8 +182,7 @@ func runChildren(t *testing.T, n int, cfg childConfig) []childResult {
 			t.Fatal(err)
 		}
 		k := &child{ready: make(chan struct{}), result: make(chan childResult, 1), done: make(chan struct{})}
-		k.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=2m")
-		k.cmd.Env = append(os.Environ(), helperEnv+"=spend", helperConfigEnv+"="+string(js))
+		k.cmd = testkit.Child(t, "spend", string(js))
 		k.cmd.Stderr = &k.stderr
 		if k.stdin, err = k.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
@@ -213,7 +194,6 @@ func runChildren(t *testing.T, n int, cfg childConfig) []childResult {
 		if err := k.cmd.Start(); err != nil {
 			t.Fatalf("start child %d: %v", i, err)
 		}
-		t.Cleanup(func() { _ = k.cmd.Process.Kill() }) // no-op once it exited
 		go k.read(out)
 		kids[i] = k
 	}
