@@ -337,7 +337,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 	srv := redistest.Server(t)
 	client, admin := srv.Client(t), srv.Client(t)
 	seen := new(noscriptCounter)
-	client.AddHook(seen)
+	client.AddHook(redistest.Hook{Process: seen.process, Pipeline: seen.pipeline})
 	store := redisstore.New(client, redisstore.WithPrefix(redistest.Prefix(t)))
 	budgets := spendBudgets(30000, 5000)
 	l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
@@ -470,22 +470,16 @@ func (h *noscriptCounter) count(err error) {
 	}
 }
 
-func (h *noscriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *noscriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd) // the reply's error; cmd.Err() may not hold it yet
-		h.count(err)
-		return err
-	}
+func (h *noscriptCounter) process(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	err := next(ctx, cmd) // the reply's error; cmd.Err() may not hold it yet
+	h.count(err)
+	return err
 }
 
-func (h *noscriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			h.count(c.Err())
-		}
-		return err
+func (h *noscriptCounter) pipeline(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	err := next(ctx, cmds)
+	for _, c := range cmds {
+		h.count(c.Err())
 	}
+	return err
 }
