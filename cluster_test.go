@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit/overspend"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/storetest"
@@ -110,7 +111,7 @@ func TestRedisCluster(t *testing.T) {
 			if !errors.Is(err, quota.ErrExhausted) {
 				t.Fatalf("credential %d: a charge over what is left: %v, %v; want ErrExhausted", i, r, err)
 			}
-			us := usedOf(t, l, cred)
+			us := overspend.Used(t, l, cred)
 			if us["units"] != 300 || us["search"] != 3 || us["calls"] != 3 {
 				t.Fatalf("credential %d: used %v after 3 searches and one refusal; want units 300, search 3, calls 3", i, us)
 			}
@@ -124,7 +125,7 @@ func TestRedisCluster(t *testing.T) {
 	t.Run("KeysSpreadOverMasters", func(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		store := redisstore.New(cc, redisstore.WithPrefix(prefix))
-		l, err := quota.New(store, "youtube", spendBudgets(1000, 1000), quota.WithClock(fixedClock))
+		l, err := quota.New(store, "youtube", overspend.Budgets(1000, 1000), quota.WithClock(fixedClock))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func TestRedisCluster(t *testing.T) {
 		tags := map[string]int{} // hash tag -> credential
 		for i := range creds {
 			cred := quota.Credential{Secret: fmt.Sprintf("AIzaSy-cluster-spread-%d", i)}
-			if _, err := l.Take(ctx, cred, spendCharge(7)); err != nil {
+			if _, err := l.Take(ctx, cred, overspend.Charge(7)); err != nil {
 				t.Fatal(err)
 			}
 			tags[redisstore.CredentialTag("youtube", quota.DefaultFingerprint(cred.Secret))] = i
@@ -201,7 +202,7 @@ func TestRedisCluster(t *testing.T) {
 
 	t.Run("ConcurrentNoOverspend", func(t *testing.T) {
 		store := redisstore.New(cc, redisstore.WithPrefix(redistest.Prefix(t)))
-		budgets := spendBudgets(3000, 1000)
+		budgets := overspend.Budgets(3000, 1000)
 		l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
 		if err != nil {
 			t.Fatal(err)
@@ -213,28 +214,28 @@ func TestRedisCluster(t *testing.T) {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		var mu sync.Mutex
-		per := make([]spend, len(creds))
+		per := make([]overspend.Spend, len(creds))
 		var wg sync.WaitGroup
 		for g := range 24 {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(seed, uint64(g)))
 				ci := g % len(creds)
-				var mine spend
+				var mine overspend.Spend
 				for range 40 {
 					cost := rng.Int64N(100) + 1
-					_, err := l.Take(ctx, creds[ci], spendCharge(cost))
+					_, err := l.Take(ctx, creds[ci], overspend.Charge(cost))
 					var ee *quota.ExhaustedError
 					switch {
 					case err == nil:
 						mine.Accepted = append(mine.Accepted, cost)
 					case errors.As(err, &ee):
-						mine.Refused = append(mine.Refused, refusal{cost, ee.Budget})
+						mine.Refused = append(mine.Refused, overspend.Refusal{Cost: cost, Budget: ee.Budget})
 					default:
 						mine.Errors = append(mine.Errors, err.Error())
 					}
 				}
 				mu.Lock()
-				per[ci].add(mine)
+				per[ci].Add(mine)
 				mu.Unlock()
 			})
 		}
@@ -246,7 +247,7 @@ func TestRedisCluster(t *testing.T) {
 			if len(s.Refused) == 0 {
 				t.Fatalf("credential %d: nothing refused; the run never reached the limit", ci)
 			}
-			for _, p := range checkSpend(budgets, usedOf(t, l, creds[ci]), s) {
+			for _, p := range overspend.Check(budgets, overspend.Used(t, l, creds[ci]), s) {
 				t.Errorf("credential %d: %s", ci, p)
 			}
 		}

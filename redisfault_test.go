@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/internal/testkit"
+	"github.com/quotactl/quotactl/internal/testkit/overspend"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
@@ -339,7 +340,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 	seen := new(noscriptCounter)
 	client.AddHook(redistest.Hook{Process: seen.process, Pipeline: seen.pipeline})
 	store := redisstore.New(client, redisstore.WithPrefix(redistest.Prefix(t)))
-	budgets := spendBudgets(30000, 5000)
+	budgets := overspend.Budgets(30000, 5000)
 	l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
 	if err != nil {
 		t.Fatal(err)
@@ -375,25 +376,25 @@ func TestScriptFlushMidRun(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	var mu sync.Mutex
-	var all spend
+	var all overspend.Spend
 	var churnUnits, churnRefunded int64
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			var mine spend
+			var mine overspend.Spend
 			var cu, cr int64
 			fail := func(op string, err error) { mine.Errors = append(mine.Errors, op+": "+err.Error()) }
 			ctx := context.Background()
 			for i := range 150 {
 				cost := rng.Int64N(100) + 1
-				_, err := l.Take(ctx, take, spendCharge(cost))
+				_, err := l.Take(ctx, take, overspend.Charge(cost))
 				var ee *quota.ExhaustedError
 				switch {
 				case err == nil:
 					mine.Accepted = append(mine.Accepted, cost)
 				case errors.As(err, &ee):
-					mine.Refused = append(mine.Refused, refusal{cost, ee.Budget})
+					mine.Refused = append(mine.Refused, overspend.Refusal{Cost: cost, Budget: ee.Budget})
 				default:
 					fail("take", err)
 				}
@@ -421,7 +422,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 				}
 			}
 			mu.Lock()
-			all.add(mine)
+			all.Add(mine)
 			churnUnits += cu
 			churnRefunded += cr
 			mu.Unlock()
@@ -452,10 +453,10 @@ func TestScriptFlushMidRun(t *testing.T) {
 	if len(all.Refused) == 0 {
 		t.Fatalf("nothing was refused: the run never reached the limit")
 	}
-	for _, p := range checkSpend(budgets, usedOf(t, l, take), all) {
+	for _, p := range overspend.Check(budgets, overspend.Used(t, l, take), all) {
 		t.Error(p)
 	}
-	if got := usedOf(t, l, churn)["units"]; got != churnUnits-churnRefunded {
+	if got := overspend.Used(t, l, churn)["units"]; got != churnUnits-churnRefunded {
 		t.Errorf("churn credential: store says %d units used; callers were granted %d and refunded %d", got, churnUnits, churnRefunded)
 	}
 }

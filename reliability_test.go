@@ -26,6 +26,7 @@ import (
 
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/internal/testkit"
+	"github.com/quotactl/quotactl/internal/testkit/overspend"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
@@ -62,7 +63,7 @@ type childConfig struct {
 // refused, and what its own store says was used at the end.
 type childResult struct {
 	Proc int `json:"proc"`
-	spend
+	overspend.Spend
 	Used map[string]int64 `json:"used"`
 }
 
@@ -97,7 +98,7 @@ func spendChild(js string) error {
 		return fmt.Errorf("unknown backend %q", cfg.Backend)
 	}
 	defer store.Close()
-	budgets := spendBudgets(cfg.Units, cfg.CallsLimit)
+	budgets := overspend.Budgets(cfg.Units, cfg.CallsLimit)
 	l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return cfg.Now }))
 	if err != nil {
 		return err
@@ -120,22 +121,22 @@ func spendChild(js string) error {
 	for g := range cfg.Goroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Proc*1000+g)))
-			var mine spend
+			var mine overspend.Spend
 			for range cfg.Calls {
 				cost := rng.Int64N(100) + 1
-				_, err := l.Take(context.Background(), cred, spendCharge(cost))
+				_, err := l.Take(context.Background(), cred, overspend.Charge(cost))
 				var ee *quota.ExhaustedError
 				switch {
 				case err == nil:
 					mine.Accepted = append(mine.Accepted, cost)
 				case errors.As(err, &ee):
-					mine.Refused = append(mine.Refused, refusal{Cost: cost, Budget: ee.Budget})
+					mine.Refused = append(mine.Refused, overspend.Refusal{Cost: cost, Budget: ee.Budget})
 				default:
 					mine.Errors = append(mine.Errors, err.Error())
 				}
 			}
 			mu.Lock()
-			res.add(mine)
+			res.Add(mine)
 			mu.Unlock()
 		})
 	}
@@ -281,11 +282,11 @@ func (k *child) read(out io.Reader) {
 //
 // The "private stores" case shows the check can fail: each process with its
 // own memory store (no shared state, as a per-process limiter would be)
-// grants all its callers ask, some 2.6 budgets in all, and checkSpend
+// grants all its callers ask, some 2.6 budgets in all, and overspend.Check
 // reports the overspend.
 func TestMultiProcessNoOverspend(t *testing.T) {
 	const units, calls = 20000, 1200
-	budgets := spendBudgets(units, calls)
+	budgets := overspend.Budgets(units, calls)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	base := childConfig{
@@ -300,12 +301,12 @@ func TestMultiProcessNoOverspend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		used := usedOf(t, l, cred)
-		var all spend
+		used := overspend.Used(t, l, cred)
+		var all overspend.Spend
 		var perChild []int
 		granting := 0
 		for _, r := range results {
-			all.add(r.spend)
+			all.Add(r.Spend)
 			perChild = append(perChild, len(r.Accepted))
 			if len(r.Accepted) > 0 {
 				granting++
@@ -324,7 +325,7 @@ func TestMultiProcessNoOverspend(t *testing.T) {
 		if len(all.Refused) == 0 || used["units"] < units-100 && used["calls"] < calls {
 			t.Fatalf("the run never reached the limit (used %v): it proves nothing", used)
 		}
-		for _, p := range checkSpend(budgets, used, all) {
+		for _, p := range overspend.Check(budgets, used, all) {
 			t.Error(p)
 		}
 	}
@@ -358,17 +359,17 @@ func TestMultiProcessNoOverspend(t *testing.T) {
 		cfg := base
 		cfg.Backend = "memory"
 		results := runChildren(t, childProcs, cfg)
-		var all spend
+		var all overspend.Spend
 		used := map[string]int64{}
 		for _, r := range results {
-			all.add(r.spend)
+			all.Add(r.Spend)
 			for b, n := range r.Used {
 				used[b] += n
 			}
 		}
-		problems := checkSpend(budgets, used, all)
+		problems := overspend.Check(budgets, used, all)
 		if len(problems) == 0 || !strings.HasPrefix(problems[0], "overspend:") {
-			t.Fatalf("%d processes with private stores granted %d units in all, and checkSpend saw nothing wrong: %q",
+			t.Fatalf("%d processes with private stores granted %d units in all, and overspend.Check saw nothing wrong: %q",
 				childProcs, used["units"], problems)
 		}
 		t.Logf("as expected without a shared store: %s", problems[0])

@@ -9,5 +9,7 @@
 // github.com/cenkalti/backoff/v4 alone, so the tests of any package,
 // package quota's own included, can use it.
 //
-// The go-redis hook helper is redistest.Hook, beside the Redis servers.
+// Below it, package overspend checks what concurrent callers sharing a
+// budget were granted and refused; the go-redis hook helper is
+// redistest.Hook, beside the Redis servers.
 package testkit
