@@ -3,8 +3,9 @@ package quotactl_test
 // Reliability: many OS processes share one budget through Redis or SQLite,
 // and none of them, alone or together, spends more than the limit. The
 // fault tests (Redis killed, hung, restarted; scripts flushed) are in
-// redisfault_test.go, Redis Cluster in cluster_test.go, credential secrecy
-// in secrecy_test.go and the table of bad inputs in badinput_test.go.
+// redisfault_test.go, credential secrecy in secrecy_test.go and the table
+// of bad inputs in badinput_test.go; the Redis Cluster tests, which test
+// only the Redis store, are in quota/redisstore.
 
 import (
 	"bufio"

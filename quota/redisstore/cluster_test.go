@@ -1,11 +1,10 @@
-package quotactl_test
+package redisstore_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -20,16 +19,6 @@ import (
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/storetest"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestRedisCluster runs the Redis store on a 3-master Redis Cluster of the
 // test's own (redistest.NewCluster): multi-budget charges are one script in
@@ -95,7 +84,7 @@ func TestRedisCluster(t *testing.T) {
 			{Name: "search", Limit: 100, Window: quota.Daily(la)},
 			{Name: "calls", Limit: 1000, Window: quota.Sliding(time.Hour)},
 		}
-		l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
+		l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +114,7 @@ func TestRedisCluster(t *testing.T) {
 	t.Run("KeysSpreadOverMasters", func(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		store := redisstore.New(cc, redisstore.WithPrefix(prefix))
-		l, err := quota.New(store, "youtube", overspend.Budgets(1000, 1000), quota.WithClock(fixedClock))
+		l, err := quota.New(store, "youtube", overspend.Budgets(1000, 1000), quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +192,7 @@ func TestRedisCluster(t *testing.T) {
 	t.Run("ConcurrentNoOverspend", func(t *testing.T) {
 		store := redisstore.New(cc, redisstore.WithPrefix(redistest.Prefix(t)))
 		budgets := overspend.Budgets(3000, 1000)
-		l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
+		l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
