@@ -20,17 +20,18 @@ import (
 	"github.com/quotactl/quotactl/quota/storetest"
 )
 
-// TestRedisCluster runs the Redis store on a 3-master Redis Cluster of the
+// TestCluster runs the Redis store on a 3-master Redis Cluster of the
 // test's own (redistest.NewCluster): multi-budget charges are one script in
-// one slot, the keys of different credentials spread over the masters,
-// concurrent charges do not overspend, and the whole conformance suite
-// passes.
+// one slot (no CROSSSLOT), the keys of different credentials spread over
+// the masters, concurrent charges do not overspend, and the whole
+// conformance suite passes, the catalog's keys living wherever their slots
+// are.
 //
 // Without redis-server on PATH the cluster is three miniredis nodes and the
 // client routes by slot; a miniredis does not refuse a cross-slot script,
 // so CrossSlotRefused checks instead that such a script runs on one node
 // only, away from where its other key's slot lives.
-func TestRedisCluster(t *testing.T) {
+func TestCluster(t *testing.T) {
 	cl := redistest.NewCluster(t)
 	if !cl.Real {
 		t.Log("FALLBACK: no redis-server on PATH: this Redis Cluster is 3 in-process miniredis nodes with client-side slot routing; CROSSSLOT is checked by where keys land instead")
@@ -239,6 +240,40 @@ func TestRedisCluster(t *testing.T) {
 			for _, p := range overspend.Check(budgets, overspend.Used(t, l, creds[ci]), s) {
 				t.Errorf("credential %d: %s", ci, p)
 			}
+		}
+	})
+
+	t.Run("CredentialsSpreadOverNodes", func(t *testing.T) {
+		// Each credential's budgets stay together, and credentials spread
+		// over the nodes: the log key of each is on one of them.
+		st := redisstore.New(cc, redisstore.WithPrefix(redistest.Prefix(t)))
+		l, err := quota.New(st, "youtube", []quota.Budget{
+			{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)},
+			{Name: "search", Limit: 10, Window: quota.Sliding(time.Hour)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		nodes := map[string]bool{}
+		var direct []*redis.Client
+		for _, n := range cl.Nodes {
+			direct = append(direct, n.Client(t))
+		}
+		for i := range 24 {
+			cred := quota.Credential{Secret: "cluster-secret-" + string(rune('a'+i))}
+			if _, err := l.Take(ctx, cred, quota.Charge{Units: map[string]int64{"units": 5, "search": 1}}); err != nil {
+				t.Fatalf("credential %d: %v", i, err)
+			}
+			key := st.Prefix() + redisstore.CredentialTag("youtube", fingerprint(cred)) + ":log:units"
+			for j, n := range direct {
+				if n.Exists(ctx, key).Val() == 1 {
+					nodes[cl.Nodes[j].Addr()] = true
+				}
+			}
+		}
+		if len(nodes) < 2 {
+			t.Fatalf("24 credentials' logs sit on %d node(s); want them spread", len(nodes))
 		}
 	})
 
