@@ -1,11 +1,12 @@
 package quotactl_test
 
 // Reliability: many OS processes share one budget through Redis or SQLite,
-// and none of them, alone or together, spends more than the limit. The
-// fault tests (Redis killed, hung, restarted; scripts flushed) are in
-// redisfault_test.go, credential secrecy in secrecy_test.go and the table
-// of bad inputs in badinput_test.go; the Redis Cluster tests, which test
-// only the Redis store, are in quota/redisstore.
+// and none of them, alone or together, spends more than the limit.
+// Credential secrecy is in secrecy_test.go and the table of bad inputs in
+// badinput_test.go. The Redis fault tests (server killed, hung, restarted;
+// scripts flushed under load) and the Redis Cluster tests test only the
+// Redis store: they are in quota/redisstore (outage_test.go,
+// cluster_test.go).
 
 import (
 	"bufio"

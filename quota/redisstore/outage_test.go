@@ -1,4 +1,4 @@
-package quotactl_test
+package redisstore_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,7 +168,7 @@ func redisOutage(t *testing.T, ctxTimeout bool) {
 	// The restart below loses every key (no persistence): the limiters find
 	// that loss (counted below) but trust the store, because this test is
 	// about availability; the default reaction to a loss (budgets count as
-	// spent) is tested in quota/redisstore's loss tests.
+	// spent) is tested in loss_test.go.
 	closed, err := quota.New(store, "youtube", budgets, quota.WithLogger(logger), quota.WithStoreLoss(quota.TrustStore))
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +342,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 	client.AddHook(redistest.Hook{Process: seen.process, Pipeline: seen.pipeline})
 	store := redisstore.New(client, redisstore.WithPrefix(redistest.Prefix(t)))
 	budgets := overspend.Budgets(30000, 5000)
-	l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
+	l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,4 +484,42 @@ func (h *noscriptCounter) pipeline(ctx context.Context, cmds []redis.Cmder, next
 		h.count(c.Err())
 	}
 	return err
+}
+
+// waitFor polls cond until it holds or within passes, then fails the test
+// naming what it waited for. It waits for processes, servers and goroutines
+// to get somewhere; it never stands in for moving a clock.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(within, cond) {
+		t.Fatalf("gave up after %v waiting for %s", within, what)
+	}
+}
+
+// poll reports whether cond held before within passed.
+func poll(within time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// settleGoroutines waits until no more goroutines run than before, and
+// fails with every goroutine's stack if some are left over: a leak.
+func settleGoroutines(t *testing.T, before int) {
+	t.Helper()
+	if poll(10*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		return
+	}
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	t.Fatalf("goroutine leak: %d running, %d before the test\n%s", runtime.NumGoroutine(), before, buf.String())
 }
