@@ -12,7 +12,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -127,15 +126,7 @@ func spendChild(js string) error {
 			for range cfg.Calls {
 				cost := rng.Int64N(100) + 1
 				_, err := l.Take(context.Background(), cred, overspend.Charge(cost))
-				var ee *quota.ExhaustedError
-				switch {
-				case err == nil:
-					mine.Accepted = append(mine.Accepted, cost)
-				case errors.As(err, &ee):
-					mine.Refused = append(mine.Refused, overspend.Refusal{Cost: cost, Budget: ee.Budget})
-				default:
-					mine.Errors = append(mine.Errors, err.Error())
-				}
+				mine.Record(cost, err)
 			}
 			mu.Lock()
 			res.Add(mine)

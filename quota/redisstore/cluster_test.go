@@ -214,15 +214,7 @@ func TestCluster(t *testing.T) {
 				for range 40 {
 					cost := rng.Int64N(100) + 1
 					_, err := l.Take(ctx, creds[ci], overspend.Charge(cost))
-					var ee *quota.ExhaustedError
-					switch {
-					case err == nil:
-						mine.Accepted = append(mine.Accepted, cost)
-					case errors.As(err, &ee):
-						mine.Refused = append(mine.Refused, overspend.Refusal{Cost: cost, Budget: ee.Budget})
-					default:
-						mine.Errors = append(mine.Errors, err.Error())
-					}
+					mine.Record(cost, err)
 				}
 				mu.Lock()
 				per[ci].Add(mine)

@@ -5,12 +5,13 @@
 // could still pay.
 //
 // The callers charge Charge(cost) against Budgets(units, calls), record
-// each outcome in a Spend, and the test hands the Spends, merged with Add,
-// to Check. Like testkit, it is for tests only.
+// each outcome in a Spend (Record), and the test hands the Spends, merged
+// with Add, to Check. Like testkit, it is for tests only.
 package overspend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -38,6 +39,20 @@ func (s *Spend) Add(o Spend) {
 	s.Accepted = append(s.Accepted, o.Accepted...)
 	s.Refused = append(s.Refused, o.Refused...)
 	s.Errors = append(s.Errors, o.Errors...)
+}
+
+// Record adds the outcome of one charge of cost to s: accepted when err is
+// nil, refused when it is a *quota.ExhaustedError, else an error.
+func (s *Spend) Record(cost int64, err error) {
+	var ee *quota.ExhaustedError
+	switch {
+	case err == nil:
+		s.Accepted = append(s.Accepted, cost)
+	case errors.As(err, &ee):
+		s.Refused = append(s.Refused, Refusal{Cost: cost, Budget: ee.Budget})
+	default:
+		s.Errors = append(s.Errors, err.Error())
+	}
 }
 
 // Budgets returns the budgets the checks charge: "units" and "calls",

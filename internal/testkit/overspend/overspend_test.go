@@ -1,10 +1,13 @@
 package overspend_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/quotactl/quotactl/internal/testkit/overspend"
+	"github.com/quotactl/quotactl/quota"
 )
 
 func TestCheck(t *testing.T) {
@@ -38,6 +41,14 @@ func TestCheck(t *testing.T) {
 			}
 		})
 	}
+	var r overspend.Spend
+	r.Record(5, nil)
+	r.Record(7, fmt.Errorf("take: %w", &quota.ExhaustedError{Budget: "calls"}))
+	r.Record(9, errors.New("down"))
+	if fmt.Sprint(r) != "{[5] [{7 calls}] [down]}" {
+		t.Fatalf("Record: %v", r)
+	}
+
 	var s overspend.Spend
 	s.Add(overspend.Spend{Accepted: []int64{1}, Errors: []string{"e"}})
 	s.Add(overspend.Spend{Accepted: []int64{2}, Refused: []overspend.Refusal{{Cost: 3}}})
