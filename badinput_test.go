@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit/overspend"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
@@ -202,7 +203,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// None of it changed anything.
-	if us := usedOf(t, l, key); us["units"] != 3 || us["search"] != 0 {
+	if us := overspend.Used(t, l, key); us["units"] != 3 || us["search"] != 0 {
 		t.Fatalf("bad input changed usage: %v, want units 3, search 0", us)
 	}
 }

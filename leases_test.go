@@ -21,14 +21,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
-
-// leaseChildEnv makes the test binary, run with -test.run=^TestLeaseChild$,
-// a worker of TestLeasesAcrossProcesses: its value is the JSON leaseConfig.
-const leaseChildEnv = "QUOTACTL_LEASE_CHILD"
 
 type leaseConfig struct {
 	Backend string `json:"backend"` // "sqlite" or "redis"
@@ -57,21 +54,21 @@ func leaseBudgets(limit int64) []quota.Budget {
 	return []quota.Budget{{Name: "units", Limit: limit, Window: quota.Sliding(time.Hour)}}
 }
 
-// TestLeaseChild is not a test: TestLeasesAcrossProcesses re-runs the test
-// binary with $QUOTACTL_LEASE_CHILD set, and this is the worker's main. It
-// reports ready, waits for the parent's go, spends the shared budget from
-// 8 goroutines under leases until the store has nothing left, settles its leases (Close) and prints what it admitted.
-func TestLeaseChild(t *testing.T) {
-	raw := os.Getenv(leaseChildEnv)
-	if raw == "" {
-		t.Log("not a child process: TestLeasesAcrossProcesses runs this with $" + leaseChildEnv + " set")
-		return
-	}
+// leaseChild is the main of a worker of TestLeasesAcrossProcesses (the
+// child role "lease", given its leaseConfig as JSON). It reports ready,
+// waits for the parent's go, spends the shared budget from 8 goroutines
+// under leases until the store has nothing left, settles its leases
+// (Close) and prints what it admitted.
+func leaseChild(raw string) error {
 	var cfg leaseConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatalf("child: bad $%s: %v", leaseChildEnv, err)
+		return fmt.Errorf("bad config: %v", err)
 	}
-	store := openLeaseStore(t, cfg)
+	store, closeClient, err := openLeaseStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeClient()
 	defer store.Close()
 	life := 200 * time.Millisecond
 	if cfg.Pause > 0 {
@@ -79,32 +76,37 @@ func TestLeaseChild(t *testing.T) {
 	}
 	l, err := quota.New(store, "api", leaseBudgets(cfg.Limit), quota.WithLeases(quota.LeaseOptions{Block: cfg.Block, MaxTime: life, CheckEvery: cfg.CheckEvery}))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ctx := context.Background()
 	// Connections and scripts ready, then wait for the parent's go, so
 	// that the four processes race from the same start.
 	if _, err := l.Status(ctx, quota.Credential{Secret: leaseSecret}); err != nil {
-		t.Fatalf("child: status before start: %v", err)
+		return fmt.Errorf("status before start: %v", err)
 	}
 	fmt.Println("ready")
 	stdin := bufio.NewReader(os.Stdin)
-	wait := func() {
+	wait := func() error {
 		if line, err := stdin.ReadString('\n'); err != nil || strings.TrimSpace(line) != "go" {
-			t.Fatalf("child: waiting for go on stdin: got %q, %v", line, err)
+			return fmt.Errorf("waiting for go on stdin: got %q, %v", line, err)
 		}
+		return nil
 	}
-	wait()
+	if err := wait(); err != nil {
+		return err
+	}
 	var rep leaseReport
 	if cfg.Pause > 0 {
 		for range cfg.Pause {
 			if _, err := l.Take(ctx, quota.Credential{Secret: leaseSecret}, quota.Units("units", 1)); err != nil {
-				t.Fatalf("child: take before the pause: %v", err)
+				return fmt.Errorf("take before the pause: %v", err)
 			}
 		}
 		rep.Before = cfg.Pause
 		fmt.Println("holding")
-		wait()
+		if err := wait(); err != nil {
+			return err
+		}
 	}
 	var admitted, refused atomic.Int64
 	var mu sync.Mutex
@@ -136,27 +138,36 @@ func TestLeaseChild(t *testing.T) {
 		rep.Errors = append(rep.Errors, "close: "+err.Error())
 	}
 	rep.Admitted, rep.Refused = admitted.Load(), refused.Load()
-	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
-		t.Fatal(err)
-	}
+	return json.NewEncoder(os.Stdout).Encode(rep)
 }
 
-func openLeaseStore(t *testing.T, cfg leaseConfig) quota.Store {
-	t.Helper()
+// openLeaseStore opens cfg's store; closeClient closes the Redis client
+// beneath it, which closing the store leaves open.
+func openLeaseStore(cfg leaseConfig) (store quota.Store, closeClient func(), err error) {
 	switch cfg.Backend {
 	case "sqlite":
 		s, err := sqlitestore.Open(cfg.Target)
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
-		return s
+		return s, func() {}, nil
 	case "redis":
 		c := redis.NewClient(&redis.Options{Addr: cfg.Target})
-		t.Cleanup(func() { c.Close() })
-		return redisstore.New(c, redisstore.WithPrefix(cfg.Prefix))
+		return redisstore.New(c, redisstore.WithPrefix(cfg.Prefix)), func() { c.Close() }, nil
 	}
-	t.Fatalf("unknown backend %q", cfg.Backend)
-	return nil
+	return nil, nil, fmt.Errorf("unknown backend %q", cfg.Backend)
+}
+
+// leaseStore is openLeaseStore for the parent: an error fails the test,
+// and the client is closed when the test ends.
+func leaseStore(t *testing.T, cfg leaseConfig) quota.Store {
+	t.Helper()
+	store, closeClient, err := openLeaseStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeClient)
+	return store
 }
 
 // TestLeasesAcrossProcesses: 4 processes (the test binary re-run) share one
@@ -227,8 +238,7 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 				c := cfg
 				c.Block = block
 				raw, _ := json.Marshal(c)
-				cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseChild$", "-test.count=1")
-				cmd.Env = append(os.Environ(), leaseChildEnv+"="+string(raw))
+				cmd := testkit.Child(t, "lease", string(raw))
 				errb := new(bytes.Buffer)
 				cmd.Stderr = errb
 				in, err := cmd.StdinPipe()
@@ -242,7 +252,6 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 				cmds, outs, ins, errbs = append(cmds, cmd), append(outs, bufio.NewReader(out)), append(ins, in), append(errbs, errb)
 			}
 			for p, out := range outs {
@@ -261,7 +270,7 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 						t.Fatalf("worker %d: want holding, got %q, %v\n%s", p, line, err, errbs[p].String())
 					}
 				}
-				store := openLeaseStore(t, cfg)
+				store := leaseStore(t, cfg)
 				op, err := quota.New(store, "api", leaseBudgets(limit))
 				if err != nil {
 					t.Fatal(err)
@@ -313,7 +322,7 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 			if left := limit - tc.adjust; total > left {
 				t.Fatalf("the processes admitted %d units together, when %d were left: %d over", total, left, total-left)
 			}
-			store := openLeaseStore(t, cfg)
+			store := leaseStore(t, cfg)
 			defer store.Close()
 			l, err := quota.New(store, "api", leaseBudgets(limit))
 			if err != nil {

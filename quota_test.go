@@ -6,17 +6,38 @@ package quotactl_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	testkit.RunChild(map[string]func(string) int{
+		"spend": childMain(spendChild), // reliability_test.go
+		"lease": childMain(leaseChild), // leases_test.go
+	})
+	redistest.Main(m)
+}
+
+// childMain makes a child process's body a role for testkit.RunChild: an
+// error it returns is printed on stderr, and the child exits 1.
+func childMain(run func(arg string) error) func(string) int {
+	return func(arg string) int {
+		if err := run(arg); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		return 0
+	}
+}
 
 // fixedWindow is the baseline most hand-rolled limiters are: a counter per
 // calendar window (INCR key:hour in Redis), reset when the window turns.

@@ -1,16 +1,17 @@
 package quotactl_test
 
 // Reliability: many OS processes share one budget through Redis or SQLite,
-// and none of them, alone or together, spends more than the limit. The
-// fault tests (Redis killed, hung, restarted; scripts flushed) are in
-// redisfault_test.go, Redis Cluster in cluster_test.go, credential secrecy
-// in secrecy_test.go and the table of bad inputs in badinput_test.go.
+// and none of them, alone or together, spends more than the limit.
+// Credential secrecy is in secrecy_test.go and the table of bad inputs in
+// badinput_test.go. The Redis fault tests (server killed, hung, restarted;
+// scripts flushed under load) and the Redis Cluster tests test only the
+// Redis store: they are in quota/redisstore (outage_test.go,
+// cluster_test.go).
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -25,16 +26,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
+	"github.com/quotactl/quotactl/internal/testkit/overspend"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
-)
-
-// helperEnv holds the role of a re-executed test binary (see
-// TestHelperProcess); helperConfigEnv its configuration, as JSON.
-const (
-	helperEnv       = "QUOTACTL_TEST_HELPER"
-	helperConfigEnv = "QUOTACTL_TEST_HELPER_CONFIG"
 )
 
 // The children's protocol on stdout: one ready line once the store is
@@ -68,37 +64,25 @@ type childConfig struct {
 // refused, and what its own store says was used at the end.
 type childResult struct {
 	Proc int `json:"proc"`
-	spend
+	overspend.Spend
 	Used map[string]int64 `json:"used"`
 }
 
-// TestHelperProcess is not a test: the multi-process tests re-run the test
-// binary with -test.run=^TestHelperProcess$ and $QUOTACTL_TEST_HELPER set,
-// and this is the child's main. Run directly it has nothing to do.
-func TestHelperProcess(t *testing.T) {
-	switch role := os.Getenv(helperEnv); role {
-	case "":
-		t.Log("not a child process: the multi-process tests run this with $" + helperEnv + " set")
-	case "spend":
-		spendChild(t)
-	default:
-		t.Fatalf("unknown helper role %q", role)
-	}
-}
-
-// spendChild opens the store, reports ready, waits for the parent's go, and
-// then charges from many goroutines at once.
-func spendChild(t *testing.T) {
+// spendChild is the main of a child process of the multi-process tests
+// (the child role "spend", given its childConfig as JSON): it opens the
+// store, reports ready, waits for the parent's go, and then charges from
+// many goroutines at once.
+func spendChild(js string) error {
 	var cfg childConfig
-	if err := json.Unmarshal([]byte(os.Getenv(helperConfigEnv)), &cfg); err != nil {
-		t.Fatalf("child: bad $%s: %v", helperConfigEnv, err)
+	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+		return fmt.Errorf("bad config: %v", err)
 	}
 	var store quota.Store
 	switch cfg.Backend {
 	case "redis":
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			t.Fatalf("child: %v", err)
+			return err
 		}
 		c := redis.NewClient(opts)
 		defer c.Close()
@@ -106,30 +90,30 @@ func spendChild(t *testing.T) {
 	case "sqlite":
 		s, err := sqlitestore.Open(cfg.Path)
 		if err != nil {
-			t.Fatalf("child: %v", err)
+			return err
 		}
 		store = s
 	case "memory":
 		store = quota.NewMemoryStore()
 	default:
-		t.Fatalf("child: unknown backend %q", cfg.Backend)
+		return fmt.Errorf("unknown backend %q", cfg.Backend)
 	}
 	defer store.Close()
-	budgets := spendBudgets(cfg.Units, cfg.CallsLimit)
+	budgets := overspend.Budgets(cfg.Units, cfg.CallsLimit)
 	l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return cfg.Now }))
 	if err != nil {
-		t.Fatalf("child: %v", err)
+		return err
 	}
 	cred := quota.Credential{Secret: cfg.Secret, Label: "shared-key"}
 	// Touch the store (it records nothing) so connections and scripts are
 	// ready before the race starts.
 	if _, err := l.Status(context.Background(), cred); err != nil {
-		t.Fatalf("child: status before start: %v", err)
+		return fmt.Errorf("status before start: %v", err)
 	}
 	fmt.Println(readyLine)
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != goLine {
-		t.Fatalf("child: waiting for %q on stdin: got %q, %v", goLine, line, err)
+		return fmt.Errorf("waiting for %q on stdin: got %q, %v", goLine, line, err)
 	}
 
 	var mu sync.Mutex
@@ -138,22 +122,14 @@ func spendChild(t *testing.T) {
 	for g := range cfg.Goroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Proc*1000+g)))
-			var mine spend
+			var mine overspend.Spend
 			for range cfg.Calls {
 				cost := rng.Int64N(100) + 1
-				_, err := l.Take(context.Background(), cred, spendCharge(cost))
-				var ee *quota.ExhaustedError
-				switch {
-				case err == nil:
-					mine.Accepted = append(mine.Accepted, cost)
-				case errors.As(err, &ee):
-					mine.Refused = append(mine.Refused, refusal{Cost: cost, Budget: ee.Budget})
-				default:
-					mine.Errors = append(mine.Errors, err.Error())
-				}
+				_, err := l.Take(context.Background(), cred, overspend.Charge(cost))
+				mine.Record(cost, err)
 			}
 			mu.Lock()
-			res.add(mine)
+			res.Add(mine)
 			mu.Unlock()
 		})
 	}
@@ -166,11 +142,12 @@ func spendChild(t *testing.T) {
 			res.Used[u.Budget] = u.Used
 		}
 	}
-	js, err := json.Marshal(res)
+	out, err := json.Marshal(res)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	fmt.Println(resultLine + string(js))
+	fmt.Println(resultLine + string(out))
+	return nil
 }
 
 // child is one re-executed test binary.
@@ -179,7 +156,7 @@ type child struct {
 	stdin  io.WriteCloser
 	ready  chan struct{}
 	result chan childResult
-	stderr strings.Builder
+	stderr testkit.Buffer
 	other  strings.Builder // stdout lines that are not part of the protocol
 	done   chan struct{}   // closed once stdout is drained
 }
@@ -199,9 +176,8 @@ func runChildren(t *testing.T, n int, cfg childConfig) []childResult {
 			t.Fatal(err)
 		}
 		k := &child{ready: make(chan struct{}), result: make(chan childResult, 1), done: make(chan struct{})}
-		k.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=2m")
-		k.cmd.Env = append(os.Environ(), helperEnv+"=spend", helperConfigEnv+"="+string(js))
-		k.cmd.Stderr = &lockedBuilder{b: &k.stderr}
+		k.cmd = testkit.Child(t, "spend", string(js))
+		k.cmd.Stderr = &k.stderr
 		if k.stdin, err = k.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +188,6 @@ func runChildren(t *testing.T, n int, cfg childConfig) []childResult {
 		if err := k.cmd.Start(); err != nil {
 			t.Fatalf("start child %d: %v", i, err)
 		}
-		t.Cleanup(func() { _ = k.cmd.Process.Kill() }) // no-op once it exited
 		go k.read(out)
 		kids[i] = k
 	}
@@ -290,17 +265,6 @@ func (k *child) read(out io.Reader) {
 	}
 }
 
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // TestMultiProcessNoOverspend runs 4 OS processes of 16 goroutines each,
 // charging random costs of 1 to 100 units (and one "call") to one shared
 // credential at one fixed instant, against Redis and against one SQLite
@@ -311,11 +275,11 @@ func (l *lockedBuilder) Write(p []byte) (int, error) {
 //
 // The "private stores" case shows the check can fail: each process with its
 // own memory store (no shared state, as a per-process limiter would be)
-// grants all its callers ask, some 2.6 budgets in all, and checkSpend
+// grants all its callers ask, some 2.6 budgets in all, and overspend.Check
 // reports the overspend.
 func TestMultiProcessNoOverspend(t *testing.T) {
 	const units, calls = 20000, 1200
-	budgets := spendBudgets(units, calls)
+	budgets := overspend.Budgets(units, calls)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	base := childConfig{
@@ -330,12 +294,12 @@ func TestMultiProcessNoOverspend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		used := usedOf(t, l, cred)
-		var all spend
+		used := overspend.Used(t, l, cred)
+		var all overspend.Spend
 		var perChild []int
 		granting := 0
 		for _, r := range results {
-			all.add(r.spend)
+			all.Add(r.Spend)
 			perChild = append(perChild, len(r.Accepted))
 			if len(r.Accepted) > 0 {
 				granting++
@@ -354,7 +318,7 @@ func TestMultiProcessNoOverspend(t *testing.T) {
 		if len(all.Refused) == 0 || used["units"] < units-100 && used["calls"] < calls {
 			t.Fatalf("the run never reached the limit (used %v): it proves nothing", used)
 		}
-		for _, p := range checkSpend(budgets, used, all) {
+		for _, p := range overspend.Check(budgets, used, all) {
 			t.Error(p)
 		}
 	}
@@ -388,17 +352,17 @@ func TestMultiProcessNoOverspend(t *testing.T) {
 		cfg := base
 		cfg.Backend = "memory"
 		results := runChildren(t, childProcs, cfg)
-		var all spend
+		var all overspend.Spend
 		used := map[string]int64{}
 		for _, r := range results {
-			all.add(r.spend)
+			all.Add(r.Spend)
 			for b, n := range r.Used {
 				used[b] += n
 			}
 		}
-		problems := checkSpend(budgets, used, all)
+		problems := overspend.Check(budgets, used, all)
 		if len(problems) == 0 || !strings.HasPrefix(problems[0], "overspend:") {
-			t.Fatalf("%d processes with private stores granted %d units in all, and checkSpend saw nothing wrong: %q",
+			t.Fatalf("%d processes with private stores granted %d units in all, and overspend.Check saw nothing wrong: %q",
 				childProcs, used["units"], problems)
 		}
 		t.Logf("as expected without a shared store: %s", problems[0])

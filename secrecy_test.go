@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
@@ -262,9 +264,9 @@ func TestCredentialSecrecy(t *testing.T) {
 func secrecyRun(t *testing.T, store quota.Store, e *exposure) []secret {
 	t.Helper()
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var text syncBuffer
+	var text testkit.Buffer
 	textLogger := slog.New(slog.NewTextHandler(&text, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	labelled, bare, bearer := newSecret(t, "labelled"), newSecret(t, "bare"), newSecret(t, "bearer")
@@ -488,4 +490,15 @@ func secrecyRun(t *testing.T, store quota.Store, e *exposure) []secret {
 func deadStoreAddr(t *testing.T) string {
 	t.Helper()
 	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
+
+// freePort returns a loopback TCP port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
-	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 func decodeJSON(t *testing.T, body string, v any) {
@@ -512,7 +512,7 @@ func TestOwnerGroupsCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c := storetest.NewClock(t0)
+	c := testkit.NewClock(t0)
 	l, err := quota.New(st, "youtube", []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Daily(la)}}, quota.WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -616,7 +616,7 @@ func TestRotatedKeyOwnerName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c := storetest.NewClock(t0)
+	c := testkit.NewClock(t0)
 	l, err := quota.New(st, "youtube", []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Daily(la)}}, quota.WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
-	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 // t0 is the tests' "now": 09:30 in Los Angeles (17:30 UTC), so a daily
@@ -41,7 +41,7 @@ const nastyLabel = `<img src=x onerror=alert(1)>&"ci"`
 // world is a seeded SQLite store and the limiters that filled it.
 type world struct {
 	store   *sqlitestore.Store
-	clock   *storetest.Clock
+	clock   *testkit.Clock
 	youtube *quota.Limiter
 	github  *quota.Limiter
 	key1    quota.Credential
@@ -61,7 +61,7 @@ func seed(t testing.TB) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	w := &world{store: st, clock: storetest.NewClock(t0)}
+	w := &world{store: st, clock: testkit.NewClock(t0)}
 	w.key1 = quota.Credential{Secret: secrets[0], Label: "yt-key-1"}
 	w.key2 = quota.Credential{Secret: secrets[1], Label: "yt-key-2"}
 	w.gh = quota.Credential{Secret: secrets[2], Label: nastyLabel}

@@ -1,36 +1,24 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 )
 
-// logBuf collects log lines from any goroutine.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+// logBuf collects a scheduler's log lines from any goroutine.
+type logBuf struct{ testkit.Buffer }
 
 // lines returns the logged lines that contain every one of subs.
 func (l *logBuf) lines(subs ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		ok := line != ""
 		for _, s := range subs {
 			ok = ok && strings.Contains(line, s)
@@ -46,26 +34,9 @@ func (l *logBuf) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newClock returns a clock tests move by hand, at 09:00 UTC on a Monday.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 }
 
 // newLimiter returns a limiter on store for api "youtube" with the budgets

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
@@ -24,9 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(holderChild())
-	}
+	testkit.RunChild(map[string]func(string) int{"holder": holderChild})
 	redistest.Main(m)
 }
 
@@ -390,20 +388,17 @@ func hostname(t *testing.T) string {
 	return h
 }
 
-// The holder child: a process that takes the job's lease, saves a
-// checkpoint, says "saved" and blocks until killed.
-const (
-	childEnv      = "JOBS_TEST_HOLDER_STORE"
-	childClockEnv = "JOBS_TEST_HOLDER_CLOCK"
-)
-
-func holderChild() int {
-	store, err := storeurl.Open(context.Background(), os.Getenv(childEnv))
+// holderChild is the holder child's main: a process that takes the job's
+// lease, saves a checkpoint, says "saved" and blocks until killed. arg is
+// "CLOCK STORE_URL", its fixed instant (RFC 3339) and its store.
+func holderChild(arg string) int {
+	clock, u, _ := strings.Cut(arg, " ")
+	store, err := storeurl.Open(context.Background(), u)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	at, err := time.Parse(time.RFC3339Nano, os.Getenv(childClockEnv))
+	at, err := time.Parse(time.RFC3339Nano, clock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -434,8 +429,7 @@ func TestHolderKilled(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+u, childClockEnv+"="+clock.Now().Format(time.RFC3339Nano))
+			cmd := testkit.Child(t, "holder", clock.Now().Format(time.RFC3339Nano)+" "+u)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)

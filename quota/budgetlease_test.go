@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/storetest"
@@ -30,7 +31,7 @@ func storeUsed(t *testing.T, l *quota.Limiter, cred quota.Credential) int64 {
 // back to the lease, and Close gives the rest back.
 func TestLeaseEndsOnExhaustAndAdjust(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock(storetest.T0)
+	clock := testkit.NewClock(storetest.T0)
 	l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
 		quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 10, MaxFraction: 0.5}))
 	if err != nil {
@@ -104,7 +105,7 @@ func TestLeaseEndsOnExhaustAndAdjust(t *testing.T) {
 // for the charge go back to that lease.
 func TestLeaseMultiBudget(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock(storetest.T0)
+	clock := testkit.NewClock(storetest.T0)
 	l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{
 		{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)},
 		{Name: "search", Limit: 5, Window: quota.Daily(time.UTC)},
@@ -219,7 +220,7 @@ func (c *callCounter) Settle(ctx context.Context, req *backend.SettleRequest) (m
 // refuse a charge that fits.
 func TestLeaseBigChargePlain(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock(storetest.T0)
+	clock := testkit.NewClock(storetest.T0)
 	newLimiter := func(st quota.Store, limit int64) *quota.Limiter {
 		t.Helper()
 		l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: limit, Window: quota.Sliding(time.Hour)}},
@@ -267,7 +268,7 @@ func TestLeaseBigChargePlain(t *testing.T) {
 // under leases is spent, and settled, under its own method and job.
 func TestLeaseBreakdown(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock(storetest.T0)
+	clock := testkit.NewClock(storetest.T0)
 	st := quota.NewMemoryStore()
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
 		quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 10, MaxFraction: 0.5}))
@@ -316,7 +317,7 @@ func TestLeasedRefundNotFound(t *testing.T) {
 	ctx := context.Background()
 	for _, w := range []quota.Window{quota.Sliding(time.Hour), quota.Daily(time.UTC)} {
 		t.Run(w.String(), func(t *testing.T) {
-			clock := storetest.NewClock(storetest.T0)
+			clock := testkit.NewClock(storetest.T0)
 			l, err := quota.New(quota.NewMemoryStore(), "api", []quota.Budget{{Name: "units", Limit: 100, Window: w}},
 				quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 10, MaxFraction: 0.5}))
 			if err != nil {
@@ -385,7 +386,7 @@ func (s *stallStore) Take(ctx context.Context, req *backend.TakeRequest) (*backe
 // counted, after a 2 s stall).
 func TestLeaseAfterFailedTake(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock(storetest.T0)
+	clock := testkit.NewClock(storetest.T0)
 	st := &stallStore{Store: quota.NewMemoryStore(), fail: 3}
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10000, Window: quota.Sliding(time.Hour)}},
 		quota.WithClock(clock.Now), quota.WithLeases(quota.LeaseOptions{Block: 100, MaxFraction: 0.5}))
@@ -447,7 +448,7 @@ func TestLeaseVersionChecks(t *testing.T) {
 	opts := quota.LeaseOptions{Block: 100, MaxFraction: 0.2, MaxTime: time.Second, CheckEvery: 100 * time.Millisecond}
 
 	t.Run("reads", func(t *testing.T) {
-		clock := storetest.NewClock(storetest.T0)
+		clock := testkit.NewClock(storetest.T0)
 		st := &versionStore{MemoryStore: quota.NewMemoryStore()}
 		l, err := quota.New(st, "api", b, quota.WithClock(clock.Now), quota.WithLeases(opts))
 		if err != nil {
@@ -478,7 +479,7 @@ func TestLeaseVersionChecks(t *testing.T) {
 	})
 
 	t.Run("no ChangeVersioner", func(t *testing.T) {
-		clock := storetest.NewClock(storetest.T0)
+		clock := testkit.NewClock(storetest.T0)
 		st := quota.NewMemoryStore()
 		l, err := quota.New(noVersions{st}, "api", b, quota.WithClock(clock.Now), quota.WithLeases(opts))
 		if err != nil {

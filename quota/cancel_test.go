@@ -1,7 +1,6 @@
 package quota_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 )
@@ -41,11 +41,11 @@ func (s *hungStore) Usage(ctx context.Context, req *backend.UsageRequest) ([]quo
 
 // failOpenLimiter returns a limiter over st that fails open for charges of
 // up to 5 units, logging into the buffer returned.
-func failOpenLimiter(t *testing.T, st quota.Store) (*quota.Limiter, *bytes.Buffer) {
+func failOpenLimiter(t *testing.T, st quota.Store) (*quota.Limiter, *testkit.Buffer) {
 	t.Helper()
-	logs := &bytes.Buffer{}
+	logs := &testkit.Buffer{}
 	l, err := quota.New(st, "yt", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
-		quota.FailOpen(5), quota.WithLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: logs}, nil))))
+		quota.FailOpen(5), quota.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestTakeCancelledWhileStoreAsked(t *testing.T) {
 	if r != nil || !errors.Is(err, context.Canceled) || errors.Is(err, quota.ErrStoreUnavailable) {
 		t.Fatalf("Take cancelled while the store is asked = %+v, %v; want an error wrapping context.Canceled, not ErrStoreUnavailable", r, err)
 	}
-	if n := l.Unmetered(); n != 0 || logs.Len() != 0 {
+	if n := l.Unmetered(); n != 0 || logs.String() != "" {
 		t.Fatalf("a cancelled caller: Unmetered() = %d, logged %q; want 0 and nothing", n, logs.String())
 	}
 

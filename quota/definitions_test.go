@@ -1,13 +1,13 @@
 package quota_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -23,14 +23,14 @@ func TestOtherProgramsDefinitionWarned(t *testing.T) {
 	st := quota.NewMemoryStore()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	clock := quota.WithClock(func() time.Time { return now })
-	var logA, logB bytes.Buffer
+	var logA, logB testkit.Buffer
 	a, err := quota.New(st, "yt", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}}, clock,
-		quota.WithLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logA}, nil))))
+		quota.WithLogger(slog.New(slog.NewTextHandler(&logA, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := quota.New(st, "yt", []quota.Budget{{Name: "units", Limit: 300, Window: quota.Sliding(time.Hour)}}, clock,
-		quota.WithLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logB}, nil))))
+		quota.WithLogger(slog.New(slog.NewTextHandler(&logB, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package quota_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -30,15 +30,15 @@ func TestTransportCancelledIsNotAStoreOutage(t *testing.T) {
 			rc := newRecorder(t, okJSON)
 			e := newTrEnv(t, nil)
 			st := &hungStore{MemoryStore: quota.NewMemoryStore()}
-			logs := &bytes.Buffer{}
+			logs := &testkit.Buffer{}
 			table := e.table
 			lim, err := quota.New(st, table.API, table.Budgets, quota.FailOpen(100), quota.WithOwner("proj-c"),
-				quota.WithLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: logs}, nil))))
+				quota.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 			if err != nil {
 				t.Fatal(err)
 			}
 			client := &http.Client{Transport: quota.NewTransport(lim, table,
-				quota.WithTransportLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: logs}, nil))))}
+				quota.WithTransportLogger(slog.New(slog.NewTextHandler(logs, nil))))}
 			u := rc.srv.URL + tc.path
 			send := func(ctx context.Context) error {
 				req, _ := http.NewRequestWithContext(ctx, tc.method, u, nil)

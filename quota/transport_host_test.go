@@ -19,9 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 )
@@ -116,7 +115,7 @@ type hostsEnv struct {
 	lim      *quota.Limiter
 	client   *http.Client
 	servers  map[string]*hostServer
-	logs     *bytes.Buffer
+	logs     *testkit.Buffer
 	api, tls *hostServer
 }
 
@@ -126,12 +125,12 @@ func newHostsEnv(t *testing.T, opts ...quota.TransportOption) *hostsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC))
 	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets, quota.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &hostsEnv{t: t, lim: lim, logs: &bytes.Buffer{}}
+	e := &hostsEnv{t: t, lim: lim, logs: &testkit.Buffer{}}
 	e.api, e.tls = newHostServer(t, false, nil), newHostServer(t, true, nil)
 	e.servers = map[string]*hostServer{
 		"api.example.com:80":   e.api,
@@ -141,7 +140,7 @@ func newHostsEnv(t *testing.T, opts ...quota.TransportOption) *hostsEnv {
 	for _, h := range []string{"evil.example:80", "cdn.example:80", "auth.example:80"} {
 		e.servers[h] = newHostServer(t, false, nil)
 	}
-	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The test certificate of the TLS server names example.com and
 	// *.example.com.
 	roots := x509.NewCertPool()
@@ -154,9 +153,7 @@ func newHostsEnv(t *testing.T, opts ...quota.TransportOption) *hostsEnv {
 		return s.srv.Listener.Addr().String(), true
 	}
 	opts = append([]quota.TransportOption{quota.WithBase(hostsBase(t, lookup, roots)), quota.WithTransportLogger(logger),
-		quota.WithRetryClock(clk, func() backoff.Timer {
-			return &trTimer{clk: clk, waits: new([]time.Duration), mu: new(sync.Mutex), c: make(chan time.Time, 1)}
-		}),
+		quota.WithRetryClock(clk, clk.NewTimer),
 	}, opts...)
 	e.client = &http.Client{Transport: quota.NewTransport(lim, table, opts...)}
 	return e
@@ -503,7 +500,7 @@ func TestTransportYouTubeHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}
+	clk := testkit.NewClock(time.Date(2026, 3, 10, 10, 0, 0, 0, la))
 	sim := ytsim.New(ytsim.WithClock(clk.Now))
 	t.Cleanup(sim.Close)
 	jpeg := []byte("\xff\xd8\xff\xe0 a thumbnail")
@@ -537,9 +534,9 @@ func TestTransportYouTubeHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs testkit.Buffer
 	client := &http.Client{Transport: quota.NewTransport(lim, table, quota.WithBase(base),
-		quota.WithTransportLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))))}
+		quota.WithTransportLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))}
 	get := func(req *http.Request) (*http.Response, []byte, error) {
 		t.Helper()
 		resp, err := client.Do(req)

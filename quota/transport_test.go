@@ -1,7 +1,6 @@
 package quota_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 )
@@ -29,64 +29,20 @@ const trKey = "AIzaSy-test-secret-key-0123456789"
 // credential as when no owner is named.
 const trOwner = "unnamed-project"
 
-// trClock is a settable clock shared by the limiter, the simulator and the
-// transport's retry timers.
-type trClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *trClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *trClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// trTimer is a backoff.Timer that fires at once and moves the clock by the
-// wait, recording it: retries without sleeping.
-type trTimer struct {
-	clk     *trClock
-	waits   *[]time.Duration
-	mu      *sync.Mutex
-	onStart func()
-	c       chan time.Time
-}
-
-func (t *trTimer) Start(d time.Duration) {
-	t.mu.Lock()
-	*t.waits = append(*t.waits, d)
-	t.mu.Unlock()
-	if t.onStart != nil {
-		t.onStart()
-		return // never fires
-	}
-	t.clk.Add(d)
-	t.c <- t.clk.Now()
-}
-func (t *trTimer) Stop()               {}
-func (t *trTimer) C() <-chan time.Time { return t.c }
-
 // trEnv is one test's metered client against a simulated YouTube.
 type trEnv struct {
 	t      *testing.T
-	clk    *trClock
+	clk    *testkit.Clock // shared by the limiter, the simulator and the retry timers, whose waits it records
 	store  *quota.MemoryStore
 	table  *costs.Table
 	lim    *quota.Limiter
 	srv    *ytsim.Server
 	client *http.Client
-	logs   *bytes.Buffer
-	waits  []time.Duration
-	wmu    sync.Mutex
-	// onWait, when set, is called instead of firing a retry timer.
-	onWait func()
+	logs   *testkit.Buffer
 }
+
+// waits returns the retry waits so far, in order.
+func (e *trEnv) waits() []time.Duration { return e.clk.Waits() }
 
 func newTrEnv(t *testing.T, simOpts []ytsim.Option, opts ...quota.TransportOption) *trEnv {
 	t.Helper()
@@ -94,18 +50,16 @@ func newTrEnv(t *testing.T, simOpts []ytsim.Option, opts ...quota.TransportOptio
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &trEnv{t: t, clk: &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}, store: quota.NewMemoryStore(), logs: &bytes.Buffer{}}
+	e := &trEnv{t: t, clk: testkit.NewClock(time.Date(2026, 3, 10, 10, 0, 0, 0, la)), store: quota.NewMemoryStore(), logs: &testkit.Buffer{}}
 	e.table = anyHost(t, "youtube")
 	e.srv = ytsim.New(append([]ytsim.Option{ytsim.WithClock(e.clk.Now)}, simOpts...)...)
 	t.Cleanup(e.srv.Close)
 	e.lim = e.newLimiter()
-	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base := append([]quota.TransportOption{
 		quota.WithLabel("yt-key-1"),
 		quota.WithTransportLogger(logger),
-		quota.WithRetryClock(e.clk, func() backoff.Timer {
-			return &trTimer{clk: e.clk, waits: &e.waits, mu: &e.wmu, onStart: e.onWait, c: make(chan time.Time, 1)}
-		}),
+		quota.WithRetryClock(e.clk, e.clk.NewTimer), // retries without sleeping
 	}, opts...)
 	tr := quota.NewTransport(e.lim, e.table, base...)
 	e.client = &http.Client{Transport: tr}
@@ -138,17 +92,6 @@ func (e *trEnv) newLimiter() *quota.Limiter {
 		e.t.Fatal(err)
 	}
 	return lim
-}
-
-type trLockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *trLockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func (e *trEnv) url(path string, query ...string) string {
@@ -307,8 +250,8 @@ func TestTransportRefundsWhenNotSent(t *testing.T) {
 		if got := e.used("units"); got != 0 {
 			t.Fatalf("used = %d after a dial error, want 0 (refunded)", got)
 		}
-		if len(e.waits) != 0 {
-			t.Fatalf("a refused connection was retried: waits %v", e.waits)
+		if len(e.waits()) != 0 {
+			t.Fatalf("a refused connection was retried: waits %v", e.waits())
 		}
 	})
 	t.Run("context cancelled after the take", func(t *testing.T) {
@@ -455,12 +398,12 @@ func TestTransportRetries(t *testing.T) {
 			if got := e.srv.Received(trKey, "units"); got != attempts {
 				t.Fatalf("upstream received %d attempts, want %d", got, attempts)
 			}
-			if len(e.waits) != len(c.waits) {
-				t.Fatalf("waits = %v, want %d", e.waits, len(c.waits))
+			if len(e.waits()) != len(c.waits) {
+				t.Fatalf("waits = %v, want %d", e.waits(), len(c.waits))
 			}
 			for i, w := range c.waits {
-				if e.waits[i] < w {
-					t.Fatalf("wait %d = %v, want at least %v (Retry-After)", i, e.waits[i], w)
+				if e.waits()[i] < w {
+					t.Fatalf("wait %d = %v, want at least %v (Retry-After)", i, e.waits()[i], w)
 				}
 			}
 		})
@@ -493,11 +436,11 @@ func TestTransportRetriesAreBounded(t *testing.T) {
 			t.Fatalf("want the last 503 back, got %v %v", resp, err)
 		}
 		var total time.Duration
-		for _, w := range e.waits {
+		for _, w := range e.waits() {
 			total += w
 		}
-		if total > 5*time.Second || len(e.waits) < 1 {
-			t.Fatalf("waited %v in %d waits, want at most 5s", total, len(e.waits))
+		if total > 5*time.Second || len(e.waits()) < 1 {
+			t.Fatalf("waited %v in %d waits, want at most 5s", total, len(e.waits()))
 		}
 		e.agree()
 	})
@@ -508,18 +451,18 @@ func TestTransportRetriesAreBounded(t *testing.T) {
 		if err != nil || resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3600" {
 			t.Fatalf("want the 429 back, got %v %v", resp, err)
 		}
-		if len(e.waits) != 0 {
-			t.Fatalf("waits = %v, want none", e.waits)
+		if len(e.waits()) != 0 {
+			t.Fatalf("waits = %v, want none", e.waits())
 		}
 	})
 	t.Run("context cancelled while waiting", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		e := newTrEnv(t, nil)
-		e.onWait = cancel
-		// Rebuild the client so its timers see onWait.
+		// Rebuild the client with timers that never fire: the first wait
+		// cancels the request instead.
 		e.client.Transport = quota.NewTransport(e.lim, e.table, quota.WithRetryClock(e.clk, func() backoff.Timer {
-			return &trTimer{clk: e.clk, waits: &e.waits, mu: &e.wmu, onStart: e.onWait, c: make(chan time.Time, 1)}
+			return e.clk.StuckTimer(cancel)
 		}))
 		e.srv.Inject(ytsim.Fault{Status: 503})
 		_, _, err := e.do(cctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil)
@@ -556,8 +499,8 @@ func TestTransportDoesNotRetryUnreplayableBody(t *testing.T) {
 	if resp.StatusCode != 503 {
 		t.Fatalf("status = %d, want the 503 back", resp.StatusCode)
 	}
-	if got := e.srv.Received(trKey, "units"); got != 1 || len(e.waits) != 0 {
-		t.Fatalf("attempts = %d, waits = %v; want 1 attempt, no wait", got, e.waits)
+	if got := e.srv.Received(trKey, "units"); got != 1 || len(e.waits()) != 0 {
+		t.Fatalf("attempts = %d, waits = %v; want 1 attempt, no wait", got, e.waits())
 	}
 	e.agree()
 }
@@ -779,8 +722,8 @@ func TestTransportOptions(t *testing.T) {
 		e := newTrEnv(t, nil, quota.WithClassifier(c))
 		e.srv.Inject(ytsim.Fault{Status: 418, Reason: "teapot"})
 		resp, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil)
-		if err != nil || resp.StatusCode != 200 || len(e.waits) != 1 || !strings.Contains(string(saw), "teapot") {
-			t.Fatalf("resp %v err %v waits %v body %q", resp, err, e.waits, saw)
+		if err != nil || resp.StatusCode != 200 || len(e.waits()) != 1 || !strings.Contains(string(saw), "teapot") {
+			t.Fatalf("resp %v err %v waits %v body %q", resp, err, e.waits(), saw)
 		}
 		e.agree()
 	})
@@ -794,8 +737,8 @@ func TestTransportOptions(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("resp %v err %v", resp, err)
 		}
-		if len(e.waits) != 2 || e.waits[0] != 30*time.Second || e.waits[1] != 7*time.Second {
-			t.Fatalf("waits = %v, want [30s 7s]", e.waits)
+		if len(e.waits()) != 2 || e.waits()[0] != 30*time.Second || e.waits()[1] != 7*time.Second {
+			t.Fatalf("waits = %v, want [30s 7s]", e.waits())
 		}
 		e.agree()
 	})
@@ -810,15 +753,13 @@ func TestTransportOptions(t *testing.T) {
 			}
 			return resp, err
 		})
-		e.client.Transport = quota.NewTransport(e.lim, e.table, quota.WithBase(base), quota.WithRetryClock(e.clk, func() backoff.Timer {
-			return &trTimer{clk: e.clk, waits: &e.waits, mu: &e.wmu, c: make(chan time.Time, 1)}
-		}))
+		e.client.Transport = quota.NewTransport(e.lim, e.table, quota.WithBase(base), quota.WithRetryClock(e.clk, e.clk.NewTimer))
 		e.srv.Inject(ytsim.Fault{Status: 429, RetryAfter: time.Second})
 		if resp, _, err := e.do(ctx, "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("resp %v err %v", resp, err)
 		}
-		if len(e.waits) != 1 || e.waits[0] < 4*time.Second {
-			t.Fatalf("waits = %v, want one of at least 4s", e.waits)
+		if len(e.waits()) != 1 || e.waits()[0] < 4*time.Second {
+			t.Fatalf("waits = %v, want one of at least 4s", e.waits())
 		}
 	})
 	t.Run("untraced base: dial errors refunded", func(t *testing.T) {

@@ -1,7 +1,6 @@
 package quota_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
@@ -48,8 +48,8 @@ func TestTransportPerMinute429Retries(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("search.list after a per-minute 429: %v", err)
 	}
-	if len(e.waits) != 1 {
-		t.Fatalf("waits = %v, want one retry", e.waits)
+	if len(e.waits()) != 1 {
+		t.Fatalf("waits = %v, want one retry", e.waits())
 	}
 	u := trStatus(t, e.lim, quota.Credential{Secret: trKey, Owner: trOwner}, "search")
 	if !u.ExhaustedUntil.IsZero() || u.Used != 2 {
@@ -77,8 +77,8 @@ func TestTransportDaily429Exhausts(t *testing.T) {
 	if midnight := time.Date(2026, 3, 11, 0, 0, 0, 0, la); !ex.ExhaustedUntil.Equal(midnight) {
 		t.Fatalf("exhausted until %v, want %v", ex.ExhaustedUntil, midnight)
 	}
-	if len(e.waits) != 0 {
-		t.Fatalf("waits = %v: a daily 429 is not retried", e.waits)
+	if len(e.waits()) != 0 {
+		t.Fatalf("waits = %v: a daily 429 is not retried", e.waits())
 	}
 	other := quota.NewTransport(e.newLimiter(), e.table, quota.WithTransportLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	req, _ := http.NewRequest("GET", e.url("/youtube/v3/search", "q", "y"), nil)
@@ -131,12 +131,12 @@ func (s *countingStore) Usage(ctx context.Context, req *backend.UsageRequest) ([
 // requests that are not uploads cost no extra store round trip.
 func TestTransportUploadLimitHoldsTheChannel(t *testing.T) {
 	la, _ := time.LoadLocation("America/Los_Angeles")
-	clk := &trClock{t: time.Date(2026, 3, 10, 10, 0, 0, 0, la)}
+	clk := testkit.NewClock(time.Date(2026, 3, 10, 10, 0, 0, 0, la))
 	srv := ytsim.New(ytsim.WithClock(clk.Now), ytsim.WithUploadCap(1), ytsim.WithProject("proj", "chan-a", "chan-b"))
 	t.Cleanup(srv.Close)
 	table := newTrEnv(t, nil).table
 	store := &countingStore{Store: quota.NewMemoryStore()}
-	var logs bytes.Buffer
+	var logs testkit.Buffer
 	newClient := func() *http.Client {
 		lim, err := quota.New(store, table.API, table.Budgets, quota.WithClock(clk.Now))
 		if err != nil {
@@ -145,7 +145,7 @@ func TestTransportUploadLimitHoldsTheChannel(t *testing.T) {
 		tr := quota.NewTransport(lim, table,
 			quota.WithOwnerFunc(func(*http.Request) string { return "proj" }),
 			quota.WithLabelFunc(func(r *http.Request) string { return r.Header.Get("X-Channel") }),
-			quota.WithTransportLogger(slog.New(slog.NewTextHandler(&trLockedWriter{w: &logs}, nil))))
+			quota.WithTransportLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		c := &http.Client{Transport: tr}
 		t.Cleanup(c.CloseIdleConnections)
 		return c
@@ -242,7 +242,7 @@ func TestTransportThreeKeysOneProject(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.lim = lim
-			logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, nil))
+			logger := slog.New(slog.NewTextHandler(e.logs, nil))
 			e.client = &http.Client{Transport: quota.NewTransport(lim, e.table, append(opts, quota.WithTransportLogger(logger))...)}
 			t.Cleanup(e.client.CloseIdleConnections)
 			ctx := context.Background()
@@ -309,8 +309,8 @@ func TestTransportHugeRetryAfterStops(t *testing.T) {
 			if err != nil || resp.StatusCode != 429 {
 				t.Fatalf("resp %v, err %v; want the 429", resp, err)
 			}
-			if hits.Load() != 1 || len(e.waits) != 0 {
-				t.Fatalf("%d attempts, waits %v; want 1 attempt and no wait", hits.Load(), e.waits)
+			if hits.Load() != 1 || len(e.waits()) != 0 {
+				t.Fatalf("%d attempts, waits %v; want 1 attempt and no wait", hits.Load(), e.waits())
 			}
 			if got := e.used("units"); got != 1 {
 				t.Fatalf("charged %d units, want 1", got)
@@ -447,7 +447,7 @@ func TestTransportLimiterOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(&trLockedWriter{w: e.logs}, nil))
+	logger := slog.New(slog.NewTextHandler(e.logs, nil))
 	e.client = &http.Client{Transport: quota.NewTransport(lim, e.table, quota.WithTransportLogger(logger))}
 	if _, _, err := e.do(context.Background(), "GET", e.url("/youtube/v3/videos", "id", "v"), nil); err != nil {
 		t.Fatal(err)

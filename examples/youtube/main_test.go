@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,49 +10,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// syncBuf is a bytes.Buffer safe for the goroutines that log.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func la(t *testing.T) *time.Location {
 	t.Helper()
@@ -66,7 +30,7 @@ func la(t *testing.T) *time.Location {
 
 // testConfig returns a config on a fresh SQLite file and output file in a
 // temporary directory, on clock.
-func testConfig(t *testing.T, clock *fakeClock) config {
+func testConfig(t *testing.T, clock *testkit.Clock) config {
 	t.Helper()
 	dir := t.TempDir()
 	return config{
@@ -77,7 +41,7 @@ func testConfig(t *testing.T, clock *fakeClock) config {
 	}
 }
 
-func openApp(t *testing.T, cfg config, progress, logs *syncBuf) *app {
+func openApp(t *testing.T, cfg config, progress, logs *testkit.Buffer) *app {
 	t.Helper()
 	a, err := open(context.Background(), cfg, progress, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
@@ -114,10 +78,10 @@ func lines(t *testing.T, path string) []item {
 func TestSimulatedDay(t *testing.T) {
 	t.Parallel()
 	// 18:00 in Los Angeles: midnight, when YouTube's quota resets, is the 25th tick.
-	clock := &fakeClock{t: time.Date(2026, 3, 10, 18, 0, 0, 0, la(t))}
+	clock := testkit.NewClock(time.Date(2026, 3, 10, 18, 0, 0, 0, la(t)))
 	cfg := testConfig(t, clock)
 	cfg.headroom = 0
-	var progress, logs syncBuf
+	var progress, logs testkit.Buffer
 	a := openApp(t, cfg, &progress, &logs)
 	defer a.Close()
 	ctx := context.Background()
@@ -217,12 +181,12 @@ func TestSimulatedDay(t *testing.T) {
 // together write each item once.
 func TestSeparateProcesses(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{t: time.Date(2026, 6, 2, 10, 0, 0, 0, la(t))}
+	clock := testkit.NewClock(time.Date(2026, 6, 2, 10, 0, 0, 0, la(t)))
 	cfg := testConfig(t, clock)
 	runOnce := func(headroom int64) (jobs.Record, string, int64) {
 		t.Helper()
 		cfg.headroom = headroom
-		var progress, logs syncBuf
+		var progress, logs testkit.Buffer
 		a := openApp(t, cfg, &progress, &logs)
 		defer a.Close()
 		rec, err := a.sched.RunOnce(context.Background(), "trending")
@@ -272,14 +236,14 @@ func TestSeparateProcesses(t *testing.T) {
 // real API: the key comes from the environment, the budgets are the cost
 // table's ("youtube", 10,000 units a day less the headroom).
 func TestRealUpstreamMode(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 6, 2, 10, 0, 0, 0, la(t))}
+	clock := testkit.NewClock(time.Date(2026, 6, 2, 10, 0, 0, 0, la(t)))
 	upstream := ytsim.New(ytsim.WithClock(clock.Now), ytsim.WithKeys("real-looking-key"))
 	defer upstream.Close()
 	t.Setenv("TEST_YT_KEY", "real-looking-key")
 	cfg := testConfig(t, clock)
 	// As people write it, with a trailing slash: the same base URL.
 	cfg.upstream, cfg.keyEnv, cfg.headroom = upstream.URL()+"/", "TEST_YT_KEY", 500
-	var progress, logs syncBuf
+	var progress, logs testkit.Buffer
 	a := openApp(t, cfg, &progress, &logs)
 	defer a.Close()
 	if a.sim != nil || a.limiter.API() != "youtube" || a.limiter.Budgets()[0].Limit != 9500 {
@@ -295,7 +259,7 @@ func TestRealUpstreamMode(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	clock := &fakeClock{t: time.Now()}
+	clock := testkit.NewClock(time.Now())
 	t.Setenv("EMPTY_KEY", "")
 	t.Setenv("A_KEY", "k")
 	for _, tc := range []struct {
@@ -317,7 +281,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, clock)
 			tc.edit(&cfg)
-			var w syncBuf
+			var w testkit.Buffer
 			_, err := open(context.Background(), cfg, &w, slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
@@ -330,12 +294,12 @@ func TestConfigErrors(t *testing.T) {
 // context is done, then stops cleanly.
 func TestScheduleMode(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{t: time.Date(2026, 6, 2, 10, 7, 0, 0, time.Local)}
+	clock := testkit.NewClock(time.Date(2026, 6, 2, 10, 7, 0, 0, time.Local))
 	cfg := testConfig(t, clock)
 	cfg.schedule = "*/15 * * * *"
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // as if Ctrl-C came at once
-	var stdout, stderr syncBuf
+	var stdout, stderr testkit.Buffer
 	if err := run(ctx, cfg, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -12,22 +13,29 @@ import (
 	"testing"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
 
-// mainEnv makes the test binary run the example's main instead of the
-// tests: the process tests start real example processes that way, with the
-// example's own flags.
-const mainEnv = "YOUTUBE_EXAMPLE_MAIN"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(mainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
+	testkit.RunChild(map[string]func(string) int{"main": mainChild})
 	redistest.Main(m)
+}
+
+// mainChild makes the test binary run the example's main instead of the
+// tests (the child role "main"), with the example's own flags, given as a
+// JSON list: the process tests start real example processes that way.
+func mainChild(flags string) int {
+	var args []string
+	if err := json.Unmarshal([]byte(flags), &args); err != nil {
+		fmt.Fprintln(os.Stderr, "main child:", err)
+		return 2
+	}
+	os.Args = append(os.Args[:1], args...)
+	main()
+	return 0
 }
 
 // TestThreeProcessesTogether: three `youtube --once` processes started
@@ -47,8 +55,8 @@ func TestThreeProcessesTogether(t *testing.T) {
 			var cmds []*exec.Cmd
 			var stdouts []*bytes.Buffer
 			for range 3 {
-				cmd := exec.Command(os.Args[0], "--once", "--store", u, "--out", out)
-				cmd.Env = append(os.Environ(), mainEnv+"=1")
+				flags, _ := json.Marshal([]string{"--once", "--store", u, "--out", out})
+				cmd := testkit.Child(t, "main", string(flags))
 				var stdout bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &stdout, &stdout
 				cmds, stdouts = append(cmds, cmd), append(stdouts, &stdout)

@@ -1,7 +1,6 @@
 package redistest_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -253,21 +252,7 @@ func TestSentinel(t *testing.T) {
 // they fail instead, naming the missing redis-server.
 func TestFallback(t *testing.T) {
 	for _, require := range []bool{false, true} {
-		cmd := exec.Command(os.Args[0], "-test.run=^(TestServer|TestCluster|TestSentinel)", "-test.v", "-test.count=1")
-		env := []string{"PATH=" + t.TempDir()}
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, redistest.EnvURL+"=") && !strings.HasPrefix(kv, redistest.EnvRequire+"=") {
-				env = append(env, kv)
-			}
-		}
-		if require {
-			env = append(env, redistest.EnvRequire+"=1")
-		}
-		cmd.Env = env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		text := out.String()
+		text, err := rerunWithoutRedis(t, require, "-test.run=^(TestServer|TestCluster|TestSentinel)", "-test.v", "-test.count=1")
 		switch {
 		case strings.Contains(text, "--- SKIP"):
 			t.Errorf("require=%v: a test skipped:\n%s", require, text)
@@ -284,27 +269,36 @@ func TestFallback(t *testing.T) {
 // unless $QUOTA_REQUIRE_REDIS=1, which makes the fallback a failure.
 func TestRequireRedis(t *testing.T) {
 	for _, require := range []bool{false, true} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestClient$", "-test.v")
-		env := []string{"PATH=" + t.TempDir()}
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, redistest.EnvURL+"=") && !strings.HasPrefix(kv, redistest.EnvRequire+"=") {
-				env = append(env, kv)
-			}
-		}
-		if require {
-			env = append(env, redistest.EnvRequire+"=1")
-		}
-		cmd.Env = env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
+		out, err := rerunWithoutRedis(t, require, "-test.run=^TestClient$", "-test.v")
 		switch {
-		case !require && (err != nil || !strings.Contains(out.String(), "using in-process miniredis")):
-			t.Errorf("without %s: %v\n%s", redistest.EnvRequire, err, out.String())
-		case require && (err == nil || !strings.Contains(out.String(), "QUOTA_REQUIRE_REDIS=1 but no real Redis")):
-			t.Errorf("with %s=1: %v\n%s", redistest.EnvRequire, err, out.String())
+		case !require && (err != nil || !strings.Contains(out, "using in-process miniredis")):
+			t.Errorf("without %s: %v\n%s", redistest.EnvRequire, err, out)
+		case require && (err == nil || !strings.Contains(out, "QUOTA_REQUIRE_REDIS=1 but no real Redis")):
+			t.Errorf("with %s=1: %v\n%s", redistest.EnvRequire, err, out)
 		}
 	}
+}
+
+// rerunWithoutRedis runs this test binary again with args (which tests to
+// run, and how) in a child that finds no Redis: no redis-server on its PATH
+// and no $REDIS_URL; with $QUOTA_REQUIRE_REDIS=1 when require. It returns
+// the child's output and how it ended. Unlike testkit.Child, the child runs
+// this package's own tests: what is tested is how they behave there.
+func rerunWithoutRedis(t *testing.T, require bool, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	env := []string{"PATH=" + t.TempDir()}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, redistest.EnvURL+"=") && !strings.HasPrefix(kv, redistest.EnvRequire+"=") {
+			env = append(env, kv)
+		}
+	}
+	if require {
+		env = append(env, redistest.EnvRequire+"=1")
+	}
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // TestPrefixSwept: keys under a test's prefix are deleted from the shared

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/internal/ytsim"
-	"github.com/quotactl/quotactl/quota/storetest"
 )
 
 func la(t *testing.T) *time.Location {
@@ -164,7 +164,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestQuotaEnforcedPerKeyAndResetAtMidnightPacific(t *testing.T) {
-	clk := storetest.NewClock(time.Date(2026, 7, 4, 23, 59, 0, 0, la(t)))
+	clk := testkit.NewClock(time.Date(2026, 7, 4, 23, 59, 0, 0, la(t)))
 	s := ytsim.New(ytsim.WithClock(clk.Now), ytsim.WithLimit("units", 100))
 	defer s.Close()
 	rate := "/youtube/v3/videos/rate?id=v&rating=like&key=" // 50 units
@@ -347,7 +347,7 @@ func TestProjects(t *testing.T) {
 // A channel past its upload cap gets 400 uploadLimitExceeded for 24 hours,
 // billed; another channel of the project still uploads.
 func TestUploadCap(t *testing.T) {
-	clk := storetest.NewClock(time.Date(2026, 7, 4, 10, 0, 0, 0, la(t)))
+	clk := testkit.NewClock(time.Date(2026, 7, 4, 10, 0, 0, 0, la(t)))
 	s := ytsim.New(ytsim.WithClock(clk.Now), ytsim.WithUploadCap(2), ytsim.WithProject("p", "chan-a", "chan-b"))
 	defer s.Close()
 	up := "/upload/youtube/v3/videos?part=snippet&key="

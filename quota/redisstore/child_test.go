@@ -18,12 +18,6 @@ import (
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
-// childEnv, when set, makes the test binary a worker of
-// TestConcurrentProcesses instead of running tests: the value is
-// "ADDR PREFIX LIMIT SEED GOROUTINES ATTEMPTS T0_UNIX_MICRO [LANES]", with
-// LANES > 0 for WithPipelining(LANES).
-const childEnv = "REDISSTORE_TEST_CHILD"
-
 // hammerResult is what a group of goroutines saw charging one budget.
 type hammerResult struct {
 	Accepted int64      `json:"accepted"` // units granted
@@ -70,19 +64,22 @@ func hammer(l *quota.Limiter, seed uint64, goroutines, attempts int) hammerResul
 	return res
 }
 
-// childMain is a worker process: it charges the budget and prints its
-// hammerResult as JSON.
-func childMain() int {
-	f := strings.Fields(os.Getenv(childEnv))
+// hammerChild is the main of a worker process of TestConcurrentProcesses
+// (the child role "hammer"): it charges the budget and prints its
+// hammerResult as JSON. arg is
+// "ADDR PREFIX LIMIT SEED GOROUTINES ATTEMPTS T0_UNIX_MICRO [LANES]", with
+// LANES > 0 for WithPipelining(LANES), < 0 for WithoutPipelining.
+func hammerChild(arg string) int {
+	f := strings.Fields(arg)
 	if len(f) != 7 && len(f) != 8 {
-		fmt.Fprintf(os.Stderr, "%s: want 7 or 8 fields, got %q\n", childEnv, f)
+		fmt.Fprintf(os.Stderr, "hammer child: want 7 or 8 fields, got %q\n", f)
 		return 2
 	}
 	var n [5]int64
 	for i := range n {
 		v, err := strconv.ParseInt(f[2+i], 10, 64)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: field %d: %v\n", childEnv, 2+i, err)
+			fmt.Fprintf(os.Stderr, "hammer child: field %d: %v\n", 2+i, err)
 			return 2
 		}
 		n[i] = v
@@ -94,7 +91,7 @@ func childMain() int {
 	if len(f) == 8 {
 		lanes, err := strconv.Atoi(f[7])
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: field 7: %v\n", childEnv, err)
+			fmt.Fprintf(os.Stderr, "hammer child: field 7: %v\n", err)
 			return 2
 		}
 		switch {

@@ -45,21 +45,16 @@ func refuse(t *testing.T, l *quota.Limiter, cost int64) *quota.ExhaustedError {
 // countHook counts the commands (and pipelines) a client sends: round trips.
 type countHook struct{ n, evalsha atomic.Int64 }
 
-func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		if strings.EqualFold(cmd.Name(), "evalsha") {
-			h.evalsha.Add(1)
-		}
-		return next(ctx, cmd)
+func (h *countHook) process(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	h.n.Add(1)
+	if strings.EqualFold(cmd.Name(), "evalsha") {
+		h.evalsha.Add(1)
 	}
+	return next(ctx, cmd)
 }
-func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
+func (h *countHook) pipeline(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	h.n.Add(1)
+	return next(ctx, cmds)
 }
 
 // TestServerClockDailyDST takes on a daily America/Los_Angeles budget with
@@ -127,7 +122,7 @@ func TestServerClockSliding(t *testing.T) {
 	m := redistest.Mini(t)
 	c := redistest.MiniClient(t, m)
 	hook := &countHook{}
-	c.AddHook(hook)
+	c.AddHook(redistest.Hook{Process: hook.process, Pipeline: hook.pipeline})
 	st := redisstore.New(c)
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Hour)}})
 	if err != nil {
@@ -173,7 +168,7 @@ func TestServerClockFarFromHost(t *testing.T) {
 	m := redistest.Mini(t)
 	c := redistest.MiniClient(t, m)
 	hook := &countHook{}
-	c.AddHook(hook)
+	c.AddHook(redistest.Hook{Process: hook.process, Pipeline: hook.pipeline})
 	st := redisstore.New(c)
 	tokyo, err := time.LoadLocation("Asia/Tokyo")
 	if err != nil {

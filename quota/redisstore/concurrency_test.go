@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
@@ -118,8 +117,7 @@ func concurrentProcesses(t *testing.T, lanes int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %d %d %d %d %d", childEnv, addr, prefix, limit, 100+p, goroutines, attempts, t0.UnixMicro(), lanes))
+			cmd := testkit.Child(t, "hammer", fmt.Sprintf("%s %s %d %d %d %d %d %d", addr, prefix, limit, 100+p, goroutines, attempts, t0.UnixMicro(), lanes))
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			if err := cmd.Run(); err != nil {

@@ -1,14 +1,12 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,35 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 const lossLog = `msg="quota: the store lost recorded usage`
 
@@ -88,7 +63,7 @@ func TestStoreLoss(t *testing.T) {
 				{Name: "units", Limit: 1000, Window: quota.Daily(la)},
 				{Name: "search", Limit: 100, Window: quota.Sliding(time.Hour)},
 			}
-			var logs lockedBuffer
+			var logs testkit.Buffer
 			process := func() *quota.Limiter { // its own client and store: another process
 				t.Helper()
 				l, err := quota.New(redisstore.New(srv.Client(t)), "youtube", budgets,
@@ -152,8 +127,8 @@ func TestStoreLoss(t *testing.T) {
 			}
 			// One finding: the marker it repaired is past what b saw, and
 			// the marks it set stop everyone else.
-			if n := logs.count(lossLog); n != 1 {
-				t.Fatalf("the loss was logged %d times, want once:\n%s", n, logs.b.String())
+			if n := strings.Count(logs.String(), lossLog); n != 1 {
+				t.Fatalf("the loss was logged %d times, want once:\n%s", n, logs.String())
 			}
 			us, err := c.Status(ctx, secret)
 			if err != nil {
@@ -193,7 +168,7 @@ func TestStoreLoss(t *testing.T) {
 func TestStoreLossTrust(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Server(t)
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	l, err := quota.New(redisstore.New(srv.Client(t)), "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
 		quota.WithStoreLoss(quota.TrustStore), quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
@@ -207,8 +182,8 @@ func TestStoreLossTrust(t *testing.T) {
 		t.Fatalf("trusting the store after a flush: used %d, want 60", r.Usage[0].Used)
 	}
 	take(t, l, 1)
-	if l.StoreLosses() != 1 || logs.count(lossLog) != 1 {
-		t.Fatalf("StoreLosses %d, %d log lines; want the one finding", l.StoreLosses(), logs.count(lossLog))
+	if l.StoreLosses() != 1 || strings.Count(logs.String(), lossLog) != 1 {
+		t.Fatalf("StoreLosses %d, %d log lines; want the one finding", l.StoreLosses(), strings.Count(logs.String(), lossLog))
 	}
 }
 
@@ -491,7 +466,7 @@ func TestStoreLossOtherBudgets(t *testing.T) {
 						{Name: "units", Limit: 300, Window: quota.Daily(time.UTC)},
 						{Name: "search", Limit: 300, Window: quota.Sliding(time.Hour)},
 					}
-					var logs lockedBuffer
+					var logs testkit.Buffer
 					process := func(wrap func(quota.Store) quota.Store) *quota.Limiter {
 						st := redisstore.New(c, redisstore.WithPrefix(prefix))
 						if general {
@@ -538,8 +513,8 @@ func TestStoreLossOtherBudgets(t *testing.T) {
 					if !errors.As(between, &e) || !e.ExhaustedUntil.Equal(want) {
 						t.Fatalf("%s (200 more of 300, 200 spent before the loss) charged before the finder marked it: %v; want refused, spent until %v", tc.other, between, want)
 					}
-					if n := finder.StoreLosses() + other.StoreLosses(); n != 1 || logs.count(lossLog) != 1 {
-						t.Fatalf("%d findings, %d logged; want the one", n, logs.count(lossLog))
+					if n := finder.StoreLosses() + other.StoreLosses(); n != 1 || strings.Count(logs.String(), lossLog) != 1 {
+						t.Fatalf("%d findings, %d logged; want the one", n, strings.Count(logs.String(), lossLog))
 					}
 					// every budget is marked, and says why
 					us, err := other.Status(ctx, secret)
@@ -570,7 +545,7 @@ func TestStoreLossNotHiddenByAFreshProcess(t *testing.T) {
 		clock := t0
 		prefix := redistest.Prefix(t)
 		budgets := []quota.Budget{{Name: "units", Limit: 300, Window: quota.Daily(time.UTC)}}
-		var logs lockedBuffer
+		var logs testkit.Buffer
 		process := func() *quota.Limiter {
 			l, err := quota.New(redisstore.New(c, redisstore.WithPrefix(prefix)), "api", budgets,
 				quota.WithClock(func() time.Time { return clock }), quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))

@@ -1,15 +1,13 @@
 package redisstore_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(childMain())
-	}
+	testkit.RunChild(map[string]func(string) int{"hammer": hammerChild})
 	redistest.Main(m)
 }

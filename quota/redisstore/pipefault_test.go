@@ -23,7 +23,7 @@ func TestPipelinedNoScriptAbandonedIsNotResent(t *testing.T) {
 	srv := redistest.Server(t)
 	c := srv.Client(t)
 	h := &afterPipe{}
-	c.AddHook(h)
+	c.AddHook(redistest.Hook{Pipeline: h.pipeline})
 	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
 	redisstore.ForcePipeline(st) // even a decision made alone goes in a pipeline
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
@@ -75,21 +75,17 @@ type afterPipe struct {
 	wait chan struct{}
 }
 
-func (h *afterPipe) set(f func())                                         { h.mu.Lock(); h.f = f; h.mu.Unlock() }
-func (h *afterPipe) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *afterPipe) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *afterPipe) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		h.mu.Lock()
-		f := h.f
-		h.f = nil
-		h.mu.Unlock()
-		if f != nil {
-			f()
-		}
-		return err
+func (h *afterPipe) set(f func()) { h.mu.Lock(); h.f = f; h.mu.Unlock() }
+func (h *afterPipe) pipeline(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	err := next(ctx, cmds)
+	h.mu.Lock()
+	f := h.f
+	h.f = nil
+	h.mu.Unlock()
+	if f != nil {
+		f()
 	}
+	return err
 }
 
 // TestPipelinedRetryAbandonedIsNotResent: a pipeline fails on a connection
@@ -130,7 +126,7 @@ func TestPipelinedRetryAbandonedIsNotResent(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 	}}
-	c.AddHook(h)
+	c.AddHook(redistest.Hook{Dial: h.dial})
 	var takeErr error
 	go func() {
 		_, takeErr = l.Take(cctx, secret, quota.Units("units", 30))
@@ -160,19 +156,13 @@ type dialGate struct {
 }
 
 func (h *dialGate) off() { h.mu.Lock(); h.f = nil; h.mu.Unlock() }
-func (h *dialGate) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		h.mu.Lock()
-		f := h.f
-		h.f = nil
-		h.mu.Unlock()
-		if f != nil {
-			f(ctx)
-		}
-		return next(ctx, network, addr)
+func (h *dialGate) dial(ctx context.Context, network, addr string, next redis.DialHook) (net.Conn, error) {
+	h.mu.Lock()
+	f := h.f
+	h.f = nil
+	h.mu.Unlock()
+	if f != nil {
+		f(ctx)
 	}
-}
-func (h *dialGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *dialGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return next(ctx, network, addr)
 }

@@ -64,7 +64,7 @@ func TestConcurrentGoroutinesPipelined(t *testing.T) {
 func TestPipelinedDecisionsShareRoundTrips(t *testing.T) {
 	c := redistest.Client(t)
 	h := &countPipes{}
-	c.AddHook(h)
+	c.AddHook(redistest.Hook{Pipeline: h.pipeline})
 	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
 	redisstore.ForcePipeline(st) // no decision skips the queue, however the scheduler runs them
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(time.Hour)}},
@@ -119,26 +119,20 @@ func (h *countPipes) counts() (int, int) {
 	defer h.mu.Unlock()
 	return h.pipes, h.cmds
 }
-func (h *countPipes) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *countPipes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next
-}
-func (h *countPipes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		n := 0
-		for _, c := range cmds {
-			if c.Name() == "evalsha" {
-				n++
-			}
+func (h *countPipes) pipeline(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	n := 0
+	for _, c := range cmds {
+		if c.Name() == "evalsha" {
+			n++
 		}
-		if n > 0 {
-			h.mu.Lock()
-			h.pipes++
-			h.cmds += n
-			h.mu.Unlock()
-		}
-		return next(ctx, cmds)
 	}
+	if n > 0 {
+		h.mu.Lock()
+		h.pipes++
+		h.cmds += n
+		h.mu.Unlock()
+	}
+	return next(ctx, cmds)
 }
 
 // TestPipelinedAbandonedIsNotSent: a decision whose caller gave up while it
@@ -147,7 +141,7 @@ func (h *countPipes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestPipelinedAbandonedIsNotSent(t *testing.T) {
 	c := redistest.Client(t)
 	gate := &gatePipes{hold: make(chan struct{}), in: make(chan struct{}, 1)}
-	c.AddHook(gate)
+	c.AddHook(redistest.Hook{Pipeline: gate.pipeline})
 	st := redisstore.New(c, redisstore.WithPrefix(redistest.Prefix(t)), redisstore.WithPipelining(1))
 	redisstore.ForcePipeline(st) // even a decision made alone goes in a pipeline
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}},
@@ -198,21 +192,17 @@ type gatePipes struct {
 	in    chan struct{}
 }
 
-func (g *gatePipes) on()                                                  { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
-func (g *gatePipes) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (g *gatePipes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (g *gatePipes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		g.mu.Lock()
-		armed := g.armed
-		g.armed = false
-		g.mu.Unlock()
-		if armed {
-			g.in <- struct{}{}
-			<-g.hold
-		}
-		return next(ctx, cmds)
+func (g *gatePipes) on() { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
+func (g *gatePipes) pipeline(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	g.mu.Lock()
+	armed := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if armed {
+		g.in <- struct{}{}
+		<-g.hold
 	}
+	return next(ctx, cmds)
 }
 
 // waitQueued waits until n decisions wait for a lane of st.

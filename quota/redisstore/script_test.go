@@ -7,14 +7,10 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
-
-// clockAt is a settable injected clock.
-type clockAt struct{ now time.Time }
-
-func (c *clockAt) Now() time.Time { return c.now }
 
 // TestRefusalAfterExpiryFixesSum: a sliding decision drops expired entries
 // before it decides, and a refusal must leave the running sum equal to what
@@ -22,7 +18,7 @@ func (c *clockAt) Now() time.Time { return c.now }
 // still counts the dropped entries and refuses a charge that fits.
 func TestRefusalAfterExpiryFixesSum(t *testing.T) {
 	ctx := context.Background()
-	c := &clockAt{now: t0}
+	c := testkit.NewClock(t0)
 	st := redisstore.New(redistest.Client(t), redisstore.WithPrefix(redistest.Prefix(t)))
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Sliding(time.Minute)}},
 		quota.WithClock(c.Now))
@@ -30,14 +26,14 @@ func TestRefusalAfterExpiryFixesSum(t *testing.T) {
 		t.Fatal(err)
 	}
 	take(t, l, 5)
-	c.now = t0.Add(30 * time.Second)
+	c.Set(t0.Add(30 * time.Second))
 	take(t, l, 5)
 	// the first entry has expired: 5 counted, and 6 more do not fit
-	c.now = t0.Add(61 * time.Second)
+	c.Set(t0.Add(61 * time.Second))
 	if _, err := l.Take(ctx, secret, quota.Units("units", 6)); !errors.Is(err, quota.ErrExhausted) {
 		t.Fatalf("6 units with 5 counted of 10: %v, want refused", err)
 	}
-	c.now = t0.Add(62 * time.Second)
+	c.Set(t0.Add(62 * time.Second))
 	if r := take(t, l, 5); r.Usage[0].Used != 10 {
 		t.Fatalf("5 units with 5 counted: used %d after, want 10", r.Usage[0].Used)
 	}
@@ -52,7 +48,7 @@ func TestDailyLaterEntries(t *testing.T) {
 	ctx := context.Background()
 	day2 := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	day3, day4 := day2.AddDate(0, 0, 1), day2.AddDate(0, 0, 2)
-	c := &clockAt{now: day3.Add(time.Hour)}
+	c := testkit.NewClock(day3.Add(time.Hour))
 	st := redisstore.New(redistest.Client(t), redisstore.WithPrefix(redistest.Prefix(t)))
 	l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 10, Window: quota.Daily(time.UTC)}},
 		quota.WithClock(c.Now))
@@ -60,7 +56,7 @@ func TestDailyLaterEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	take(t, l, 4) // on day 3
-	c.now = day2.Add(22 * time.Hour)
+	c.Set(day2.Add(22 * time.Hour))
 	take(t, l, 6) // back on day 2: the day-3 entry counts too (10 used)
 	_, err = l.Take(ctx, secret, quota.Units("units", 7))
 	var ex *quota.ExhaustedError
@@ -77,7 +73,7 @@ func TestDailyLaterEntries(t *testing.T) {
 		t.Fatalf("6 units: %v, want refused until %v", err, day3)
 	}
 	// on day 3 proper, day 2's entry is gone and day 3's counts
-	c.now = day3.Add(2 * time.Hour)
+	c.Set(day3.Add(2 * time.Hour))
 	if r := take(t, l, 6); r.Usage[0].Used != 10 {
 		t.Fatalf("on day 3: used %d after 6 more, want 10", r.Usage[0].Used)
 	}

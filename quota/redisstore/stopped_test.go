@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
@@ -37,7 +38,7 @@ func TestTakeStoppedWhileServerHangs(t *testing.T) {
 	ctx := context.Background()
 	b := quota.Budget{Name: "units", Limit: 1000, Window: quota.Sliding(time.Hour)}
 	cred := quota.Credential{Secret: "AIzaSy-redis-stopped", Label: "k"}
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	prefix := redistest.Prefix(t)
 	newLimiter := func(c *redis.Client) *quota.Limiter {
 		l, err := quota.New(redisstore.New(c, redisstore.WithPrefix(prefix)), "api", []quota.Budget{b},

@@ -17,25 +17,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
-// The multi-process tests re-execute this test binary as child processes:
-// childEnv selects the child's role and childCfgEnv carries its settings as
-// JSON. TestMain sends a child to runChild before any test runs.
-const (
-	childEnv    = "SQLITESTORE_TEST_CHILD"
-	childCfgEnv = "SQLITESTORE_TEST_CHILD_CFG"
-)
-
+// The multi-process tests re-execute this test binary as child processes
+// (testkit.Child) in one of the roles below, given their settings as JSON:
+// the childCfg of runChild's roles, the thresholdChild of "threshold".
+// TestMain sends a child to its role before any test runs.
 func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
+	roles := map[string]func(string) int{"threshold": runThresholdChild}
+	for _, role := range []string{"kill", "inspect", "charge", "bench"} {
+		roles[role] = func(cfg string) int { return runChild(role, cfg) }
 	}
-	if cfg := os.Getenv(thresholdChildEnv); cfg != "" {
-		os.Exit(runThresholdChild(cfg))
-	}
+	testkit.RunChild(roles)
 	os.Exit(m.Run())
 }
 
@@ -66,9 +62,9 @@ var (
 	childKey    = quota.Credential{Secret: "multi-process-key", Label: "mp"}
 )
 
-func runChild(role string) int {
+func runChild(role, js string) int {
 	var cfg childCfg
-	if err := json.Unmarshal([]byte(os.Getenv(childCfgEnv)), &cfg); err != nil {
+	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "child config:", err)
 		return 2
 	}
@@ -182,8 +178,7 @@ type child struct {
 func startChild(t testing.TB, role string, cfg childCfg) *child {
 	t.Helper()
 	js, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, childCfgEnv+"="+string(js))
+	cmd := testkit.Child(t, role, string(js))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -196,14 +191,7 @@ func startChild(t testing.TB, role string, cfg childCfg) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return c
+	return &child{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 }
 
 // next returns the child's next complete line; io.EOF when its output

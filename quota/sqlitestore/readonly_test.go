@@ -9,13 +9,13 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
@@ -113,8 +113,8 @@ func TestReadOnlyByAnotherUser(t *testing.T) {
 	inspect := func(readOnly bool) (childLine, string) {
 		t.Helper()
 		js, _ := json.Marshal(childCfg{Path: path, Limit: 100, Clock: at, ReadOnly: readOnly})
-		cmd := exec.Command(bin, "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=inspect", childCfgEnv+"="+string(js))
+		cmd := testkit.Child(t, "inspect", string(js))
+		cmd.Path, cmd.Args[0] = bin, bin
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		out, _ := cmd.Output()
 		var l childLine
@@ -319,8 +319,8 @@ func TestWriterRefusesUnwritableFile(t *testing.T) {
 	open := func() (childLine, []byte) {
 		t.Helper()
 		js, _ := json.Marshal(childCfg{Path: path, Limit: 100, Clock: at})
-		cmd := exec.Command(bin, "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=inspect", childCfgEnv+"="+string(js))
+		cmd := testkit.Child(t, "inspect", string(js))
+		cmd.Path, cmd.Args[0] = bin, bin
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		out, _ := cmd.Output()
 		var l childLine

@@ -1,35 +1,17 @@
 package sqlitestore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // TestTakeStoppedWhileLocked: a limiter that fails open, whose Take waits
 // for the write lock another process holds. Cancelled by its caller (a job
@@ -49,7 +31,7 @@ func TestTakeStoppedWhileLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer short.Close()
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	newLimiter := func(s quota.Store) *quota.Limiter {
 		l, err := quota.New(s, "api", []quota.Budget{b}, quota.FailOpen(5), quota.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 		if err != nil {

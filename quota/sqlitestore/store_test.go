@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
@@ -41,7 +42,7 @@ func TestMatchesMemoryStore(t *testing.T) {
 func TestDecisionDropsExpiredRows(t *testing.T) {
 	st, path := openTemp(t, sqlitestore.WithSweepEvery(0))
 	db := rawDB(t, path)
-	clock := storetest.NewClock(t0)
+	clock := testkit.NewClock(t0)
 	l, err := quota.New(st, "api", []quota.Budget{
 		{Name: "a", Limit: 1000, Window: quota.Sliding(time.Hour)},
 		{Name: "b", Limit: 1000, Window: quota.Sliding(time.Hour)},
@@ -93,7 +94,7 @@ func TestSweepDropsIdleCredentials(t *testing.T) {
 	st, path := openTemp(t, sqlitestore.WithSweepEvery(every))
 	db := rawDB(t, path)
 	ctx := context.Background()
-	clock := storetest.NewClock(t0)
+	clock := testkit.NewClock(t0)
 	b := quota.Budget{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)}
 	l, err := quota.New(st, "api", []quota.Budget{b}, quota.WithClock(clock.Now))
 	if err != nil {
@@ -217,7 +218,7 @@ func TestLockTimeout(t *testing.T) {
 func TestConcurrentGoroutines(t *testing.T) {
 	st, _ := openTemp(t)
 	ctx := context.Background()
-	clock := storetest.NewClock(t0)
+	clock := testkit.NewClock(t0)
 	budgets := []quota.Budget{
 		{Name: "units", Limit: 20000, Window: quota.Sliding(time.Hour)},
 		{Name: "calls", Limit: 300, Window: quota.Sliding(time.Hour)},

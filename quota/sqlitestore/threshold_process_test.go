@@ -13,19 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/sqlitestore"
 )
 
-// thresholdChildEnv, when set, makes the test binary a worker of
-// TestThresholdsOncePerWindowAcrossProcesses: its value is the JSON of a
-// thresholdChild.
-const thresholdChildEnv = "SQLITESTORE_TEST_THRESHOLD_CHILD"
-
-// thresholdChild is what a worker does: after reading a line on stdin, it
-// takes 30 units and refunds them, Rounds times, on a budget of 100 a day
-// with a 25% threshold, at the fixed instant Clock, and prints each
-// threshold event it is told of as "threshold PERCENT", then "done".
+// thresholdChild is what a worker of
+// TestThresholdsOncePerWindowAcrossProcesses (the child role "threshold",
+// given this as JSON) does: after reading a line on stdin, it takes 30
+// units and refunds them, Rounds times, on a budget of 100 a day with a 25%
+// threshold, at the fixed instant Clock, and prints each threshold event it
+// is told of as "threshold PERCENT", then "done".
 type thresholdChild struct {
 	Path   string
 	Clock  time.Time
@@ -100,8 +98,7 @@ func TestThresholdsOncePerWindowAcrossProcesses(t *testing.T) {
 		}
 		var ps []proc
 		for range children {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), thresholdChildEnv+"="+string(js))
+			cmd := testkit.Child(t, "threshold", string(js))
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, os.Stderr
 			in, err := cmd.StdinPipe()
@@ -111,12 +108,6 @@ func TestThresholdsOncePerWindowAcrossProcesses(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				if cmd.ProcessState == nil {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-				}
-			})
 			ps = append(ps, proc{cmd, &out, in})
 		}
 		for _, p := range ps {

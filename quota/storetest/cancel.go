@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -28,7 +28,7 @@ func (s suite) cancelledTake(t *testing.T) {
 		t.Run(map[bool]string{false: "plain", true: "leases"}[leases], func(t *testing.T) {
 			st := s.store(t)
 			clock := NewClock(T0)
-			logs := &lockedBuffer{}
+			logs := &testkit.Buffer{}
 			obs := &events{}
 			opts := []quota.Option{quota.WithClock(clock.Now), quota.FailOpen(5),
 				quota.WithLogger(slog.New(slog.NewTextHandler(logs, nil))), quota.WithObserver(obs)}
@@ -90,24 +90,6 @@ func (s suite) cancelledTake(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes (a logger's).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // events records what an Observer is told.

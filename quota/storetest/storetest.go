@@ -21,31 +21,20 @@ package storetest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 )
 
 // Clock is a fake clock for tests: Now returns the set instant; Set and Add
-// move it. It is safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// move it. It is safe for concurrent use. It is the module's one fake
+// clock, internal/testkit's, under the name the suite has always given it.
+type Clock = testkit.Clock
 
 // NewClock returns a Clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's instant.
-func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-// Set moves the clock to t.
-func (c *Clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-
-// Add moves the clock by d.
-func (c *Clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func NewClock(t time.Time) *Clock { return testkit.NewClock(t) }
 
 // T0 is the instant the suite starts its clocks at.
 var T0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)

@@ -359,7 +359,7 @@ func TestOpenRedisPipelining(t *testing.T) {
 			t.Errorf("?%s: %d lanes, want %d", tt.query, got, tt.lanes)
 		}
 		h := &pipedScripts{}
-		st.(*redisStore).client.AddHook(h)
+		st.(*redisStore).client.AddHook(redistest.Hook{Pipeline: h.pipeline})
 		l, err := quota.New(st, "api", []quota.Budget{{Name: "units", Limit: 1 << 20, Window: quota.Sliding(time.Hour)}},
 			quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
@@ -387,15 +387,11 @@ func TestOpenRedisPipelining(t *testing.T) {
 // pipedScripts counts the script calls sent in pipelines.
 type pipedScripts struct{ n atomic.Int64 }
 
-func (h *pipedScripts) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *pipedScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *pipedScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			if c.Name() == "evalsha" {
-				h.n.Add(1)
-			}
+func (h *pipedScripts) pipeline(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	for _, c := range cmds {
+		if c.Name() == "evalsha" {
+			h.n.Add(1)
 		}
-		return next(ctx, cmds)
 	}
+	return next(ctx, cmds)
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
-	"github.com/quotactl/quotactl/quota/storetest"
 	"github.com/quotactl/quotactl/quota/storeurl"
 )
 
@@ -23,7 +23,7 @@ type env struct {
 	t     *testing.T
 	url   string
 	path  string
-	clock *storetest.Clock
+	clock *testkit.Clock
 	vars  map[string]string
 	tty   bool
 	store quota.Store // opened on first use by g()
@@ -32,7 +32,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "quota.db")
-	return &env{t: t, url: storeurl.SQLiteURL(path), path: path, clock: storetest.NewClock(t0), vars: map[string]string{}}
+	return &env{t: t, url: storeurl.SQLiteURL(path), path: path, clock: testkit.NewClock(t0), vars: map[string]string{}}
 }
 
 func (e *env) lookup(k string) (string, bool) {

@@ -1,11 +1,10 @@
-package quotactl_test
+package redisstore_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,32 +14,24 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit/overspend"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 	"github.com/quotactl/quotactl/quota/storetest"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// TestRedisCluster runs the Redis store on a 3-master Redis Cluster of the
+// TestCluster runs the Redis store on a 3-master Redis Cluster of the
 // test's own (redistest.NewCluster): multi-budget charges are one script in
-// one slot, the keys of different credentials spread over the masters,
-// concurrent charges do not overspend, and the whole conformance suite
-// passes.
+// one slot (no CROSSSLOT), the keys of different credentials spread over
+// the masters, concurrent charges do not overspend, and the whole
+// conformance suite passes, the catalog's keys living wherever their slots
+// are.
 //
 // Without redis-server on PATH the cluster is three miniredis nodes and the
 // client routes by slot; a miniredis does not refuse a cross-slot script,
 // so CrossSlotRefused checks instead that such a script runs on one node
 // only, away from where its other key's slot lives.
-func TestRedisCluster(t *testing.T) {
+func TestCluster(t *testing.T) {
 	cl := redistest.NewCluster(t)
 	if !cl.Real {
 		t.Log("FALLBACK: no redis-server on PATH: this Redis Cluster is 3 in-process miniredis nodes with client-side slot routing; CROSSSLOT is checked by where keys land instead")
@@ -94,7 +85,7 @@ func TestRedisCluster(t *testing.T) {
 			{Name: "search", Limit: 100, Window: quota.Daily(la)},
 			{Name: "calls", Limit: 1000, Window: quota.Sliding(time.Hour)},
 		}
-		l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
+		l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +101,7 @@ func TestRedisCluster(t *testing.T) {
 			if !errors.Is(err, quota.ErrExhausted) {
 				t.Fatalf("credential %d: a charge over what is left: %v, %v; want ErrExhausted", i, r, err)
 			}
-			us := usedOf(t, l, cred)
+			us := overspend.Used(t, l, cred)
 			if us["units"] != 300 || us["search"] != 3 || us["calls"] != 3 {
 				t.Fatalf("credential %d: used %v after 3 searches and one refusal; want units 300, search 3, calls 3", i, us)
 			}
@@ -124,7 +115,7 @@ func TestRedisCluster(t *testing.T) {
 	t.Run("KeysSpreadOverMasters", func(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		store := redisstore.New(cc, redisstore.WithPrefix(prefix))
-		l, err := quota.New(store, "youtube", spendBudgets(1000, 1000), quota.WithClock(fixedClock))
+		l, err := quota.New(store, "youtube", overspend.Budgets(1000, 1000), quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +123,7 @@ func TestRedisCluster(t *testing.T) {
 		tags := map[string]int{} // hash tag -> credential
 		for i := range creds {
 			cred := quota.Credential{Secret: fmt.Sprintf("AIzaSy-cluster-spread-%d", i)}
-			if _, err := l.Take(ctx, cred, spendCharge(7)); err != nil {
+			if _, err := l.Take(ctx, cred, overspend.Charge(7)); err != nil {
 				t.Fatal(err)
 			}
 			tags[redisstore.CredentialTag("youtube", quota.DefaultFingerprint(cred.Secret))] = i
@@ -201,8 +192,8 @@ func TestRedisCluster(t *testing.T) {
 
 	t.Run("ConcurrentNoOverspend", func(t *testing.T) {
 		store := redisstore.New(cc, redisstore.WithPrefix(redistest.Prefix(t)))
-		budgets := spendBudgets(3000, 1000)
-		l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
+		budgets := overspend.Budgets(3000, 1000)
+		l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return t0 }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,28 +204,20 @@ func TestRedisCluster(t *testing.T) {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
 		var mu sync.Mutex
-		per := make([]spend, len(creds))
+		per := make([]overspend.Spend, len(creds))
 		var wg sync.WaitGroup
 		for g := range 24 {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(seed, uint64(g)))
 				ci := g % len(creds)
-				var mine spend
+				var mine overspend.Spend
 				for range 40 {
 					cost := rng.Int64N(100) + 1
-					_, err := l.Take(ctx, creds[ci], spendCharge(cost))
-					var ee *quota.ExhaustedError
-					switch {
-					case err == nil:
-						mine.Accepted = append(mine.Accepted, cost)
-					case errors.As(err, &ee):
-						mine.Refused = append(mine.Refused, refusal{cost, ee.Budget})
-					default:
-						mine.Errors = append(mine.Errors, err.Error())
-					}
+					_, err := l.Take(ctx, creds[ci], overspend.Charge(cost))
+					mine.Record(cost, err)
 				}
 				mu.Lock()
-				per[ci].add(mine)
+				per[ci].Add(mine)
 				mu.Unlock()
 			})
 		}
@@ -246,9 +229,43 @@ func TestRedisCluster(t *testing.T) {
 			if len(s.Refused) == 0 {
 				t.Fatalf("credential %d: nothing refused; the run never reached the limit", ci)
 			}
-			for _, p := range checkSpend(budgets, usedOf(t, l, creds[ci]), s) {
+			for _, p := range overspend.Check(budgets, overspend.Used(t, l, creds[ci]), s) {
 				t.Errorf("credential %d: %s", ci, p)
 			}
+		}
+	})
+
+	t.Run("CredentialsSpreadOverNodes", func(t *testing.T) {
+		// Each credential's budgets stay together, and credentials spread
+		// over the nodes: the log key of each is on one of them.
+		st := redisstore.New(cc, redisstore.WithPrefix(redistest.Prefix(t)))
+		l, err := quota.New(st, "youtube", []quota.Budget{
+			{Name: "units", Limit: 100, Window: quota.Sliding(time.Hour)},
+			{Name: "search", Limit: 10, Window: quota.Sliding(time.Hour)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		nodes := map[string]bool{}
+		var direct []*redis.Client
+		for _, n := range cl.Nodes {
+			direct = append(direct, n.Client(t))
+		}
+		for i := range 24 {
+			cred := quota.Credential{Secret: "cluster-secret-" + string(rune('a'+i))}
+			if _, err := l.Take(ctx, cred, quota.Charge{Units: map[string]int64{"units": 5, "search": 1}}); err != nil {
+				t.Fatalf("credential %d: %v", i, err)
+			}
+			key := st.Prefix() + redisstore.CredentialTag("youtube", fingerprint(cred)) + ":log:units"
+			for j, n := range direct {
+				if n.Exists(ctx, key).Val() == 1 {
+					nodes[cl.Nodes[j].Addr()] = true
+				}
+			}
+		}
+		if len(nodes) < 2 {
+			t.Fatalf("24 credentials' logs sit on %d node(s); want them spread", len(nodes))
 		}
 	})
 

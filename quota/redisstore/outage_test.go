@@ -1,4 +1,4 @@
-package quotactl_test
+package redisstore_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
+	"github.com/quotactl/quotactl/internal/testkit/overspend"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
@@ -160,12 +163,12 @@ func redisOutage(t *testing.T, ctxTimeout bool) {
 	})
 	store := redisstore.New(client, redisstore.WithPrefix(redistest.Prefix(t)))
 	budgets := []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(24 * time.Hour)}}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	// The restart below loses every key (no persistence): the limiters find
 	// that loss (counted below) but trust the store, because this test is
 	// about availability; the default reaction to a loss (budgets count as
-	// spent) is tested in quota/redisstore's loss tests.
+	// spent) is tested in loss_test.go.
 	closed, err := quota.New(store, "youtube", budgets, quota.WithLogger(logger), quota.WithStoreLoss(quota.TrustStore))
 	if err != nil {
 		t.Fatal(err)
@@ -336,10 +339,10 @@ func TestScriptFlushMidRun(t *testing.T) {
 	srv := redistest.Server(t)
 	client, admin := srv.Client(t), srv.Client(t)
 	seen := new(noscriptCounter)
-	client.AddHook(seen)
+	client.AddHook(redistest.Hook{Process: seen.process, Pipeline: seen.pipeline})
 	store := redisstore.New(client, redisstore.WithPrefix(redistest.Prefix(t)))
-	budgets := spendBudgets(30000, 5000)
-	l, err := quota.New(store, "youtube", budgets, quota.WithClock(fixedClock))
+	budgets := overspend.Budgets(30000, 5000)
+	l, err := quota.New(store, "youtube", budgets, quota.WithClock(func() time.Time { return t0 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,25 +377,25 @@ func TestScriptFlushMidRun(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	var mu sync.Mutex
-	var all spend
+	var all overspend.Spend
 	var churnUnits, churnRefunded int64
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			var mine spend
+			var mine overspend.Spend
 			var cu, cr int64
 			fail := func(op string, err error) { mine.Errors = append(mine.Errors, op+": "+err.Error()) }
 			ctx := context.Background()
 			for i := range 150 {
 				cost := rng.Int64N(100) + 1
-				_, err := l.Take(ctx, take, spendCharge(cost))
+				_, err := l.Take(ctx, take, overspend.Charge(cost))
 				var ee *quota.ExhaustedError
 				switch {
 				case err == nil:
 					mine.Accepted = append(mine.Accepted, cost)
 				case errors.As(err, &ee):
-					mine.Refused = append(mine.Refused, refusal{cost, ee.Budget})
+					mine.Refused = append(mine.Refused, overspend.Refusal{Cost: cost, Budget: ee.Budget})
 				default:
 					fail("take", err)
 				}
@@ -420,7 +423,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 				}
 			}
 			mu.Lock()
-			all.add(mine)
+			all.Add(mine)
 			churnUnits += cu
 			churnRefunded += cr
 			mu.Unlock()
@@ -451,10 +454,10 @@ func TestScriptFlushMidRun(t *testing.T) {
 	if len(all.Refused) == 0 {
 		t.Fatalf("nothing was refused: the run never reached the limit")
 	}
-	for _, p := range checkSpend(budgets, usedOf(t, l, take), all) {
+	for _, p := range overspend.Check(budgets, overspend.Used(t, l, take), all) {
 		t.Error(p)
 	}
-	if got := usedOf(t, l, churn)["units"]; got != churnUnits-churnRefunded {
+	if got := overspend.Used(t, l, churn)["units"]; got != churnUnits-churnRefunded {
 		t.Errorf("churn credential: store says %d units used; callers were granted %d and refunded %d", got, churnUnits, churnRefunded)
 	}
 }
@@ -469,22 +472,54 @@ func (h *noscriptCounter) count(err error) {
 	}
 }
 
-func (h *noscriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *noscriptCounter) process(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	err := next(ctx, cmd) // the reply's error; cmd.Err() may not hold it yet
+	h.count(err)
+	return err
+}
 
-func (h *noscriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd) // the reply's error; cmd.Err() may not hold it yet
-		h.count(err)
-		return err
+func (h *noscriptCounter) pipeline(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+	err := next(ctx, cmds)
+	for _, c := range cmds {
+		h.count(c.Err())
+	}
+	return err
+}
+
+// waitFor polls cond until it holds or within passes, then fails the test
+// naming what it waited for. It waits for processes, servers and goroutines
+// to get somewhere; it never stands in for moving a clock.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(within, cond) {
+		t.Fatalf("gave up after %v waiting for %s", within, what)
 	}
 }
 
-func (h *noscriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			h.count(c.Err())
+// poll reports whether cond held before within passed.
+func poll(within time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
 		}
-		return err
 	}
+	return true
+}
+
+// settleGoroutines waits until no more goroutines run than before, and
+// fails with every goroutine's stack if some are left over: a leak.
+func settleGoroutines(t *testing.T, before int) {
+	t.Helper()
+	if poll(10*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		return
+	}
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	t.Fatalf("goroutine leak: %d running, %d before the test\n%s", runtime.NumGoroutine(), before, buf.String())
 }
