@@ -95,6 +95,9 @@ func (s *Store) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error 
 
 // Adjust implements Store.
 func (s *Store) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
+	if len(req.Nonce) > maxMemNonce {
+		return invalidf("memory store: nonce of %d bytes: at most %d", len(req.Nonce), maxMemNonce)
+	}
 	now := nowOr(req.Now).UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
