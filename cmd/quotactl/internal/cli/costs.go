@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -111,32 +112,7 @@ credential is its own owner), budgets: [{name, limit, window}], methods:
 
 func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 	if opts.API == "" && opts.Table == "" {
-		type entry struct {
-			Table   string         `json:"table"`
-			API     string         `json:"api"`
-			Source  string         `json:"source,omitempty"`
-			Owner   string         `json:"owner,omitempty"`
-			Budgets []quota.Budget `json:"budgets"`
-			Methods int            `json:"methods"`
-		}
-		var out []entry
-		t := &table{header: []string{"TABLE", "API", "BUDGETS", "METHODS", "SOURCE"}}
-		for _, name := range costs.Builtins() {
-			tb, err := costs.Builtin(name)
-			if err != nil {
-				return err
-			}
-			out = append(out, entry{name, tb.API, tb.Source, tb.Owner, tb.Budgets, len(tb.Methods())})
-			var bs []string
-			for _, b := range tb.Budgets {
-				bs = append(bs, fmt.Sprintf("%s=%d", b.Name, b.Limit))
-			}
-			t.add(name, tb.API, strings.Join(bs, " "), fmt.Sprint(len(tb.Methods())), tb.Source)
-		}
-		if opts.json {
-			return opts.printJSON(out)
-		}
-		return t.print(opts.io.Out, opts.io.TTY)
+		return costsListRun(opts)
 	}
 	name, tb, err := loadTable(opts.API, opts.Table)
 	if err != nil {
@@ -158,21 +134,7 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 	}
 	w := opts.io.Out
 	if opts.io.TTY {
-		fmt.Fprintf(w, "Cost table %s for API %s\n", name, tb.API)
-		if tb.Source != "" {
-			fmt.Fprintf(w, "Source: %s\n", tb.Source)
-		}
-		if hosts := tb.Hosts(); len(hosts) > 0 {
-			fmt.Fprintf(w, "Hosts: %s\n", strings.Join(hosts, ", "))
-		} else {
-			fmt.Fprintln(w, "Hosts: any (the table names none)")
-		}
-		if tb.Owner != "" {
-			fmt.Fprintf(w, "Owner: %s (the budgets are kept per %s: every credential of one %s shares them)\n", tb.Owner, tb.Owner, tb.Owner)
-		} else {
-			fmt.Fprintln(w, "Owner: none (the table names no owner kind: each credential has budgets of its own)")
-		}
-		fmt.Fprintln(w)
+		tableHeader(w, name, tb)
 	}
 	per := cmp.Or(tb.Owner, "credential")
 	bt := &table{header: []string{"BUDGET", "LIMIT", "WINDOW", "KEPT PER"}}
@@ -185,6 +147,62 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 	if opts.io.TTY {
 		fmt.Fprintln(w)
 	}
+	return methodTable(w, tb, opts.io.TTY)
+}
+
+// costsListRun is costs show with no table named: the built-in tables.
+func costsListRun(opts *costsShowOptions) error {
+	type entry struct {
+		Table   string         `json:"table"`
+		API     string         `json:"api"`
+		Source  string         `json:"source,omitempty"`
+		Owner   string         `json:"owner,omitempty"`
+		Budgets []quota.Budget `json:"budgets"`
+		Methods int            `json:"methods"`
+	}
+	var out []entry
+	t := &table{header: []string{"TABLE", "API", "BUDGETS", "METHODS", "SOURCE"}}
+	for _, name := range costs.Builtins() {
+		tb, err := costs.Builtin(name)
+		if err != nil {
+			return err
+		}
+		out = append(out, entry{name, tb.API, tb.Source, tb.Owner, tb.Budgets, len(tb.Methods())})
+		var bs []string
+		for _, b := range tb.Budgets {
+			bs = append(bs, fmt.Sprintf("%s=%d", b.Name, b.Limit))
+		}
+		t.add(name, tb.API, strings.Join(bs, " "), fmt.Sprint(len(tb.Methods())), tb.Source)
+	}
+	if opts.json {
+		return opts.printJSON(out)
+	}
+	return t.print(opts.io.Out, opts.io.TTY)
+}
+
+// tableHeader writes what a terminal shows above a table's budgets: its
+// name, source, hosts and owner kind.
+func tableHeader(w io.Writer, name string, tb *costs.Table) {
+	fmt.Fprintf(w, "Cost table %s for API %s\n", name, tb.API)
+	if tb.Source != "" {
+		fmt.Fprintf(w, "Source: %s\n", tb.Source)
+	}
+	if hosts := tb.Hosts(); len(hosts) > 0 {
+		fmt.Fprintf(w, "Hosts: %s\n", strings.Join(hosts, ", "))
+	} else {
+		fmt.Fprintln(w, "Hosts: any (the table names none)")
+	}
+	if tb.Owner != "" {
+		fmt.Fprintf(w, "Owner: %s (the budgets are kept per %s: every credential of one %s shares them)\n", tb.Owner, tb.Owner, tb.Owner)
+	} else {
+		fmt.Fprintln(w, "Owner: none (the table names no owner kind: each credential has budgets of its own)")
+	}
+	fmt.Fprintln(w)
+}
+
+// methodTable writes a table's methods with their costs and routes, and on
+// a terminal the methods the upstream deprecated.
+func methodTable(w io.Writer, tb *costs.Table, tty bool) error {
 	mt := &table{header: []string{"METHOD", "COST", "ROUTES"}}
 	var deprecated []costs.Method
 	for _, m := range tb.Methods() {
@@ -198,10 +216,10 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 	if def, ok := tb.Default(); ok {
 		mt.add("(any other)", unitsText(def.Units), "-")
 	}
-	if err := mt.print(w, opts.io.TTY); err != nil {
+	if err := mt.print(w, tty); err != nil {
 		return err
 	}
-	if opts.io.TTY && len(deprecated) > 0 {
+	if tty && len(deprecated) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Deprecated upstream (a Transport refuses them; estimates still price them):")
 		for _, m := range deprecated {
