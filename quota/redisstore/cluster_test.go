@@ -274,6 +274,23 @@ func TestCluster(t *testing.T) {
 			return redisstore.New(cc, redisstore.WithPrefix(redistest.Prefix(t)))
 		})
 	})
+
+	// The reference model's random runs (storetest.MatchesModel), each
+	// run and each replay while shrinking under a prefix of its own; the
+	// nodes' key lifetimes run on their own clocks (storetest.ServerClock).
+	t.Run("MatchesModel", func(t *testing.T) {
+		seeds, steps := storetest.ModelSeeds(t, 3, 250)
+		for _, seed := range seeds {
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+				prefix, runs := redistest.Prefix(t), 0
+				newStore := func(t *testing.T) quota.Store {
+					runs++
+					return redisstore.New(cc, redisstore.WithPrefix(fmt.Sprintf("%s%d:", prefix, runs)))
+				}
+				storetest.MatchesModel(t, newStore, seed, steps, storetest.ServerClock(10*time.Second))
+			})
+		}
+	})
 }
 
 // slotOwners maps every slot to the address of the master serving it.
