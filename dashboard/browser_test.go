@@ -52,27 +52,7 @@ func TestBrowserShowsTheStore(t *testing.T) {
 	w := seed(t)
 	srv := serve(t, w, WithRefresh(100*time.Millisecond))
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1360, 900),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("font-render-hinting", "none"),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`tr.budget`)),
-	); err != nil {
-		t.Fatal(err)
-	}
+	ctx := openPage(t, srv.URL+"/")
 	// The script connected to /events and swapped the live part in.
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("live-text").textContent === "live"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		t.Fatalf("the page never went live: %v", err)
@@ -206,4 +186,29 @@ func TestBrowserShowsTheStore(t *testing.T) {
 	); err != nil {
 		t.Errorf("the page did not show the new charge live: %v", err)
 	}
+}
+
+// openPage opens url in a headless Chromium 1360 pixels wide (closed at
+// the test's end) and waits for the budget rows.
+func openPage(t *testing.T, url string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1360, 900),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.Flag("font-render-hinting", "none"),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`tr.budget`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
 }

@@ -225,27 +225,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	srv := httptest.NewServer(h) // on 127.0.0.1
 	t.Cleanup(srv.Close)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1360, 900),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("font-render-hinting", "none"),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelTimeout()
-
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`tr.budget`)),
-	); err != nil {
-		t.Fatal(err)
-	}
+	ctx := openPage(t, srv.URL+"/")
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.getElementById("live").className === "dot ok" && document.getElementById("live-text").textContent === "live"`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		t.Fatalf("the page never went live: %v", err)
 	}
