@@ -1,0 +1,62 @@
+package backend
+
+import (
+	"context"
+	"time"
+)
+
+// UnmeteredMethod is the Breakdown method under which a store records the
+// units a true-up added (or, lowering, removed): what the upstream counted
+// that no metered call of this store had charged.
+const UnmeteredMethod = "(unmetered)"
+
+// TrueUpper is implemented by a Store that can bring a budget's count in
+// line with what the upstream reports (quota.Report). Every store in this
+// module implements it.
+type TrueUpper interface {
+	// TrueUp atomically compares the budget's count for the owner at now
+	// with req.Used. When Used is greater, it records one entry of the
+	// difference that counts until req.Until (see TrueUpRequest) and adds
+	// it to Breakdown under UnmeteredMethod. It never refuses: the units
+	// were already spent upstream. With req.Lower (opt-in) it may also lower
+	// the count (see TrueUpRequest.Lower). A budget marked exhausted keeps
+	// its mark.
+	TrueUp(ctx context.Context, req *TrueUpRequest) (*TrueUpResult, error)
+}
+
+// TrueUpRequest brings one budget's count up to the upstream's.
+type TrueUpRequest struct {
+	API    string
+	Owner  string // as in TakeRequest
+	Budget Budget
+	// Used is what the upstream counts spent in its window at the report
+	// (>= 0).
+	Used int64
+	// Until is the upstream's next reset: the entry added counts until
+	// then, as far as the budget's window allows. For a sliding window of d
+	// the entry is stamped at Until-d, clamped to [now-d+1µs, now] (so it
+	// counts until Until when now < Until <= now+d, else until now+d); for a
+	// daily or monthly window it is stamped at now and counts until the
+	// window's next reset. A zero Until, or one at or before now, adds
+	// nothing: the upstream has reset since it reported.
+	Until time.Time
+	Nonce string // unique per true-up; the entry's nonce
+	Now   time.Time
+	// Lower (opt-in) also lowers the count when the upstream counts less:
+	// when Used plus the units of the entries stamped at or after Since is
+	// below the count, the entries stamped before Since that are not held
+	// are replaced by one entry of Used (stamped as above), so the calls
+	// admitted since Since, which the report may not have seen, stay
+	// counted. Held entries are always kept.
+	Lower bool
+	Since time.Time
+}
+
+// TrueUpResult says what a TrueUp did.
+type TrueUpResult struct {
+	At      time.Time // the store's now
+	Counted int64     // the budget's count before the true-up
+	// Added is the units added (> 0), removed (< 0, only with Lower), or 0.
+	Added int64
+	Usage Usage // the budget's standing after
+}
