@@ -56,12 +56,31 @@ const (
 	// SQLite file): Budget names the budget affected, Err says what was
 	// found.
 	EventStoreLoss
+	// EventReport is an upstream response's report of a budget's standing
+	// (Report), read by the Transport.
+	EventReport
+	// EventTrueUp is the store brought up to what a report said (Report):
+	// Units is how many units the upstream counted spent that the meter
+	// had not seen (negative when an opt-in lowering gave units back), and
+	// Usage the budget's standing after.
+	EventTrueUp
+	// EventReportIgnored is a report the Transport could not read (a
+	// malformed or contradictory value): Err says which. It is never an
+	// error to the caller.
+	EventReportIgnored
+	// EventLimitLearned is a limit read from a report (Report.Limit) that
+	// differs from the one in force: Percent is unused, Units holds the
+	// learned limit, and Outcome is "applied" or "recorded" (a raise the
+	// caller did not opt in to).
+	EventLimitLearned
 )
 
-var kindNames = [...]string{"", "decision", "threshold", "refund", "exhaust", "store_error", "store_loss"}
+var kindNames = [...]string{"", "decision", "threshold", "refund", "exhaust", "store_error", "store_loss",
+	"report", "true_up", "report_ignored", "limit_learned"}
 
 // String returns the kind's name: "decision", "threshold", "refund",
-// "exhaust", "store_error" or "store_loss".
+// "exhaust", "store_error", "store_loss", "report", "true_up",
+// "report_ignored" or "limit_learned".
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
 		return kindNames[k]
@@ -78,6 +97,11 @@ const (
 	OutcomeRefused   Outcome = "refused"   // a budget could not pay (ErrExhausted)
 	OutcomeUnmetered Outcome = "unmetered" // the store was unreachable and FailOpen let it through
 	OutcomeFailed    Outcome = "failed"    // the store was unreachable and the charge was refused
+
+	// Of an EventLimitLearned: the learned limit applies now, or is only
+	// recorded (a raise the Limiter was not told to take, WithLearnedRaises).
+	OutcomeApplied  Outcome = "applied"
+	OutcomeRecorded Outcome = "recorded"
 )
 
 // Event is one thing a Limiter reports to its Observers. Which fields are
@@ -121,8 +145,14 @@ type Event struct {
 	// Until is when an exhaust mark ends (EventExhaust), or when a
 	// threshold's window ends (EventThreshold).
 	Until time.Time
-	// Err is the cause of an EventStoreError or EventStoreLoss.
+	// Err is the cause of an EventStoreError or EventStoreLoss, or what
+	// was wrong with an EventReportIgnored.
 	Err error
+	// Report is the upstream's report of an EventReport or EventTrueUp.
+	Report *Report
+	// Units is the units an EventTrueUp added (or removed), or the limit an
+	// EventLimitLearned learned.
+	Units int64
 	// Context is the context of the call that caused the event, for
 	// tracing adapters (the parent span). It may be done by delivery time:
 	// read values from it, do not wait on it.

@@ -24,6 +24,8 @@
 //	quota.exhaust_marks        counter {api, budget, owner}
 //	quota.store_errors         counter {api}
 //	quota.store_losses         counter {api, budget}
+//	quota.upstream_reports     counter {api, budget, owner}
+//	quota.trueup_units         counter {api, budget, owner}: units the upstream counted that the meter had not (drift)
 //	quota.used, quota.limit, quota.remaining   gauges {api, budget, owner}, units
 //	quota.reset                gauge {api, budget, owner}, seconds until capacity frees
 package otelquota
@@ -54,6 +56,7 @@ type Observer struct {
 	labels obslabel.Set // bounded owner and method attribute values
 
 	decisions, units, refunded, crossings, exhausts, errors, losses metric.Int64Counter
+	reports, trueUp                                                 metric.Int64Counter
 	latency                                                         metric.Float64Histogram
 
 	gauges obslabel.Gauges
@@ -111,6 +114,8 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, opts ...Option) (*Obs
 	o.exhausts = counter("quota.exhaust_marks", "{mark}", "Budgets marked spent until their reset.")
 	o.errors = counter("quota.store_errors", "{error}", "Store operations that failed.")
 	o.losses = counter("quota.store_losses", "{loss}", "Times the store was found to have lost recorded usage.")
+	o.reports = counter("quota.upstream_reports", "{report}", "Reports of a budget's standing read from upstream responses.")
+	o.trueUp = counter("quota.trueup_units", "{unit}", "Units the upstream reported spent that the meter had not counted (drift).")
 	if err != nil {
 		return nil, fmt.Errorf("otelquota: %w", err)
 	}
@@ -181,6 +186,12 @@ func (o *Observer) Observe(e quota.Event) {
 		o.errors.Add(ctx, 1, metric.WithAttributes(api))
 	case quota.EventStoreLoss:
 		o.losses.Add(ctx, 1, metric.WithAttributes(api, attribute.String("budget", e.Budget)))
+	case quota.EventReport:
+		o.reports.Add(ctx, 1, metric.WithAttributes(api, attribute.String("budget", e.Budget), attribute.String("owner", owner)))
+	case quota.EventTrueUp:
+		if e.Units > 0 {
+			o.trueUp.Add(ctx, e.Units, metric.WithAttributes(api, attribute.String("budget", e.Budget), attribute.String("owner", owner)))
+		}
 	}
 }
 

@@ -16,6 +16,11 @@
 //	quota_exhaust_marks_total{api,budget,owner}            counter: budgets marked spent (the upstream said so)
 //	quota_store_errors_total{api}                          counter
 //	quota_store_losses_total{api,budget}                   counter: the store lost recorded usage
+//	quota_upstream_reports_total{api,budget,owner}         counter: reports read from upstream responses
+//	quota_upstream_reports_ignored_total{api}              counter: report values that could not be read
+//	quota_trueup_units_total{api,budget,owner}             counter: units the upstream counted that the meter had not (drift)
+//	quota_truedown_units_total{api,budget,owner}           counter: units given back by opt-in lowering
+//	quota_limits_learned_total{api,budget,owner,outcome}   counter: limits read from reports (applied, recorded)
 //	quota_used_units{api,budget,owner}                     gauge: units used in the window, as of the last decision seen
 //	quota_limit_units{api,budget,owner}                    gauge
 //	quota_remaining_units{api,budget,owner}                gauge: 0 while the budget is marked spent
@@ -63,6 +68,11 @@ type Collector struct {
 	exhausts  *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 	losses    *prometheus.CounterVec
+	reports   *prometheus.CounterVec
+	ignored   *prometheus.CounterVec
+	trueUp    *prometheus.CounterVec
+	lowered   *prometheus.CounterVec
+	learned   *prometheus.CounterVec
 
 	usedDesc, limitDesc, remainingDesc, resetDesc *prometheus.Desc
 
@@ -140,6 +150,21 @@ func New(opts ...Option) *Collector {
 		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_store_losses_total", Help: "Times the store was found to have lost recorded usage.",
 		}, []string{"api", "budget"}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_upstream_reports_total", Help: "Reports of a budget's standing read from upstream responses.",
+		}, []string{"api", "budget", "owner"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_upstream_reports_ignored_total", Help: "Upstream report values that could not be read (malformed, contradictory).",
+		}, []string{"api"}),
+		trueUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_trueup_units_total", Help: "Units the upstream reported spent that the meter had not counted (drift), added to the store.",
+		}, []string{"api", "budget", "owner"}),
+		lowered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_truedown_units_total", Help: "Units given back because the upstream reported more left (opt-in lowering).",
+		}, []string{"api", "budget", "owner"}),
+		learned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_limits_learned_total", Help: "Limits read from upstream reports that differ from the one in force, by outcome (applied, recorded).",
+		}, []string{"api", "budget", "owner", "outcome"}),
 		usedDesc:      prometheus.NewDesc("quota_used_units", "Units used in the budget's window, as of the last decision this process saw.", []string{"api", "budget", "owner"}, nil),
 		limitDesc:     prometheus.NewDesc("quota_limit_units", "The budget's limit.", []string{"api", "budget", "owner"}, nil),
 		remainingDesc: prometheus.NewDesc("quota_remaining_units", "Units left in the budget's window (0 while marked spent).", []string{"api", "budget", "owner"}, nil),
@@ -177,6 +202,18 @@ func (c *Collector) Observe(e quota.Event) {
 		c.errors.WithLabelValues(e.API).Inc()
 	case quota.EventStoreLoss:
 		c.losses.WithLabelValues(e.API, e.Budget).Inc()
+	case quota.EventReport:
+		c.reports.WithLabelValues(e.API, e.Budget, owner).Inc()
+	case quota.EventReportIgnored:
+		c.ignored.WithLabelValues(e.API).Inc()
+	case quota.EventTrueUp:
+		if e.Units > 0 {
+			c.trueUp.WithLabelValues(e.API, e.Budget, owner).Add(float64(e.Units))
+		} else if e.Units < 0 {
+			c.lowered.WithLabelValues(e.API, e.Budget, owner).Add(float64(-e.Units))
+		}
+	case quota.EventLimitLearned:
+		c.learned.WithLabelValues(e.API, e.Budget, owner, string(e.Outcome)).Inc()
 	}
 }
 
@@ -192,7 +229,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) vecs() []prometheus.Collector {
-	return []prometheus.Collector{c.decisions, c.units, c.refunded, c.latency, c.crossings, c.exhausts, c.errors, c.losses}
+	return []prometheus.Collector{c.decisions, c.units, c.refunded, c.latency, c.crossings, c.exhausts, c.errors, c.losses, c.reports, c.ignored, c.trueUp, c.lowered, c.learned}
 }
 
 // Collect implements prometheus.Collector.
