@@ -433,3 +433,27 @@ func TrueUpRace(t *testing.T, stores []quota.Store, workers, rounds int) {
 		t.Fatalf("the race added %d and admitted %d: it tested nothing", added, admitted)
 	}
 }
+
+// TrueUpShared checks a true-up through one handle of a store against
+// another handle of it (what another process has, with its own client or
+// connection): the other's Take is refused with RetryAt at the upstream's
+// reset, its Usage counts the units, and true-ups and takes racing through
+// both never lose a unit.
+func TrueUpShared(t *testing.T, a, b quota.Store) {
+	ta := trueUpper(t, a)
+	bud := quota.Budget{Name: "shared", Limit: 100, Window: quota.Sliding(time.Hour)}
+	storeTake(t, b, tuOwner, bud, 30, "b1", T0, 0)
+	until := T0.Add(25 * time.Minute)
+	res := trueUp(t, ta, backend.TrueUpRequest{Budget: bud, Used: 100, Until: until, Nonce: "a1", Now: T0.Add(time.Minute)})
+	checkTrueUp(t, "through a", res, 30, 70, 100)
+	if u := storeUsed(t, b, tuOwner, bud, T0.Add(2*time.Minute)); u.Used != 100 || !u.Reset.Equal(until) {
+		t.Fatalf("b's Usage after a's true-up: %+v; want used 100, reset at %v", u, until)
+	}
+	if r := storeTake(t, b, tuOwner, bud, 1, "b2", T0.Add(2*time.Minute), 0); r.OK || !r.Usage[0].RetryAt.Equal(until) {
+		t.Fatalf("b's Take after a's true-up = OK %v, %+v; want refused until %v", r.OK, r.Usage[0], until)
+	}
+	if r := storeTake(t, b, tuOwner, bud, 70, "b3", until, 0); !r.OK {
+		t.Fatalf("b's Take of 70 at the reset = %+v; want admitted", r.Usage[0])
+	}
+	TrueUpRace(t, []quota.Store{a, b}, 6, 25)
+}
