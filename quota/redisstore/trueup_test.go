@@ -137,3 +137,31 @@ func TestTrueUpThenFlushIsFound(t *testing.T) {
 		t.Fatalf("a's Take after b found the loss = %v; want refused", err)
 	}
 }
+
+// TestTrueUpLeavesALossToTake: a budget whose log the store lost (evicted
+// while the marker says it must hold an entry) is left as it is by a
+// true-up, which would otherwise hide the loss under its own entry: the
+// next Take finds the loss and counts the budget spent.
+func TestTrueUpLeavesALossToTake(t *testing.T) {
+	onBoth(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := context.Background()
+		p := redistest.Prefix(t)
+		clock := t0
+		st := redisstore.New(c, redisstore.WithPrefix(p))
+		l := trueUpLimiter(t, st, &clock)
+		if _, err := l.Take(ctx, trueUpCred, quota.Units("units", 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Del(ctx, p+redisstore.CredentialTag("api", "proj")+":log:units").Err(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := l.TrueUp(ctx, trueUpCred, quota.Report{Budget: "units", Used: 50, Remaining: -1, Reset: clock.Add(10 * time.Minute)})
+		if err != nil || out.Added != 0 {
+			t.Fatalf("TrueUp of a lost log = %+v, %v; want nothing added", out, err)
+		}
+		var e *quota.ExhaustedError
+		if _, err := l.Take(ctx, trueUpCred, quota.Units("units", 1)); !errors.As(err, &e) || l.StoreLosses() != 1 {
+			t.Fatalf("Take after the true-up = %v, %d losses; want the loss found and the charge refused", err, l.StoreLosses())
+		}
+	})
+}
