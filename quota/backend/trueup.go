@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -43,11 +44,12 @@ type TrueUpRequest struct {
 	Nonce string // unique per true-up; the entry's nonce
 	Now   time.Time
 	// Lower (opt-in) also lowers the count when the upstream counts less:
-	// when Used plus the units of the entries stamped at or after Since is
-	// below the count, the entries stamped before Since that are not held
-	// are replaced by one entry of Used (stamped as above), so the calls
-	// admitted since Since, which the report may not have seen, stay
-	// counted. Held entries are always kept.
+	// when Used is below the units of the counted entries stamped before
+	// Since that are not held, those entries are replaced by one entry of
+	// Used (stamped as above; none when Used is 0), so the calls admitted
+	// since Since, which the report may not have seen, stay counted. Held
+	// entries (open leases' blocks) are always kept and never lower the
+	// count. A zero Until, or one at or before now, lowers nothing either.
 	Lower bool
 	Since time.Time
 }
@@ -59,4 +61,48 @@ type TrueUpResult struct {
 	// Added is the units added (> 0), removed (< 0, only with Lower), or 0.
 	Added int64
 	Usage Usage // the budget's standing after
+}
+
+// CheckTrueUp reports whether req is a request every store can carry out:
+// an owner, a valid budget, Used from 0 to MaxLimit and a nonce. The error
+// wraps ErrInvalid and names what is wrong.
+func CheckTrueUp(req *TrueUpRequest) error {
+	switch {
+	case req == nil:
+		return invalidf("true-up: nil request")
+	case req.Owner == "":
+		return invalidf("true-up: empty owner (credential)")
+	}
+	if err := req.Budget.Validate(); err != nil {
+		return fmt.Errorf("true-up: %w", err)
+	}
+	switch {
+	case req.Used < 0:
+		return invalidf("true-up: used %d for budget %q: must be >= 0", req.Used, req.Budget.Name)
+	case req.Used > MaxLimit:
+		return invalidf("true-up: used %d for budget %q: must be at most %d", req.Used, req.Budget.Name, int64(MaxLimit))
+	case req.Nonce == "":
+		return invalidf("true-up: empty nonce for budget %q", req.Budget.Name)
+	}
+	return nil
+}
+
+// TrueUpAt returns the instant a store stamps a true-up's entry at, for a
+// budget of window w, at now, for an upstream that resets at until (see
+// TrueUpRequest.Until), and false when the true-up records nothing (until
+// zero, or at or before now).
+func TrueUpAt(w Window, now, until time.Time) (time.Time, bool) {
+	n := now.UnixMicro()
+	if until.IsZero() {
+		return time.Time{}, false
+	}
+	u := ClampTime(until).UnixMicro()
+	if u <= n {
+		return time.Time{}, false
+	}
+	if w.kind != kindSliding {
+		return time.UnixMicro(n), true
+	}
+	d := w.d.Microseconds()
+	return time.UnixMicro(min(max(u-d, n-d+1), n)), true
 }

@@ -27,7 +27,7 @@ import (
 // the childCfg of runChild's roles, the thresholdChild of "threshold".
 // TestMain sends a child to its role before any test runs.
 func TestMain(m *testing.M) {
-	roles := map[string]func(string) int{"threshold": runThresholdChild}
+	roles := map[string]func(string) int{"threshold": runThresholdChild, "trueup": runTrueUpChild}
 	for _, role := range []string{"kill", "inspect", "charge", "bench"} {
 		roles[role] = func(cfg string) int { return runChild(role, cfg) }
 	}

@@ -28,6 +28,8 @@ type stmts struct {
 	dropHours    *stmt // breakdown rows the sweep drops
 	dropCrossing *stmt // crossing marks the sweep drops
 	bump         *stmt // change an owner's ChangeVersion
+	unheldIn     *stmt // units of a log's entries not held in [from, to)
+	dropUnheldIn *stmt // delete them
 }
 
 // prepare prepares the statements on c; on an error, none of them.
@@ -66,6 +68,8 @@ func (st *stmts) prepare(c *conn) error {
 		{&st.dropHours, `DELETE FROM usage_hours WHERE keep <= ?`},
 		{&st.dropCrossing, `DELETE FROM crossings WHERE until <= ?`},
 		{&st.bump, bumpSQL},
+		{&st.unheldIn, `SELECT coalesce(sum(cost), 0) FROM entries WHERE log = ? AND at >= ? AND at < ? AND held = 0`},
+		{&st.dropUnheldIn, `DELETE FROM entries WHERE log = ? AND at >= ? AND at < ? AND held = 0`},
 	} {
 		s, err := c.prepare(p.sql)
 		if err != nil {

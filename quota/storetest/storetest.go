@@ -11,7 +11,8 @@
 // multi-budget atomicity, exact RetryAfter, refund, exhaust, adjust, daily
 // reset across DST, expiry, concurrency, bad input, the catalog, usage by
 // method and job (Breakdown), threshold marks (MarkCrossing), a caller
-// whose context is done (never a store outage, never admitted), and
+// whose context is done (never a store outage, never admitted), true-ups
+// to an upstream's report (backend.TrueUpper), and
 // quota.StateStore, which every store must also implement (jobs keeps its
 // checkpoints and run history there). MatchesMemory drives a store and the
 // MemoryStore, the reference, through one long random run and requires the
@@ -95,6 +96,13 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"BreakdownByMethod", s.breakdownByMethod},
 		{"Crossings", s.crossings},
 		{"CancelledTake", s.cancelledTake},
+		{"TrueUp", s.trueUpAdds},
+		{"TrueUpExpiry", s.trueUpExpiry},
+		{"TrueUpRefuses", s.trueUpRefuses},
+		{"TrueUpIndependent", s.trueUpIndependent},
+		{"TrueUpLower", s.trueUpLower},
+		{"TrueUpBadInput", s.trueUpBadInput},
+		{"TrueUpConcurrent", s.trueUpConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
