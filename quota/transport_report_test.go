@@ -1,0 +1,160 @@
+package quota_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/internal/testkit"
+	"github.com/quotactl/quotactl/quota"
+)
+
+// fixedWindow is an upstream with one fixed window of limit calls per
+// account, shared by every client, that states where the account stands on
+// every response (X-Used, X-Limit, X-Reset in epoch seconds) and answers
+// 429 once the window is spent.
+type fixedWindow struct {
+	mu     sync.Mutex
+	clock  func() time.Time
+	limit  int64
+	used   int64
+	reset  time.Time
+	quota  int // 429s sent
+	served int
+}
+
+func (f *fixedWindow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock()
+	if !now.Before(f.reset) {
+		f.used, f.reset = 0, now.Add(time.Hour).Truncate(time.Second)
+	}
+	h := w.Header()
+	h.Set("X-Limit", strconv.FormatInt(f.limit, 10))
+	h.Set("X-Reset", strconv.FormatInt(f.reset.Unix(), 10))
+	if f.used >= f.limit {
+		f.quota++
+		h.Set("X-Used", strconv.FormatInt(f.used, 10))
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	f.used++
+	f.served++
+	h.Set("X-Used", strconv.FormatInt(f.used, 10))
+	w.WriteHeader(http.StatusOK)
+}
+
+// headerReporter prices every request at 1 unit of "calls" and reads
+// fixedWindow's headers as a Report; a malformed X-Used is ignored.
+type headerReporter struct{}
+
+func (headerReporter) Price(*http.Request) (quota.Charge, error) {
+	return quota.Charge{Method: "get", Units: map[string]int64{"calls": 1}}, nil
+}
+
+func (headerReporter) Reports(_ *http.Request, resp *http.Response, _ []byte) ([]quota.Report, []string) {
+	used, err := strconv.ParseInt(resp.Header.Get("X-Used"), 10, 64)
+	if err != nil || used < 0 {
+		return nil, []string{"X-Used: not a count"}
+	}
+	limit, _ := strconv.ParseInt(resp.Header.Get("X-Limit"), 10, 64)
+	reset, _ := strconv.ParseInt(resp.Header.Get("X-Reset"), 10, 64)
+	return []quota.Report{{Budget: "calls", Limit: limit, Used: used, Remaining: -1, Reset: time.Unix(reset, 0), Scope: "test"}}, nil
+}
+
+// TestTransportTruesUpToReports: another, unmetered client spends 40% of
+// the upstream's window while a metered job runs; the job learns it from
+// the responses, never draws a 429, and stops on a local refusal whose
+// RetryAt is the upstream's reset.
+func TestTransportTruesUpToReports(t *testing.T) {
+	clk := testkit.NewClock(time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
+	up := &fixedWindow{clock: clk.Now, limit: 100}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+
+	var (
+		mu      sync.Mutex
+		trueUps int64
+		reports int
+	)
+	obs := quota.ObserverFunc(func(e quota.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Kind {
+		case quota.EventTrueUp:
+			trueUps += e.Units
+		case quota.EventReport:
+			reports++
+		}
+	})
+	store := quota.NewMemoryStore()
+	lim, err := quota.New(store, "fixed", []quota.Budget{{Name: "calls", Limit: 100, Window: quota.Sliding(time.Hour)}},
+		quota.WithClock(clk.Now), quota.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: quota.NewTransport(lim, headerReporter{}, quota.WithCredential(quota.Credential{Secret: "job-token", Label: "job"}))}
+	other := srv.Client() // the unmetered client: same account, no meter
+
+	get := func(c *http.Client) (int, error) {
+		resp, err := c.Get(srv.URL + "/x")
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var job int
+	var refusal *quota.ExhaustedError
+	for i := 0; i < 200 && refusal == nil; i++ {
+		if i >= 10 && i < 50 { // the other client's 40 calls, interleaved
+			if code, err := get(other); err != nil || code != http.StatusOK {
+				t.Fatalf("other client: %d %v", code, err)
+			}
+		}
+		clk.Add(time.Second)
+		code, err := get(client)
+		switch {
+		case errors.As(err, &refusal):
+		case err != nil:
+			t.Fatal(err)
+		case code != http.StatusOK:
+			t.Fatalf("metered call %d drew %d from the upstream", i, code)
+		default:
+			job++
+		}
+	}
+	lim.Flush(t.Context())
+	if refusal == nil {
+		t.Fatal("the job was never refused")
+	}
+	if up.quota != 0 {
+		t.Fatalf("upstream sent %d 429s", up.quota)
+	}
+	if job != 60 || up.used != 100 {
+		t.Fatalf("job made %d calls, upstream counts %d; want 60 and 100", job, up.used)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if trueUps != 40 {
+		t.Fatalf("true-ups added %d units, want the other client's 40", trueUps)
+	}
+	if reports != job {
+		t.Fatalf("%d report events for %d responses", reports, job)
+	}
+	if !refusal.RetryAt.Equal(up.reset) {
+		t.Fatalf("refused until %v, want the upstream's reset %v", refusal.RetryAt, up.reset)
+	}
+	st, err := lim.Status(t.Context(), quota.Credential{Secret: "job-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Used != up.used {
+		t.Fatalf("store counts %d, upstream %d", st[0].Used, up.used)
+	}
+}
