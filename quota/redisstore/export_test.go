@@ -3,10 +3,10 @@ package redisstore
 import "strconv"
 
 // GeneralOnly makes every Take of s run take.lua's general path, skipping
-// fast.lua: tests compare the two on the same states.
+// decide (lua/lib/decide.lua): tests compare the two on the same states.
 func GeneralOnly(s *Store) { s.general = true }
 
-// TakeSHA is the SHA1 of the take script (fast.lua + lib.lua + take.lua).
+// TakeSHA is the SHA1 of the take script (assembled: scripts.go).
 var TakeSHA = takeScript.Hash()
 
 // OwnBucket sets the marker field of s's own admissions to w:B, so that a

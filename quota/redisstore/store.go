@@ -147,7 +147,7 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // keys returns the log, sum and exhausted-until keys of each budget of one
 // credential, prefix{api/fp}:log:budget, ..., then, with keep, the keep key
-// of each budget (see lib.lua), built in one allocation.
+// of each budget (see lua/lib/log.lua), built in one allocation.
 func (s *Store) keys(api, fp string, budgets int, name func(int) string, keep ...bool) []string {
 	kinds := [4]string{":log:", ":sum:", ":exh:", ":keep:"}
 	nk := 3

@@ -118,7 +118,7 @@ func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.Ta
 }
 
 // generalTrust is the TRUST argument that also makes take.lua skip
-// fast.lua (a test's switch: see export_test.go).
+// decide, its fast path (a test's switch: see export_test.go).
 var generalTrust = map[bool]any{false: "G0", true: "G1"}
 
 // head reads the {STATUS, NOW} every script reply starts with.
