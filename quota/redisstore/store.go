@@ -77,6 +77,9 @@ type Store struct {
 	pipe *pipeliner // WithPipelining
 
 	general bool // tests only: every take runs take.lua's general path
+	// tests only: a one-debit take runs batch.lua with one decision first
+	// (decide, as take.lua's fast path does), counting what it decided
+	probe *atomic.Int64
 }
 
 var (
