@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -23,9 +24,10 @@ import (
 // owner, the shape of a fleet of single-threaded workers (cron runs, pods).
 // No batch forms there: each decision is alone. Each process is this
 // binary run again as a child (fleetEnv names its job): it makes its
-// limiter, warms up, waits for the common start, decides for the round's
-// duration and prints what it measured. The parent reads Redis's INFO
-// commandstats at the start and after every child ended.
+// limiter, warms up, says it is ready (a line on stdout), waits for the
+// parent's go (a line on stdin), decides for the round's duration and
+// prints what it measured. The parent reads Redis's INFO commandstats
+// once every child is ready, before its go, and after every child ended.
 
 // fleetEnv carries a child's job (fleetJob as JSON); set, the binary is a
 // fleet child.
@@ -41,7 +43,6 @@ type fleetJob struct {
 	Prefix string // of the run's keys
 	ID     string // of the owner every process charges
 	SQLite string // the SQLite file (Kind sqlite)
-	Start  time.Time
 	Dur    time.Duration
 	Warmup time.Duration
 }
@@ -86,9 +87,9 @@ func fleetOp(ctx context.Context, job fleetJob, rdb *redis.Client) (op, func(), 
 	return fn, closeFn, nil
 }
 
-// fleetChild runs the job in the environment and prints its result to
-// stdout; it returns the exit code.
-func fleetChild(ctx context.Context, spec string, stdout, stderr io.Writer) int {
+// fleetChild runs the job in the environment: ready on stdout, the go
+// from stdin, then its result to stdout; it returns the exit code.
+func fleetChild(ctx context.Context, spec string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var job fleetJob
 	if err := json.Unmarshal([]byte(spec), &job); err != nil {
 		fmt.Fprintf(stderr, "bench: fleet child: %v\n", err)
@@ -106,12 +107,11 @@ func fleetChild(ctx context.Context, spec string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "bench: fleet child %s (warm-up): %v\n", job.Kind, err)
 		return 1
 	}
-	wait := time.Until(job.Start)
-	if wait <= 0 {
-		fmt.Fprintf(stderr, "bench: fleet child %s ready %v after the common start: give it more time\n", job.Kind, -wait)
+	fmt.Fprintln(stdout, "ready")
+	if _, err := bufio.NewReader(stdin).ReadString('\n'); err != nil {
+		fmt.Fprintf(stderr, "bench: fleet child %s: no go: %v\n", job.Kind, err)
 		return 1
 	}
-	time.Sleep(wait) // the common start (not a test: a benchmark's clock)
 	s, err := measure(ctx, 1, job.Dur, 0, fn)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: fleet child %s: %v\n", job.Kind, err)
@@ -171,52 +171,77 @@ func (r *runner) fleet(ctx context.Context, procs []int, sqlitePath string) (cel
 // fleetRound runs n children of job at once and returns their decisions
 // per second together, Redis's script µs per decision and the worst p99.
 func (r *runner) fleetRound(ctx context.Context, exe string, job fleetJob, n int) (float64, float64, time.Duration, error) {
-	// every child must have started and warmed up before the start: a Go
-	// process takes some 10ms to start, more when 32 start on few cores
-	job.Start = time.Now().Add(time.Second + time.Duration(n)*100*time.Millisecond + job.Warmup)
 	spec, err := json.Marshal(job)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	type child struct {
-		cmd            *exec.Cmd
-		stdout, stderr bytes.Buffer
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		stdout *bufio.Reader
+		stderr bytes.Buffer // (a buffer: Wait returns once it is fully copied)
 	}
-	kids := make([]*child, n)
-	for i := range kids {
+	kids := make([]*child, 0, n)
+	// on an early return, every child started goes, its pipes read
+	defer func() {
+		for _, k := range kids {
+			if k.cmd.ProcessState == nil {
+				_ = k.cmd.Process.Kill()
+				_, _ = io.Copy(io.Discard, k.stdout)
+				_ = k.cmd.Wait()
+			}
+		}
+	}()
+	for range n {
 		k := &child{cmd: exec.CommandContext(ctx, exe)}
 		k.cmd.Env = append(os.Environ(), fleetEnv+"="+string(spec))
-		// (buffers, not pipes: Wait returns once both are fully copied)
-		k.cmd.Stdout, k.cmd.Stderr = &k.stdout, &k.stderr
-		setDeathSignal(k.cmd)
-		if err := k.cmd.Start(); err != nil {
-			for _, o := range kids[:i] {
-				_ = o.cmd.Process.Kill()
-				_ = o.cmd.Wait()
-			}
+		k.cmd.Stderr = &k.stderr
+		if k.stdin, err = k.cmd.StdinPipe(); err != nil {
 			return 0, 0, 0, err
 		}
-		kids[i] = k
+		out, err := k.cmd.StdoutPipe()
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		k.stdout = bufio.NewReader(out)
+		setDeathSignal(k.cmd)
+		if err := k.cmd.Start(); err != nil {
+			return 0, 0, 0, err
+		}
+		kids = append(kids, k)
+	}
+	// wait until every child is ready (made its limiter, warmed up)
+	for _, k := range kids {
+		if line, err := k.stdout.ReadString('\n'); err != nil || line != "ready\n" {
+			_, _ = io.Copy(io.Discard, k.stdout)
+			_ = k.cmd.Wait()
+			return 0, 0, 0, fmt.Errorf("child not ready (%q, %v): %s", line, err, strings.TrimSpace(k.stderr.String()))
+		}
 	}
 	var before scriptStats
 	if job.Kind != "sqlite" {
-		time.Sleep(time.Until(job.Start)) // the children's common start
 		if before, err = readScriptStats(ctx, r.rdb); err != nil {
 			return 0, 0, 0, err
 		}
+	}
+	for _, k := range kids {
+		_, _ = io.WriteString(k.stdin, "go\n")
+		_ = k.stdin.Close()
 	}
 	var ops int64
 	var worst time.Duration
 	var first error
 	for _, k := range kids {
+		// the result, read to the end before Wait (which closes the pipe)
+		out, rerr := io.ReadAll(k.stdout)
 		err := k.cmd.Wait()
-		if err != nil && first == nil {
-			first = fmt.Errorf("child: %v: %s", err, strings.TrimSpace(k.stderr.String()))
+		if (err != nil || rerr != nil) && first == nil {
+			first = fmt.Errorf("child: %v %v: %s", err, rerr, strings.TrimSpace(k.stderr.String()))
 			continue
 		}
 		var res fleetResult
-		if err := json.Unmarshal(k.stdout.Bytes(), &res); err != nil && first == nil {
-			first = fmt.Errorf("child's result %q: %v", k.stdout.String(), err)
+		if err := json.Unmarshal(out, &res); err != nil && first == nil {
+			first = fmt.Errorf("child's result %q: %v", out, err)
 			continue
 		}
 		if res.Refused > 0 && first == nil {

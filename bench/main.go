@@ -38,7 +38,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	if spec := os.Getenv(fleetEnv); spec != "" {
-		code := fleetChild(ctx, spec, os.Stdout, os.Stderr)
+		code := fleetChild(ctx, spec, os.Stdin, os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
 	}
