@@ -32,6 +32,8 @@ type config struct {
 	only       *regexp.Regexp
 	sqliteDir  string // empty: a temporary directory
 	rounds     int    // interleaved rounds of each decisions measurement
+	fleet      []int  // process counts of the fleet table (none: no table)
+	fleetOnly  bool   // measure the fleet table only
 }
 
 // row is one line of a decisions table.
@@ -44,16 +46,18 @@ type row struct {
 
 // report is everything one run measured.
 type report struct {
-	cfg       config
-	machine   machine
-	decisions []row // Redis limiters
-	refuse    []row // the refuse-heavy phase: a spent budget
-	local     []row // in-process stores
-	window    []row // quota latency by entries in the window
-	memory    []memRow
-	elapsed   time.Duration
-	prefix    string // of every key the run wrote (and deleted)
-	command   string // how the run was started, for the record
+	cfg         config
+	machine     machine
+	decisions   []row // Redis limiters
+	refuse      []row // the refuse-heavy phase: a spent budget
+	local       []row // in-process stores
+	window      []row // quota latency by entries in the window
+	memory      []memRow
+	elapsed     time.Duration
+	prefix      string // of every key the run wrote (and deleted)
+	command     string // how the run was started, for the record
+	fleet       []*fleetCell
+	fleetSQLite *fleetCell
 }
 
 // runner holds what the measurements share.
@@ -86,6 +90,28 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 	}()
 	r.ceiling = ceiling(rdb, r.prefix)
 	rep := &report{cfg: cfg, machine: describe(ctx, rdb), prefix: r.prefix}
+	dir := cfg.sqliteDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "quotactl-bench-sqlite-"); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	if len(cfg.fleet) > 0 {
+		fleetDB := filepath.Join(dir, "fleet-"+hex.EncodeToString(rnd[:])+".db")
+		rep.fleet, rep.fleetSQLite, err = r.fleet(ctx, cfg.fleet, fleetDB)
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(fleetDB + suffix)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.fleetOnly {
+		rep.machine.loadAfter = loadavg()
+		rep.elapsed = time.Since(start)
+		return rep, nil
+	}
 
 	// the store as New makes it (decisions that wait together share
 	// pipelines, and those of one budget one script run), and one that
@@ -118,13 +144,6 @@ func bench(ctx context.Context, cfg config, rdb *redis.Client, progress io.Write
 		return nil, err
 	}
 
-	dir := cfg.sqliteDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "quotactl-bench-sqlite-"); err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		defer os.RemoveAll(dir)
-	}
 	dbPath := filepath.Join(dir, "bench-"+hex.EncodeToString(rnd[:])+".db")
 	ss, err := sqlitestore.Open(dbPath)
 	if err != nil {

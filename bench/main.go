@@ -37,6 +37,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if spec := os.Getenv(fleetEnv); spec != "" {
+		code := fleetChild(ctx, spec, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -92,7 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		goroutines = fs.String("goroutines", "1,64", "comma-separated goroutine counts of the decisions tables")
 		fills      = fs.String("fill", "10,100000", "comma-separated entry counts in the window for the latency table")
 		only       = fs.String("run", "", "measure only the limiters whose name matches this regexp (the ceiling always runs)")
+		fleet      = fs.String("fleet", "1,8,32", "comma-separated process counts of the fleet table (processes of one goroutine each); \"none\": no fleet table")
 	)
+	fs.BoolVar(&cfg.fleetOnly, "fleet-only", false, "measure only the fleet table")
 	fs.StringVar(&cfg.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL to measure against (default $REDIS_URL; empty: start a redis-server from PATH)")
 	fs.DurationVar(&cfg.dur, "d", time.Second, "duration of each round of each decisions measurement")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds of each decisions measurement; the table shows the median round's decisions/s")
@@ -112,6 +119,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.fills, err = intList("fill", *fills, 0); err != nil {
 		return cfg, err
+	}
+	if *fleet != "none" {
+		if cfg.fleet, err = intList("fleet", *fleet, 1); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.fleetOnly && len(cfg.fleet) == 0 {
+		return cfg, fmt.Errorf("bench: -fleet-only with -fleet none measures nothing")
 	}
 	if *only != "" {
 		if cfg.only, err = regexp.Compile(*only); err != nil {

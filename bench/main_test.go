@@ -16,6 +16,9 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if !slices.Equal(cfg.goroutines, []int{1, 64}) || !slices.Equal(cfg.fills, []int{10, 100000}) {
 		t.Errorf("goroutines %v, fills %v: want [1 64] and [10 100000]", cfg.goroutines, cfg.fills)
 	}
+	if !slices.Equal(cfg.fleet, []int{1, 8, 32}) || cfg.fleetOnly {
+		t.Errorf("fleet %v, fleet-only %v: want [1 8 32] and false", cfg.fleet, cfg.fleetOnly)
+	}
 	if cfg.dur != time.Second || cfg.rounds != 3 || cfg.window != time.Second || cfg.count != 6000 || cfg.only != nil {
 		t.Errorf("defaults %+v", cfg)
 	}
@@ -25,6 +28,7 @@ func TestRunBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-goroutines", "1,x"}, {"-goroutines", "0"}, {"-fill", "-1"}, {"-d", "0s"}, {"-rounds", "0"},
 		{"-window", "10us"}, {"-count", "0"}, {"-run", "("}, {"extra"}, {"-nosuchflag"},
+		{"-fleet", "0"}, {"-fleet", "1,x"}, {"-fleet", "none", "-fleet-only"},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(t.Context(), args, &out, &errs); code != 2 {

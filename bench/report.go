@@ -24,6 +24,21 @@ func (rep *report) markdown(w io.Writer, redisDesc string) error {
 	}
 	fmt.Fprintf(b, "\n\n")
 
+	if len(rep.fleet) > 0 {
+		fmt.Fprintf(b, "### A fleet of single-threaded processes\n\n")
+		fmt.Fprintf(b, "N processes of one goroutine each (this binary run again as children), every one charging one owner, closed loop: "+
+			"each decision is alone, no batch forms. Budgets never run out: quota daily, quota sliding over 1 h (redisstore as New makes it), "+
+			"redis_rate at 1e6 decisions/s over 1 h, and the no-op EVALSHA; %d interleaved rounds of %s (after a %s warm-up in each process), "+
+			"each cell the median round's decisions/s of all processes together, \"(0.50x)\" against the no-op at the same N. "+
+			"Redis µs per decision: INFO commandstats (EVALSHA usec) from the common start until every process ended, over the decisions made.\n\n",
+			rep.cfg.rounds, rep.cfg.dur, rep.cfg.warmup)
+		fleetTable(b, rep.fleet, rep.fleetSQLite)
+		fmt.Fprintf(b, "\n")
+	}
+	if rep.cfg.fleetOnly {
+		return b.Flush()
+	}
+
 	fmt.Fprintf(b, "### Decisions per second, Redis limiters\n\n")
 	fmt.Fprintf(b, "Closed loop: each goroutine starts its next decision when the last returns; all goroutines charge one key (one credential). "+
 		"Limits are set so no decision is refused; the %s window keeps the state bounded, so each admission also expires about one old entry (or, for the per-unit log, `cost` old members). "+

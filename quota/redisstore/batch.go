@@ -6,45 +6,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// batchScript decides several single-budget decisions of one owner in one
-// run (lua/batch.lua). It is a script of its own, without lib.lua: it
-// decides only what fast.lua decides, and leaves the rest to take.lua.
-var batchScript = func() *redis.Script {
-	b, err := luaFS.ReadFile("lua/batch.lua")
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(b))
-}()
-
-// The positions in take.lua's ARGV for one debit (0-based) that differ
-// between two decisions of one budget: the rest are the same for every
-// decision a batch decides, and batch.lua takes them once.
-const (
-	argNow   = 0
-	argNonce = 1
-	argSeen  = 2
-	argUntil = 3
-	argTrust = 4
-	argHold  = 7
-	argCost  = 9
-	argField = 17
-	argOwn   = 19
-	takeArgs = 20 // take.lua's ARGV for one debit
-	takeKeys = 7  // and its KEYS
+// batchSharedAt and batchPerCallAt are the positions in a one-debit
+// take's ARGV of what batch.lua (lua/batch.lua, decide in lua/lib) takes
+// once, and per decision (protocol.go's batchShared, batchPerCall).
+var (
+	batchSharedAt  = batchPositions(batchShared)
+	batchPerCallAt = batchPositions(batchPerCall)
 )
 
-// batchShared are the positions of take.lua's ARGV for one debit that
-// batch.lua takes once, in its order: now, H, KEEP, NAME, LIMIT, WIN,
-// B1..B4, the window id, w:BUCKET.
-var batchShared = [...]int{argNow, 5, 6, 8, 10, 11, 12, 13, 14, 15, 16, 18}
-
-// batchPerCall are the positions batch.lua takes per decision, in its
-// order: nonce, SEEN, SEEN_UNTIL, HOLD, COST, the breakdown field, OWN.
-var batchPerCall = [...]int{argNonce, argSeen, argUntil, argHold, argCost, argField, argOwn}
-
 // batchable reports whether c is a decision batch.lua can decide: a take
-// of one budget, on the path fast.lua takes (not a test's general path).
+// of one budget, on the path decide takes (not a test's general path).
 func batchable(c *pipedCall) bool {
 	if c.sc != takeScript || len(c.keys) != takeKeys || len(c.args) != takeArgs {
 		return false
@@ -62,7 +33,7 @@ func sameBatch(a, b *pipedCall) bool {
 			return false
 		}
 	}
-	for _, i := range batchShared {
+	for _, i := range batchSharedAt {
 		if a.args[i] != b.args[i] {
 			return false
 		}
@@ -104,12 +75,12 @@ func groupCalls(calls []*pipedCall) (alone []*pipedCall, groups [][]*pipedCall) 
 
 // batchArgs builds batch.lua's KEYS and ARGV for g.
 func batchArgs(g []*pipedCall) (keys []string, args []any) {
-	args = make([]any, 0, len(batchShared)+len(batchPerCall)*len(g))
-	for _, i := range batchShared {
+	args = make([]any, 0, len(batchSharedAt)+len(batchPerCallAt)*len(g))
+	for _, i := range batchSharedAt {
 		args = append(args, g[0].args[i])
 	}
 	for _, c := range g {
-		for _, i := range batchPerCall {
+		for _, i := range batchPerCallAt {
 			args = append(args, c.args[i])
 		}
 	}

@@ -62,8 +62,8 @@ func commandStats(b testing.TB, c *redis.Client) (scriptCalls, scriptUsec, inner
 // targets for: a daily budget admitting, a spent daily budget refusing,
 // a sliding budget admitting (a 1s window, so in steady state each
 // admission also expires an entry), and a charge of two budgets; the first
-// three again with fast.lua skipped (take.lua's general path alone, what
-// fast.lua saves); and a no-op script (`return 1`) for scale. Each runs from one client (Redis
+// three again with decide skipped (take.lua's general path alone, what
+// decide saves); and a no-op script (`return 1`) for scale. Each runs from one client (Redis
 // idles between calls, so each call finds its caches cold: the way issue
 // 13 timed scripts alone) and from 8 (Redis busy, as under bench/'s 64
 // goroutines): the same script costs about twice as much in the first.

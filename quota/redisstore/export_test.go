@@ -1,12 +1,23 @@
 package redisstore
 
-import "strconv"
+import (
+	"strconv"
+	"sync/atomic"
+)
 
 // GeneralOnly makes every Take of s run take.lua's general path, skipping
-// fast.lua: tests compare the two on the same states.
+// decide (lua/lib/decide.lua): tests compare the two on the same states.
 func GeneralOnly(s *Store) { s.general = true }
 
-// TakeSHA is the SHA1 of the take script (fast.lua + lib.lua + take.lua).
+// ProbeDecide makes every one-debit Take of s run decide alone first (the
+// batch script with one decision: what the take script's fast path runs)
+// and returns how many it decided: tests show the fast path decides.
+func ProbeDecide(s *Store) func() int64 {
+	s.probe = new(atomic.Int64)
+	return s.probe.Load
+}
+
+// TakeSHA is the SHA1 of the take script (assembled: scripts.go).
 var TakeSHA = takeScript.Hash()
 
 // OwnBucket sets the marker field of s's own admissions to w:B, so that a

@@ -18,15 +18,19 @@ import (
 	"github.com/quotactl/quotactl/quota/redisstore"
 )
 
-// TestFastMatchesGeneral drives two stores on one server through the same
-// random requests: one runs take scripts as shipped (fast.lua decides the
-// common cases), the other with fast.lua skipped, so take.lua's general
-// path decides everything. Their answers must be identical at every step,
-// and so must every key they wrote (values, members, scores and whether
-// they expire): fast.lua is a shortcut of take.lua, never a second
-// semantics. Most charges name one budget, the case fast.lua takes; the
-// clock moves in steps that expire sliding entries one at a time, and now
-// and then across an hour or a day; leases hold sliding entries ahead.
+// TestFastMatchesGeneral drives three stores on one server through the
+// same random requests: one runs take scripts as shipped (decide, the fast
+// path, decides the common cases), one with decide skipped, so take.lua's
+// general path decides everything, and one that runs decide alone first
+// and counts what it decided (ProbeDecide). Their answers must be
+// identical at every step, and so must every key they wrote (values,
+// members, scores and whether they expire): decide is a shortcut of
+// take.lua, never a second semantics; and it must have decided most
+// single-budget decisions, admissions and refusals of both kinds of
+// window, not left them to take.lua. Most charges name one budget, the
+// case decide takes; the clock moves in steps that expire sliding entries
+// one at a time, and now and then across an hour or a day; leases hold
+// sliding entries ahead.
 func TestFastMatchesGeneral(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -54,15 +58,20 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 	base := redistest.Prefix(t)
 	fast := redisstore.New(c, redisstore.WithPrefix(base+"f:"))
 	general := redisstore.New(c, redisstore.WithPrefix(base+"g:"))
+	probed := redisstore.New(c, redisstore.WithPrefix(base+"d:"))
 	redisstore.GeneralOnly(general)
+	decided := redisstore.ProbeDecide(probed)
 	// the same field for each store's own admissions, as they write the same
 	redisstore.OwnBucket(fast, 0)
 	redisstore.OwnBucket(general, 0)
+	redisstore.OwnBucket(probed, 0)
 	budgets := randomBudgets(la)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	now := time.Date(2026, 3, 7, 23, 50, 0, 0, la) // a DST change ahead
 	var grants []grant
-	both := &bothStores{t: t, x: fast, y: general, xname: "fast", yname: "general"}
+	both := &bothStores{t: t, x: fast, y: general, xname: "fast", yname: "general", also: []*redisstore.Store{probed}}
+	// what decide decided of the single-budget takes, by window kind and answer
+	var single, byDecide [2][2]int
 	same := func(step int, what string, f, g any, ef, eg error) {
 		t.Helper()
 		both.same(step, what, now, f, g, ef, eg)
@@ -89,6 +98,22 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 			f, ef := fast.Take(ctx, req)
 			g, eg := general.Take(ctx, req)
 			same(step, "Take", f, g, ef, eg)
+			before := decided()
+			p, ep := probed.Take(ctx, req)
+			same(step, "Take (decide first)", f, p, ef, ep)
+			if len(debits) == 1 && p != nil {
+				kind, ok := 0, 0
+				if debits[0].Window.IsDaily() {
+					kind = 1
+				}
+				if p.OK {
+					ok = 1
+				}
+				single[kind][ok]++
+				if decided() > before {
+					byDecide[kind][ok]++
+				}
+			}
 			if f != nil && f.OK {
 				if len(debits) == 1 {
 					fastOK++
@@ -114,17 +139,41 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 		}
 		if step%100 == 99 {
 			sameKeys(t, c, base+"f:", base+"g:")
+			sameKeys(t, c, base+"f:", base+"d:")
 			for _, o := range []string{"a", "b"} {
 				ureq := &backend.UsageRequest{API: "yt", Owner: o, Budgets: budgets, Now: now}
 				f, ef := fast.Usage(ctx, ureq)
 				g, eg := general.Usage(ctx, ureq)
 				same(step, "Usage", f, g, ef, eg)
+				p, ep := probed.Usage(ctx, ureq)
+				same(step, "Usage", f, p, ef, ep)
 			}
 		}
 	}
 	sameKeys(t, c, base+"f:", base+"g:")
+	sameKeys(t, c, base+"f:", base+"d:")
 	if fastOK < 200 || refused < 100 {
 		t.Fatalf("%d single-budget admissions and %d refusals: too few to mean much", fastOK, refused)
+	}
+	// single-budget decisions decide took, of those made, by window kind
+	// (sliding, daily) and answer (refused, admitted)
+	t.Logf("decided by decide, of single-budget takes: sliding refused %d/%d admitted %d/%d, daily refused %d/%d admitted %d/%d",
+		byDecide[0][0], single[0][0], byDecide[0][1], single[0][1], byDecide[1][0], single[1][0], byDecide[1][1], single[1][1])
+	// Most admissions and daily refusals; of sliding refusals, those
+	// whose deficit the two oldest entries cover (here costs go up to an
+	// eighth of the limit, so many need a deeper walk: take.lua's) and no
+	// exhausted mark holds.
+	for kind := range 2 {
+		for ok := range 2 {
+			least := single[kind][ok] / 2
+			if kind == 0 && ok == 0 {
+				least = 5
+			}
+			if byDecide[kind][ok] < max(least, 5) {
+				t.Errorf("window kind %d answer %d: decide decided %d of %d single-budget takes, want %d or more",
+					kind, ok, byDecide[kind][ok], single[kind][ok], max(least, 5))
+			}
+		}
 	}
 }
 
@@ -152,6 +201,7 @@ type bothStores struct {
 	t            *testing.T
 	x, y         *redisstore.Store
 	xname, yname string
+	also         []*redisstore.Store // more stores, each to answer as x
 }
 
 // same requires the answers of the two stores to one request to be
@@ -183,6 +233,10 @@ func (b *bothStores) change(step int, kind string, rng *rand.Rand, now time.Time
 		x, ex := b.x.Refund(ctx, req)
 		y, ey := b.y.Refund(ctx, req)
 		b.same(step, "Refund", now, x, y, ex, ey)
+		for _, z := range b.also {
+			y, ey := z.Refund(ctx, req)
+			b.same(step, "Refund", now, x, y, ex, ey)
+		}
 	case "settle":
 		gr := grants[rng.IntN(len(grants))]
 		debits := slices.Clone(gr.debits)
@@ -194,14 +248,26 @@ func (b *bothStores) change(step int, kind string, rng *rand.Rand, now time.Time
 		x, ex := b.x.Settle(ctx, req)
 		y, ey := b.y.Settle(ctx, req)
 		b.same(step, "Settle", now, x, y, ex, ey)
+		for _, z := range b.also {
+			y, ey := z.Settle(ctx, req)
+			b.same(step, "Settle", now, x, y, ex, ey)
+		}
 	case "exhaust":
 		bd := budgets[rng.IntN(len(budgets))]
 		req := &backend.ExhaustRequest{API: "yt", Owner: owner, Budget: bd, Until: now.Add(time.Duration(rng.IntN(20)-5) * time.Minute), Now: now}
-		b.same(step, "Exhaust", now, nil, nil, b.x.Exhaust(ctx, req), b.y.Exhaust(ctx, req))
+		ex := b.x.Exhaust(ctx, req)
+		b.same(step, "Exhaust", now, nil, nil, ex, b.y.Exhaust(ctx, req))
+		for _, z := range b.also {
+			b.same(step, "Exhaust", now, nil, nil, ex, z.Exhaust(ctx, req))
+		}
 	case "adjust":
 		bd := budgets[rng.IntN(len(budgets))]
 		req := &backend.AdjustRequest{API: "yt", Owner: owner, Budget: bd, Used: rng.Int64N(bd.Limit + 1), Nonce: fmt.Sprint("adj", step), Now: now}
-		b.same(step, "Adjust", now, nil, nil, b.x.Adjust(ctx, req), b.y.Adjust(ctx, req))
+		ex := b.x.Adjust(ctx, req)
+		b.same(step, "Adjust", now, nil, nil, ex, b.y.Adjust(ctx, req))
+		for _, z := range b.also {
+			b.same(step, "Adjust", now, nil, nil, ex, z.Adjust(ctx, req))
+		}
 	default:
 		b.t.Fatalf("unknown change %q", kind)
 	}
@@ -259,7 +325,7 @@ func dumpKeys(t *testing.T, c redis.UniversalClient, prefix string) map[string]s
 	return out
 }
 
-// TestFastSlidingRefusal: the sliding refusals fast.lua decides alone,
+// TestFastSlidingRefusal: the sliding refusals decide decides alone,
 // when the log's oldest entry has just expired and the next covers the
 // deficit, and when the two oldest counted entries do; and one it leaves
 // to take.lua, three entries deep. Each against the general path and the

@@ -19,11 +19,6 @@ import (
 // Redis loses its data (the counter with it) while a paused holder still
 // carries an old token.
 
-var (
-	leaseScript  = script("lease")
-	fencedScript = script("fenced")
-)
-
 func (s *Store) leaseKeys(key string) []string {
 	st := s.catalogKey("state:", key)
 	return []string{s.prefix + "lease{" + st + "}", s.prefix + "token{" + st + "}"}

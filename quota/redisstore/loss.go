@@ -11,7 +11,7 @@ import (
 	"github.com/quotactl/quotactl/quota/backend"
 )
 
-// The store-loss marker (lua/lib.lua has the layout): each owner's hash
+// The store-loss marker (lua/lib/marker.lua has the layout): each owner's hash
 // PREFIX{API/OWNER}:mark holds a sequence number bumped by every write, and
 // per budget until when its log and exhausted mark must exist. The store
 // remembers the highest sequence it saw per owner and passes it to the
@@ -140,7 +140,7 @@ func (s *Store) sawMark(mk string, now int64, rest []any) error {
 var _ backend.ChangeVersioner = (*Store)(nil)
 
 // ChangeVersion implements backend.ChangeVersioner: the field v of the
-// owner's marker (lua/lib.lua), which adjust.lua and exhaust.lua bump in
+// owner's marker (lua/lib/marker.lua), which adjust.lua and exhaust.lua bump in
 // the same script as their write; one HMGET of one key (a Cluster sends it
 // to the owner's slot). A marker without v, or none this store knew of:
 // 0; none where this store saw one: -1.

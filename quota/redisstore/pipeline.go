@@ -19,7 +19,7 @@ import (
 // leave together, in one pipeline per lane (up to maxPipelined each), so
 // they share the round trip and the system calls on both ends, which on a
 // busy Redis cost more than the script itself. Those of one budget of one
-// owner that fast.lua can decide (most: a single-budget charge on a log in
+// owner that decide (lua/lib/decide.lua) can decide (most: a single-budget charge on a log in
 // order) go in one run of batch.lua, which decides them one after another
 // at the same instant, each atomic and exact as alone, and pays the
 // commands every decision makes (TIME, the reads of the marker and the

@@ -77,6 +77,9 @@ type Store struct {
 	pipe *pipeliner // WithPipelining
 
 	general bool // tests only: every take runs take.lua's general path
+	// tests only: a one-debit take runs batch.lua with one decision first
+	// (decide, as take.lua's fast path does), counting what it decided
+	probe *atomic.Int64
 }
 
 var (
@@ -147,7 +150,7 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // keys returns the log, sum and exhausted-until keys of each budget of one
 // credential, prefix{api/fp}:log:budget, ..., then, with keep, the keep key
-// of each budget (see lib.lua), built in one allocation.
+// of each budget (see lua/lib/log.lua), built in one allocation.
 func (s *Store) keys(api, fp string, budgets int, name func(int) string, keep ...bool) []string {
 	kinds := [4]string{":log:", ":sum:", ":exh:", ":keep:"}
 	nk := 3

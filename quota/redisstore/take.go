@@ -82,7 +82,12 @@ func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.Ta
 			reply      []any
 			short, err error
 		)
-		if s.replicas > 0 {
+		if s.probe != nil && n == 1 && batchable(&pipedCall{sc: takeScript, keys: keys, args: args}) {
+			reply, err = s.probeDecide(ctx, keys, args)
+		}
+		if reply != nil || err != nil {
+			// decided by the probe
+		} else if s.replicas > 0 {
 			reply, short, err = s.runWait(ctx, takeScript, keys, args)
 		} else if s.pipe != nil {
 			reply, err = s.runPiped(ctx, takeScript, keys, args)
@@ -117,8 +122,21 @@ func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.Ta
 	}
 }
 
+// probeDecide runs batch.lua on the one-debit take keys and args alone
+// (tests only: see Store.probe), and returns its reply when it decided, nil
+// when it left the decision to take.lua.
+func (s *Store) probeDecide(ctx context.Context, keys []string, args []any) ([]any, error) {
+	k, a := batchArgs([]*pipedCall{{keys: keys, args: args}})
+	rs, err := batchReplies(batchScript.Run(ctx, s.rdb, k, a...), 1)
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	s.probe.Add(1)
+	return rs[0], nil
+}
+
 // generalTrust is the TRUST argument that also makes take.lua skip
-// fast.lua (a test's switch: see export_test.go).
+// decide, its fast path (a test's switch: see export_test.go).
 var generalTrust = map[bool]any{false: "G0", true: "G1"}
 
 // head reads the {STATUS, NOW} every script reply starts with.

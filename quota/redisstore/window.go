@@ -66,7 +66,7 @@ func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
 	return d
 }
 
-// appendSpec appends the 5-value window spec a script reads (see lib.lua):
+// appendSpec appends the 5-value window spec a script reads (see lua/lib/window.lua):
 // WIN, B1..B4.
 func (s *Store) appendSpec(args []any, w backend.Window, est time.Time) []any {
 	if !w.IsDaily() {
@@ -81,7 +81,7 @@ func (s *Store) appendSpec(args []any, w backend.Window, est time.Time) []any {
 // them per call.
 type boxed struct{ limit, win, id any }
 
-// windowID returns the id scripts know window w by (see lib.lua): "S" and
+// windowID returns the id scripts know window w by (see lua/lib/retain.lua): "S" and
 // its length in µs for a sliding window, "D" and its zone for a daily one.
 func windowID(w backend.Window) string {
 	if w.IsDaily() {

@@ -6,7 +6,7 @@
 -- go too: the next take renews the keys' lifetimes and checks the log's
 -- day again. The marker's v (the owner's change version) is bumped.
 --
--- KEYS: log, sum, exh, keep, the owner's store-loss marker (see lib.lua).
+-- KEYS: log, sum, exh, keep, the owner's store-loss marker (see lib/marker.lua).
 -- ARGV[1] now or ''; ARGV[2] USED; ARGV[3] nonce; ARGV[4..8] a window
 -- spec; ARGV[9] the window id: the new log keeps its entries for that
 -- window (as a log that starts afresh does); ARGV[10], ARGV[11] the nonce
@@ -44,7 +44,7 @@ local e = 0
 if total > 0 then
   -- the keys live until the newest entry expires; a daily log's
   -- DAILYKEEP past that, as take.lua's, so that the next day's first
-  -- decision sets the entries aside (see lib.lua's setaside)
+  -- decision sets the entries aside (see lib/log.lua's setaside)
   e = expiry(4, last)
   local ms = math.max(1, math.ceil((e + (r > 0 and DAILYKEEP or 0) - now) / 1000))
   redis.call('SET', KEYS[2], int(total), 'PX', ms)
@@ -53,7 +53,7 @@ if total > 0 then
 end
 local mk, name = KEYS[5], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e')
-bumpversion(mk, now) -- the owner's change version (see lib.lua)
+bumpversion(mk, now) -- the owner's change version (see lib/marker.lua)
 redis.call('HDEL', mk, 'l:' .. name)
 local seq, mu = remark(mk, tonumber(mv[1]) or 0, 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0, e, now,
   {'b:' .. name, int(e), 'x:' .. name, '0', 'k:' .. name, '0', 'd:' .. name, '0'})

@@ -1,6 +1,6 @@
 -- entries.lua: the entries one budget counts now, oldest first.
 --
--- KEYS: log, sum, keep, the owner's store-loss marker (see lib.lua).
+-- KEYS: log, sum, keep, the owner's store-loss marker (see lib/marker.lua).
 -- ARGV[1] now or ''; ARGV[2..6] a window spec;
 -- ARGV[7] the window id.
 --

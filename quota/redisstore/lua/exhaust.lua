@@ -1,6 +1,6 @@
 -- exhaust.lua: mark one budget spent until UNTIL, or clear the mark.
 --
--- KEYS: exh, the owner's store-loss marker (see lib.lua), then the log,
+-- KEYS: exh, the owner's store-loss marker (see lib/marker.lua), then the log,
 -- sum and keep keys. ARGV[1] now or ''; ARGV[2] UNTIL (µs; 0 clears);
 -- ARGV[3] LOSS ('1': the mark is a store-loss reaction, which never
 -- shortens a later mark); ARGV[4..8] the budget's window spec and ARGV[9]
@@ -32,7 +32,7 @@ local mk, name = KEYS[2], budgetname(KEYS[1])
 local mv = redis.call('HMGET', mk, 'seq', 'u', 'e', 'l:' .. name)
 local seq, mu, me = tonumber(mv[1]) or 0, tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
 local lm = tonumber(mv[4]) or 0
-bumpversion(mk, now) -- the owner's change version (see lib.lua)
+bumpversion(mk, now) -- the owner's change version (see lib/marker.lua)
 local fields = {}
 if until_ > now then
   if loss then

@@ -4,7 +4,7 @@
 --
 -- KEYS: per budget b: log, sum at 2b-1, 2b; then the keep keys, budget b's
 -- at 2n+b; then the breakdown hash of AT's hour; then the owner's
--- store-loss marker (see lib.lua), whose b:NAME follows the newest entry
+-- store-loss marker (see lib/marker.lua), whose b:NAME follows the newest entry
 -- left.
 -- ARGV[1] now or ''; ARGV[2] AT (µs, the entry's score); ARGV[3] nonce;
 -- then per budget ACTUAL and a window spec (6 values) from 4+6(b-1); then

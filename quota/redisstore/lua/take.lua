@@ -1,35 +1,38 @@
 -- take.lua: one decision for one credential, atomically over every budget
 -- of the charge: all pay or none does.
 --
+-- The argument names below are protocol.go's; the positions of ARGV come
+-- from there as constants (A_x, D_x; see that file).
+--
 -- KEYS: per debit d (1-based): log, sum, exh at 3d-2, 3d-1, 3d; then the
 -- keep keys, debit d's at 3n+d; then the breakdown hashes of two
 -- consecutive hours, H and H+1h (see usage below), at 4n+1 and 4n+2; then
--- the owner's store-loss marker (see lib.lua), last.
--- ARGV[1] now (µs) or '' for the server clock; ARGV[2] nonce (no ':');
--- ARGV[3], ARGV[4] SEEN, SEEN_UNTIL (what this process saw of the marker,
--- 0 0 when nothing); ARGV[5] TRUST ('1': on a loss, decide on what the
--- store holds; 'G0' and 'G1' say '0' and '1' and skip fast.lua, for
--- tests); ARGV[6] H (µs), ARGV[7] KEEP (µs a breakdown row is kept
--- after its hour ends); ARGV[8] HOLD (µs past now at which entries are
--- recorded: a lease's block, held until the lease ends, a daily one no
--- later than the day's last µs; 0 for none); then per debit 10 values from 9+10(d-1): NAME, COST, LIMIT, a
--- window spec (WIN, B1..B4), the window id and the breakdown field
--- "BUDGET\x1fMETHOD\x1fJOB"; last, the marker field w:BUCKET of this
--- process's admissions and OWN, the seq of its last admission (0: none
--- known; see lostAll).
+-- the owner's store-loss marker (see lib/marker.lua), last.
+-- ARGV: NOW (µs) or '' for the server clock; NONCE (no ':'); SEEN,
+-- SEEN_UNTIL (what this process saw of the marker, 0 0 when nothing);
+-- TRUST ('1': on a loss, decide on what the store holds; 'G0' and 'G1'
+-- say '0' and '1' and skip decide, for tests); H (µs), KEEP (µs a
+-- breakdown row is kept after its hour ends); HOLD (µs past now at which
+-- entries are recorded: a lease's block, held until the lease ends, a
+-- daily one no later than the day's last µs; 0 for none); then per debit
+-- from A_DEBIT + N_DEBIT(d-1): NAME, COST, LIMIT, a window spec (WIN,
+-- B1..B4), the window id WID and the breakdown field FIELD
+-- "BUDGET\x1fMETHOD\x1fJOB"; last, WBUCKET, the marker field w:BUCKET of
+-- this process's admissions, and OWN, the seq of its last admission (0:
+-- none known; see lostAll).
 --
 -- Reply: {OK, NOW, then per debit USED, RESET, EXHAUSTED_UNTIL, RETRY_AT}
 -- (0 where none), then SEQ, U (the marker after this call), LOST_ALL and
 -- per debit LOST (1 where this call found the budget's state lost). OK is
 -- 1 when every budget paid (USED is after the charge), 0 when none did
 -- (USED is the current state, RETRY_AT set on each refusing budget), -1 on
--- clock skew (see lib.lua). Unless TRUST, a budget found lost is marked
+-- clock skew (see lib/marker.lua). Unless TRUST, a budget found lost is marked
 -- spent until its next reset (daily) or for one window (sliding), and the
 -- charge is refused.
 --
 -- A loss of the owner's writes (LOST_ALL) affects every budget of the
 -- owner, not only those this charge names, which are all this script can
--- mark. So, unless TRUST, it starts the marker afresh with o (see lib.lua):
+-- mark. So, unless TRUST, it starts the marker afresh with o (see lib/marker.lua):
 -- until then a budget the new marker has heard nothing of counts as lost
 -- at its first decision, in whichever process, and is marked spent like
 -- the others. (The limiter that found the loss marks the other budgets it
@@ -37,6 +40,10 @@
 -- another process in between found an emptied log and a marker that said
 -- nothing of it, and admitted units spent before the loss again.) Such a
 -- budget is not reported LOST: the loss was found and reported once.
+--
+-- A charge of one budget whose state is in order is decided first by
+-- decide (lib/decide.lua, batch.lua's too), with the same commands and
+-- replies, and less Lua; what it leaves comes here.
 --
 -- What a decision costs Redis is what this script is shaped by (issue 13):
 --
@@ -53,28 +60,42 @@
 -- DAILYKEEP past the reset, a daily one's) only when an admission needs them to live
 -- longer, or when one of them was found missing.
 
-local now = fnow or clock(ARGV[1]) -- fnow, fmv, fv: see fast.lua
-local nonce = ARGV[2]
+-- what decide read before it left the decision here: read again only
+-- when it was not (nothing was written in between)
+local fnow, fmv, fv
+if #KEYS == K_MARK and (ARGV[A_TRUST] == '0' or ARGV[A_TRUST] == '1') then
+  local replies
+  replies, fnow, fmv, fv = decide(1)
+  if #replies == 1 then
+    return replies[1]
+  end
+end
+
+local now = fnow or clock(ARGV[A_NOW])
+local nonce = ARGV[A_NONCE]
 local n = (#KEYS - 3) / 4
-local seen = tonumber(ARGV[3])
-local trust = ARGV[5] == '1' or ARGV[5] == 'G1'
+local seen = tonumber(ARGV[A_SEEN])
+local until_seen = tonumber(ARGV[A_SEEN_UNTIL])
+local trust = ARGV[A_TRUST] == '1' or ARGV[A_TRUST] == 'G1'
 
 -- store-loss marker: one read of seq, u, e and each debit's b:, x:, k:
--- and d: (at 4d, 4d+1, 4d+2, 4d+3 of mv)
+-- and d: (at 4d, 4d+1, 4d+2, 4d+3 of mv), then w:BUCKET and r (at 4n+4,
+-- 4n+5)
 local mk = KEYS[#KEYS]
+local wb, own = ARGV[#ARGV + A_WBUCKET], tonumber(ARGV[#ARGV + A_OWN])
 local mv = fmv
 if mv then
-  -- read by fast.lua
+  -- read by decide
 elseif n == 1 then -- the usual charge: no table to build
-  local name = ARGV[9]
-  mv = redis.call('HMGET', mk, 'seq', 'u', 'e', 'b:' .. name, 'x:' .. name, 'k:' .. name, 'd:' .. name)
+  mv = readmark(mk, ARGV[A_DEBIT + D_NAME], wb)
 else
   local fields = {'seq', 'u', 'e'}
   for d = 1, n do
-    local name = ARGV[9 + 10 * (d - 1)]
+    local name = ARGV[A_DEBIT + N_DEBIT * (d - 1) + D_NAME]
     fields[4 * d], fields[4 * d + 1], fields[4 * d + 2], fields[4 * d + 3] =
       'b:' .. name, 'x:' .. name, 'k:' .. name, 'd:' .. name
   end
+  fields[4 * n + 4], fields[4 * n + 5] = wb, 'r'
   mv = redis.call('HMGET', mk, unpack(fields))
 end
 local seq = tonumber(mv[1]) or 0
@@ -86,20 +107,8 @@ local seq = tonumber(mv[1]) or 0
 -- process also marks its own admissions in w:BUCKET (a field of its own,
 -- one of a bounded number) and passes the seq of its last one (OWN): a
 -- field below it means that admission was lost, whatever seq says.
-local wb, own = ARGV[#ARGV - 1], tonumber(ARGV[#ARGV])
-local lostAll = now < tonumber(ARGV[4]) and seq < seen
--- (r: the seq a marker started afresh at, after a loss was found: an
--- admission before it is covered by that finding, not found again)
-if not lostAll and own > 0 and now < tonumber(ARGV[4]) then
-  local w, r
-  if fmv then
-    w, r = fmv[8], fmv[9]
-  else
-    local wr = redis.call('HMGET', mk, wb, 'r')
-    w, r = wr[1], wr[2]
-  end
-  lostAll = (tonumber(w) or 0) < own and own > (tonumber(r) or 0)
-end
+-- (see loss.lua's lostwrites)
+local lostAll = lostwrites(seq, seen, until_seen, own, mv[4 * n + 4], mv[4 * n + 5], now)
 
 -- unmarked reports whether debit d's budget counts as lost because the
 -- marker was started afresh after a loss of the owner's writes and has
@@ -124,7 +133,7 @@ local function unmarked(d)
   if not mf then
     return false
   end
-  local i = 12 + 10 * (d - 1) -- the debit's window spec
+  local i = A_DEBIT + N_DEBIT * (d - 1) + D_WIN -- the debit's window spec
   local win = tonumber(ARGV[i])
   -- a sliding entry decided by f may be held up to a tenth of its window
   -- past it (a lease's block)
@@ -170,7 +179,7 @@ local st, S = {}, 13
 -- every debit's window first: on clock skew nothing is written. For a
 -- daily window, today is usually the middle pair of B1..B4, tried first.
 for d = 1, n do
-  local b, i = S * (d - 1), 12 + 10 * (d - 1) -- ARGV[i] is WIN
+  local b, i = S * (d - 1), A_DEBIT + N_DEBIT * (d - 1) + D_WIN -- ARGV[i] is WIN
   local win = tonumber(ARGV[i])
   if win > 0 then
     st[b + 1], st[b + 2], st[b + 3] = now - win + 1, 0, false
@@ -194,9 +203,9 @@ end
 local reply, ok, marks, top = {1, now}, 1, {}, 0
 
 for d = 1, n do
-  local b, k, a = S * (d - 1), 3 * d - 2, 9 + 10 * (d - 1)
-  local name, c, limit, win = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local start, r, w = st[b + 1], st[b + 2], ARGV[a + 8]
+  local b, k, a = S * (d - 1), 3 * d - 2, A_DEBIT + N_DEBIT * (d - 1)
+  local name, c, limit, win = ARGV[a + D_NAME], tonumber(ARGV[a + D_COST]), tonumber(ARGV[a + D_LIMIT]), tonumber(ARGV[a + D_WIN])
+  local start, r, w = st[b + 1], st[b + 2], ARGV[a + D_WID]
   -- one read for the running sum, the exhausted-until mark and the kept
   -- window
   local v = d == 1 and fv or redis.call('MGET', KEYS[k + 1], KEYS[k + 2], KEYS[3 * n + d])
@@ -212,7 +221,7 @@ for d = 1, n do
   else
     if v[3] and v[3] ~= w and isdaily(v[3]) then
       -- the daily window changed: what it set aside may count now
-      -- (v is a fresh table: MGET's reply, or fast.lua's, not used again)
+      -- (v is a fresh table: MGET's reply, or decide's, not used again)
       v[1] = back(KEYS[k], KEYS[k + 1], v[1], now)
     end
     kept = retain(v[3], w)
@@ -280,12 +289,10 @@ for d = 1, n do
     local freed, batch = 0, redis.call('ZRANGEBYSCORE', KEYS[k], int(start), '+inf', 'WITHSCORES', 'LIMIT', 0, 4)
     local rank
     while retry == 0 and #batch > 0 do
-      for j = 1, #batch, 2 do
-        freed = freed + cost(batch[j])
-        if freed >= deficit then
-          retry = expiry(a + 3, tonumber(batch[j + 1]))
-          break
-        end
+      local s
+      freed, s = walk(batch, 1, freed, deficit)
+      if s then
+        retry = expiry(a + D_WIN, s)
       end
       if retry > 0 or not rank and #batch < 8 then
         break -- covered, or every counted entry walked
@@ -302,7 +309,7 @@ for d = 1, n do
       u, o = counted(KEYS[k], start, alive(v[3], w, start, now), total, o or nil)
       o = o or false
       if u + c > limit then
-        retry = expiry(a + 3, o or now) -- cannot happen while cost <= limit
+        retry = expiry(a + D_WIN, o or now) -- cannot happen while cost <= limit
       end
     end
   end
@@ -383,14 +390,14 @@ local function mark()
   local mu, me = tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
   if lostAll and not trust then
     redis.call('DEL', mk)
-    local o = tonumber(ARGV[4])
+    local o = until_seen
     marks[#marks + 1] = 'o'
     marks[#marks + 1] = int(o)
     marks[#marks + 1] = 'f'
     marks[#marks + 1] = int(now)
     -- the marker keeps f for as long as a budget this process never saw
     -- may have entries to count (remark keeps it a year at most)
-    top, mu, me = math.max(top, o, now + 366 * 86400 * 1000000), 0, 0
+    top, mu, me = math.max(top, o, now + YEAR), 0, 0
     local s, u = remark(mk, seq, seen, mu, me, top, now, marks)
     redis.call('HSET', mk, 'r', int(s))
     return s, u
@@ -423,22 +430,21 @@ end
 -- around its estimate of now; when the estimate was off (the Redis clock
 -- moved against the host's), the hash of now's hour is named here, with the
 -- same prefix and hash tag, so in the same Cluster slot
-local hour = 3600000000
-local h0 = tonumber(ARGV[6])
+local h0 = tonumber(ARGV[A_H])
 local ukey = KEYS[4 * n + 1]
-if now >= h0 + hour and now < h0 + 2 * hour then
-  ukey, h0 = KEYS[4 * n + 2], h0 + hour
-elseif now < h0 or now >= h0 + hour then
-  h0 = now - now % hour
+if now >= h0 + HOUR and now < h0 + 2 * HOUR then
+  ukey, h0 = KEYS[4 * n + 2], h0 + HOUR
+elseif now < h0 or now >= h0 + HOUR then
+  h0 = now - now % HOUR
   ukey = string.match(ukey, '^(.*:use:)%d+$') .. int(h0 / 1000000)
 end
-local hold = tonumber(ARGV[8])
+local hold = tonumber(ARGV[A_HOLD])
 local snow = int(now)
 
 -- every budget can pay: record one entry per budget, whatever the cost
 for d = 1, n do
-  local b, k, a = S * (d - 1), 3 * d - 2, 9 + 10 * (d - 1)
-  local name, c, win = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3])
+  local b, k, a = S * (d - 1), 3 * d - 2, A_DEBIT + N_DEBIT * (d - 1)
+  local name, c, win = ARGV[a + D_NAME], tonumber(ARGV[a + D_COST]), tonumber(ARGV[a + D_WIN])
   local r, total, kept, held = st[b + 2], st[b + 4], st[b + 5], st[b + 6]
   local stamp, sstamp = now, snow
   if hold > 0 then
@@ -453,28 +459,19 @@ for d = 1, n do
   end
   -- a held entry's member says so (NONCE:h:COST): Adjust keeps it by
   -- what it is, not by its stamp
-  redis.call('ZADD', KEYS[k], sstamp, nonce .. (hold > 0 and ':h:' or ':') .. ARGV[a + 1])
+  redis.call('ZADD', KEYS[k], sstamp, nonce .. (hold > 0 and ':h:' or ':') .. ARGV[a + D_COST])
   -- the keys must live until the newest entry leaves the window and the
   -- kept window; idle keys vanish
-  local ms
-  if win > 0 then
-    -- a held entry (at most a tenth of the window ahead) outlives a later
-    -- entry by up to its hold, so a sliding log's keys live a tenth of the
-    -- window longer than its newest entry's time
-    ms = math.ceil(win / 1000) + math.ceil(win / 10000)
-  else
-    -- until DAILYKEEP past the reset: the day's entries are set aside,
-    -- by the next day's first decision, for DAILYKEEP past their time
-    ms = math.max(1, math.ceil((r + DAILYKEEP - now) / 1000))
-  end
-  local w = ARGV[a + 8]
+  -- (see lifetime.lua)
+  local ms = lifetime(win, r, now)
+  local w = ARGV[a + D_WID]
   if kept ~= w then
     ms = keepms(kept, w, ms)
   end
   -- k:NAME says until when the keys are known to live: renew their
   -- lifetimes when that is short of what this entry needs, or when a key
   -- was missing. A daily log's keys live until DAILYKEEP past the reset
-  -- (see lib.lua's setaside), so they are renewed once a day; a sliding log's for twice what the entry needs,
+  -- (see lib/log.lua's setaside), so they are renewed once a day; a sliding log's for twice what the entry needs,
   -- so that a steady stream renews them once a window (an idle log's
   -- keys go within twice its window). SET with PX writes the new sum and
   -- its lifetime in one call.
@@ -495,15 +492,15 @@ for d = 1, n do
     marks[#marks + 1] = 'k:' .. name
     marks[#marks + 1] = int(claim)
   elseif total == held then
-    redis.call('INCRBY', KEYS[k + 1], ARGV[a + 1]) -- INCRBY keeps the TTL
+    redis.call('INCRBY', KEYS[k + 1], ARGV[a + D_COST]) -- INCRBY keeps the TTL
   else
     redis.call('INCRBY', KEYS[k + 1], int(total + c - held))
   end
   -- usage by method and job: one HINCRBY on the hour's hash; a new field
   -- (rare: once per hour, method and job) makes the hash last until its
   -- rows may be dropped
-  if redis.call('HINCRBY', ukey, ARGV[a + 9], ARGV[a + 1]) == c then
-    keephash(ukey, h0 + hour + tonumber(ARGV[7]), now)
+  if redis.call('HINCRBY', ukey, ARGV[a + D_FIELD], ARGV[a + D_COST]) == c then
+    keephash(ukey, h0 + HOUR + tonumber(ARGV[A_KEEP]), now)
   end
   local at = 2 + 4 * (d - 1)
   reply[at + 1] = st[b + 8] + c

@@ -2,7 +2,7 @@
 -- expired entries and records nothing.
 --
 -- KEYS: per budget b: log, sum, exh at 3b-2, 3b-1, 3b; then the keep keys,
--- budget b's at 3n+b; then the owner's store-loss marker (see lib.lua).
+-- budget b's at 3n+b; then the owner's store-loss marker (see lib/marker.lua).
 -- ARGV[1] now or ''; then per budget a window spec from 2+5(b-1); then the
 -- window ids, budget b's at 1+5n+b.
 --
