@@ -36,6 +36,7 @@ var scriptTable = []struct {
 	{"mark", nil},
 	{"lease", nil},
 	{"fenced", nil},
+	{"trueup", nil},
 }
 
 // scripts are the assembled scripts, by name.

@@ -8,7 +8,7 @@ import (
 	"github.com/quotactl/quotactl/quota/backend"
 )
 
-var trueupScript = script("trueup")
+var trueupScript = scripts["trueup"]
 
 var _ backend.TrueUpper = (*Store)(nil)
 
