@@ -158,7 +158,7 @@ type Table struct {
 	router  *router
 	def     quota.Charge
 	budgets map[string]quota.Budget
-	hosts   []host // nil: any host
+	hosts   []host  // nil: any host
 	spend   string  // the spend budget (WithSpend); "" for none
 	prices  *Prices // prices of the spend budget
 }

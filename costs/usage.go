@@ -117,7 +117,6 @@ func ReadUsage(format BodyFormat, body []byte) (Usage, error) {
 	return u, nil
 }
 
-
 // openAI reads an OpenAI usage object: Chat Completions and Embeddings
 // (prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens)
 // or Responses (input_tokens, output_tokens,
