@@ -113,6 +113,14 @@ func (s *Server) admit(w http.ResponseWriter, project string, c call, price cost
 		l.req.Give(now, 1)
 		typ, wait = "tokens", l.tok.Wait(now, min(counted, l.tok.Limit()))
 	}
+	if typ != "" && counted > l.tok.Limit() {
+		// It can never fit: no retry-after, as retrying cannot help.
+		s.limited++
+		s.headers(w, l, now)
+		writeError(w, 429, "tokens", "rate_limit_exceeded",
+			"Request too large for %s in project %s on tokens per min: Limit %d, Requested %d.", c.model, project, l.tok.Limit(), counted)
+		return costs.Usage{}, false
+	}
 	if typ != "" {
 		s.limited++
 		s.headers(w, l, now)
