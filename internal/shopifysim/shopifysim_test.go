@@ -56,7 +56,9 @@ func TestQueryCosts(t *testing.T) {
 	rec, _ := query(t, s, "tok", `{ a: products(first: 3) { edges { node { id } } } }`)
 	var got struct {
 		Data struct {
-			A struct{ Edges []struct{ Node struct{ ID string } } }
+			A struct {
+				Edges []struct{ Node struct{ ID string } }
+			}
 		}
 	}
 	if json.Unmarshal(rec.Body.Bytes(), &got) != nil || len(got.Data.A.Edges) != 3 || got.Data.A.Edges[2].Node.ID != "gid://shopify/Product/3" {
