@@ -43,6 +43,10 @@
 //	    routes: [POST /youtube/v3/comments/markAsSpam]
 //	    cost: {units: 50}
 //	    deprecated: "This method has been deprecated and is no longer supported."
+//	  chat.completions:            # priced by its request body (see BodyPricing)
+//	    routes: [POST /v1/chat/completions]
+//	    cost: {requests: 1}
+//	    body: {format: openai-chat, input: [tokens], output: [tokens]}
 //	  media.upload:                # a method that costs nothing must say so
 //	    routes: ["PUT /upload/youtube/v3/{resource...}?upload_id"]
 //	    free: true
