@@ -19,9 +19,10 @@ var profiles embed.FS
 
 var builtins sync.Map // name -> *Table, parsed once
 
-// Builtins returns the names of the built-in tables, sorted: "youtube"
-// (Google's current YouTube Data API v3 rules), "youtube-2025-12" and
-// "youtube-legacy" (the dated single-pool rules before them).
+// Builtins returns the names of the built-in tables, sorted: "anthropic",
+// "openai", "shopify-admin", "youtube" (Google's current YouTube Data API
+// v3 rules), "youtube-2025-12" and "youtube-legacy" (the dated single-pool
+// rules before them).
 func Builtins() []string {
 	entries, _ := profiles.ReadDir("profiles")
 	var names []string
@@ -51,8 +52,24 @@ func Builtins() []string {
 //   - "youtube-legacy": the rules before 2025-12-04, one 10,000-unit daily
 //     pool in which search.list costs 100 units and videos.insert 1,600.
 //
-// All use the API name "youtube", so they address the same stored budgets,
-// and the same owner kind and response rules. The profiles' YAML is in the
+// The YouTube tables all use the API name "youtube", so they address the
+// same stored budgets, and the same owner kind and response rules.
+//
+// Tables whose cost is read from the body (Method.Body; see
+// Table.EstimateRequest and Table.ActualUnits):
+//
+//   - "openai": Chat Completions, Responses and Embeddings; budgets
+//     "requests" and "tokens" per sliding minute, kept per project.
+//   - "anthropic": the Messages API; budgets "requests", "input_tokens" and
+//     "output_tokens" per sliding minute, kept per organization.
+//   - "shopify-admin": Admin GraphQL; budget "points", Shopify's leaky
+//     bucket (2,000 points restored at 100 a second) as 2,000 points per
+//     sliding 20 seconds, each query estimated at 1,000 points (or the
+//     caller's WithQueryCost) and settled to its actualQueryCost. It names
+//     no hosts: take a copy for the shop (WithHosts).
+//
+// Their limits are one usage tier's (see each profile): set the account's
+// own. The profiles' YAML is in the
 // package source (profiles/), with the source of every number. An unknown
 // name is an error listing the known ones.
 func Builtin(name string) (*Table, error) {

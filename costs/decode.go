@@ -285,7 +285,7 @@ func (d *specDecoder) methodList(n *node, field string) ([]Method, error) {
 
 func (d *specDecoder) method(n *node, field, name string, withName bool) (Method, error) {
 	m := Method{Name: name}
-	known := []string{"routes", "cost", "free", "note", "deprecated"}
+	known := []string{"routes", "cost", "free", "note", "deprecated", "body"}
 	if withName {
 		known = append([]string{"name"}, known...)
 	}
@@ -304,6 +304,8 @@ func (d *specDecoder) method(n *node, field, name string, withName bool) (Method
 			m.Note, err = d.str(v, f)
 		case "deprecated":
 			m.Deprecated, err = d.str(v, f)
+		case "body":
+			m.Body, err = d.body(v, f)
 		}
 		return err
 	})

@@ -58,6 +58,10 @@
 //
 // The same in JSON uses the same field names ({"api": "youtube", "budgets":
 // [...], "methods": {"videos.list": {"routes": [...], "cost": {...}}}}).
+// A method whose cost is known only from its body (an LLM call's tokens, a
+// GraphQL query's cost) adds body: {format: openai-chat, input: [tokens],
+// output: [tokens]} (see BodyPricing and Table.EstimateRequest; the
+// built-in openai, anthropic and shopify-admin profiles use it).
 // methods may also be a list of {name, routes, cost, free, note}: the form a
 // Spec marshals to, so a table printed as JSON loads back. A single route may
 // be written as a string. Unknown fields, duplicate keys and wrong types are

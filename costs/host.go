@@ -174,5 +174,10 @@ func (t *Table) Hosts() []string { return cloneStrs(t.spec.Hosts) }
 func (t *Table) WithHosts(hosts ...string) (*Table, error) {
 	spec := t.Spec()
 	spec.Hosts = hosts
-	return New(spec)
+	nt, err := New(spec)
+	if err != nil {
+		return nil, err
+	}
+	nt.spend, nt.prices = t.spend, t.prices
+	return nt, nil
 }

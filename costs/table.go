@@ -77,6 +77,10 @@ type Method struct {
 	// is never sent to spend units on a call the upstream no longer serves;
 	// Charge and Estimate still price it for planning.
 	Deprecated string `json:"deprecated,omitempty"`
+	// Body, when set, prices the method by reading the request's body and
+	// settles it from the response's usage (see BodyPricing and
+	// Table.EstimateRequest).
+	Body *BodyPricing `json:"body,omitempty"`
 }
 
 // Charge returns the method's cost as a quota.Charge (no units when Free).
@@ -154,7 +158,9 @@ type Table struct {
 	router  *router
 	def     quota.Charge
 	budgets map[string]quota.Budget
-	hosts   []host // nil: any host
+	hosts   []host  // nil: any host
+	spend   string  // the spend budget (WithSpend); "" for none
+	prices  *Prices // prices of the spend budget
 }
 
 var (
@@ -288,10 +294,13 @@ func (t *Table) setMethods(methods []Method) ([]*route, []Method, error) {
 		if err := t.checkMethodCost(field, m); err != nil {
 			return nil, nil, err
 		}
+		if err := t.checkBody(field+".body", m); err != nil {
+			return nil, nil, err
+		}
 		if len(m.Routes) == 0 {
 			return nil, nil, specErrorf(field+".routes", "no routes: give at least one, e.g. \"GET /youtube/v3/videos\"")
 		}
-		mp := &Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated}
+		mp := &Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated, Body: m.Body.clone()}
 		for j, s := range m.Routes {
 			rfield := fmt.Sprintf("%s.routes[%d]", field, j)
 			r, msg := parseRoute(s)
@@ -454,7 +463,7 @@ func (t *Table) Spec() Spec {
 func (t *Table) Methods() []Method {
 	out := make([]Method, len(t.spec.Methods))
 	for i, m := range t.spec.Methods {
-		out[i] = Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated}
+		out[i] = Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated, Body: m.Body.clone()}
 	}
 	return out
 }
@@ -465,7 +474,7 @@ func (t *Table) Method(name string) (Method, bool) {
 	if !ok {
 		return Method{}, false
 	}
-	return Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated}, true
+	return Method{Name: m.Name, Routes: slices.Clone(m.Routes), Cost: maps.Clone(m.Cost), Free: m.Free, Note: m.Note, Deprecated: m.Deprecated, Body: m.Body.clone()}, true
 }
 
 // Default returns the table's default charge for requests that match no

@@ -236,6 +236,9 @@ type costsEstimateOptions struct {
 	Order  []string // methods in the order given
 	Table  string
 	Cred   credFlags
+	Body   string // --body FILE: price one request body instead of a run
+	Method string // --method: the table method the body is sent to
+	Prices string // --prices: a built-in price table name or a file
 }
 
 func newCmdCostsEstimate(g *globals, runF func(context.Context, *costsEstimateOptions) error) *cobra.Command {
@@ -257,16 +260,45 @@ when the run costs more than a budget's whole limit.
 JSON: {api, table, credential, fingerprint, counts: {METHOD: COUNT}, fits,
 runs_out_first, budgets: [{budget, cost, left, limit, after, fits, reset}]};
 runs_out_first is the budget that can pay for the smallest share of the run
-(empty when nothing is charged).`,
+(empty when nothing is charged).
+
+With --body FILE, price one request body instead (an LLM request for the
+openai or anthropic table, a GraphQL request for shopify-admin): what a
+Transport takes before sending it, per budget (the prompt's bound, never
+below what the provider counts, plus the output ceiling), and what it may
+cost in micro-dollars at the model's price (--prices: a built-in price table,
+openai or anthropic, or a file; default: the one named like the table's API).
+--method names the table's method when the body fits several; without it
+the body's fields decide (messages: a chat, max_output_tokens or
+instructions: a response, input: embeddings). A body whose tokens cannot be
+bounded (an image, a server tool, no output ceiling) is refused, exit code 2.
+JSON: {table, api, method, format, model, input_tokens, output_tokens, units:
+{BUDGET: N}, micro_dollars, price_source}.`,
 		Example: `  quotactl costs estimate youtube videos.list=800 search.list=40 --label yt-key-1
-  quotactl costs estimate youtube captions.download=30 --table youtube-legacy --json`,
+  quotactl costs estimate youtube captions.download=30 --table youtube-legacy --json
+  quotactl costs estimate --table openai --body request.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if opts.Body != "" {
+				if len(args) > 1 {
+					return usageErrorf("%s --body takes at most one API argument", cmd.CommandPath())
+				}
+				return nil
+			}
 			if len(args) < 2 {
 				return usageErrorf("%s takes an API and at least one METHOD=COUNT", cmd.CommandPath())
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Body != "" {
+				if len(args) == 1 {
+					opts.API = args[0]
+				}
+				if runF != nil {
+					return runF(cmd.Context(), opts)
+				}
+				return costsEstimateBodyRun(opts)
+			}
 			opts.API = args[0]
 			opts.Counts = map[string]int64{}
 			for _, a := range args[1:] {
@@ -288,6 +320,9 @@ runs_out_first is the budget that can pay for the smallest share of the run
 		},
 	}
 	c.Flags().StringVar(&opts.Table, "table", "", "a built-in table name or a JSON/YAML cost table file (default: the built-in table named API)")
+	c.Flags().StringVar(&opts.Body, "body", "", "price one request body read from `FILE` (- for stdin) instead of a planned run")
+	c.Flags().StringVar(&opts.Method, "method", "", "with --body: the table's method the body is sent to")
+	c.Flags().StringVar(&opts.Prices, "prices", "", "with --body: a built-in price table (openai, anthropic) or a price file")
 	opts.Cred.register(c, "the credential whose budgets to hold the run against")
 	return c
 }
