@@ -81,6 +81,7 @@ func newRoot(g *globals) *cobra.Command {
 		newCmdCosts(g),
 		newCmdJobs(g, nil),
 		newCmdServe(g, nil),
+		newCmdProxy(g, nil),
 		newCmdVersion(g),
 	)
 	root.SetIn(g.io.In)
