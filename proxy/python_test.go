@@ -56,6 +56,10 @@ func ytProxy(t *testing.T, limit int64, held string, keys ...string) (*ytsim.Ser
 	return sim, srv.URL
 }
 
+// youtubeAPIEnv is the variable the Python clients read the proxy's base
+// URL from.
+const youtubeAPIEnv = "YOUTUBE_API"
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) {
@@ -71,7 +75,7 @@ func TestPythonJobThroughProxy(t *testing.T) {
 	const key = "AIzaSy-python-job-held"
 	sim, base := ytProxy(t, 10, key, key)
 	cmd := exec.CommandContext(context.Background(), py, "testdata/trending.py", "US", "GB", "FR")
-	cmd.Env = append(os.Environ(), "YOUTUBE_API="+base)
+	cmd.Env = append(os.Environ(), youtubeAPIEnv+"="+base)
 	out, err := cmd.CombinedOutput()
 	t.Logf("python3 testdata/trending.py:\n%s", out)
 	if err != nil {
@@ -120,7 +124,7 @@ func TestGoogleAPIPythonClientThroughProxy(t *testing.T) {
 	const key = "AIzaSy-google-client"
 	sim, base := ytProxy(t, 4, "", key)
 	cmd := exec.Command(py, "testdata/google_client.py")
-	cmd.Env = append(os.Environ(), "YOUTUBE_API="+base, "YOUTUBE_KEY="+key)
+	cmd.Env = append(os.Environ(), youtubeAPIEnv+"="+base, "YOUTUBE_KEY="+key)
 	out, err := cmd.CombinedOutput()
 	t.Logf("python3 testdata/google_client.py:\n%s", out)
 	if err != nil || !strings.Contains(string(out), "stopped after 4 calls: HTTP 403 ['quotaExceeded']") {
