@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -48,15 +50,26 @@ func (c *limitConn) Close() error {
 	return err
 }
 
-// refuseConn answers one connection past the bound and closes it: the
-// response, then a half close and a short drain of what the client sent,
-// so that closing does not reset the connection before the client reads
-// the answer.
+// refuseConn answers one connection past the bound and closes it: it
+// reads the request's head (a response sent before the request is one a
+// client may drop as unsolicited), answers, then half closes and drains
+// briefly what the client sent, so that closing does not reset the
+// connection before the client reads the answer.
 func refuseConn(c net.Conn, n int) {
 	defer c.Close()
 	body := `{"type":"` + ProblemBase + `too-many-connections","title":"Too many connections","status":503,` +
 		`"detail":"this proxy serves at most ` + strconv.Itoa(n) + ` connections at once (quotactl proxy --max-conns): retry shortly"}` + "\n"
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	br := bufio.NewReaderSize(io.LimitReader(c, 1<<16), 4096)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil && err != bufio.ErrBufferFull {
+			return // no request head in time: nothing to answer
+		}
+		if len(line) <= 2 && err == nil && strings.TrimSpace(string(line)) == "" {
+			break
+		}
+	}
 	_, err := io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: "+
 		strconv.Itoa(len(body))+"\r\n\r\n"+body)
 	if err != nil {
