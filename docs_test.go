@@ -12,8 +12,8 @@ package quotactl_test
 //     TestDocCommandsParse there parses with the real cobra command tree;
 //     go run/test/install name packages that exist, -run and -bench match
 //     tests that exist, and program or test flags are ones the package
-//     defines; cd names a directory; environment variables are ones the
-//     code reads;
+//     defines; cd names a directory; python3 runs a script of the
+//     repository; environment variables are ones the code reads;
 //   - yaml, json: a cost table (costs.Parse loads it) or Prometheus rules
 //     whose every quota_* series is one promquota exports;
 //   - text: a map of the repository: every path it names exists, and every
@@ -545,12 +545,20 @@ func checkCommandBlock(t *testing.T, ix *repoIndex, b docBlock) (quotactl [][]st
 				}
 			case "read", "echo", "cat":
 				// the shell's own
+			case "python3":
+				// A script of the repository that a test runs (proxy's
+				// python_test.go runs those of proxy/testdata).
+				if len(c.args) < 2 || !strings.HasSuffix(c.args[1], ".py") {
+					t.Errorf("%s: %q: python3 runs a script of the repository", b, line)
+				} else if _, err := os.Stat(path.Join(cwd, c.args[1])); err != nil {
+					t.Errorf("%s: %q: %v", b, line, err)
+				}
 			case ".ci/run", "./.ci/run":
 				if _, err := os.Stat(path.Join(cwd, c.args[0])); err != nil {
 					t.Errorf("%s: %q: %v", b, line, err)
 				}
 			default:
-				t.Errorf("%s: %q: %s is not a command any test runs (quotactl, go, cd, export, read, echo, cat, .ci/run)", b, line, c.args[0])
+				t.Errorf("%s: %q: %s is not a command any test runs (quotactl, go, cd, export, read, echo, cat, python3, .ci/run)", b, line, c.args[0])
 			}
 		}
 	}

@@ -50,7 +50,7 @@ func (d *specDecoder) fields(n *node, field string, known []string, fn func(key 
 
 func (d *specDecoder) spec(root *node) (Spec, error) {
 	var s Spec
-	err := d.fields(root, "", []string{"api", "source", "hosts", "owner", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
+	err := d.fields(root, "", []string{"api", "source", "hosts", "owner", "refusal", "credential", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
 		var err error
 		switch key {
 		case "api":
@@ -61,6 +61,10 @@ func (d *specDecoder) spec(root *node) (Spec, error) {
 			s.Hosts, err = d.list(v, f, "leave hosts out to price requests to any host")
 		case "owner":
 			s.Owner, err = d.str(v, f)
+		case "refusal":
+			s.Refusal, err = d.str(v, f)
+		case "credential":
+			s.Credential, err = d.str(v, f)
 		case "budgets":
 			s.Budgets, err = d.budgets(v, f)
 		case "default":

@@ -23,6 +23,8 @@
 //	source: https://...            # where the numbers come from (optional)
 //	hosts: [www.googleapis.com, youtube.googleapis.com]   # the hosts priced (optional; see Hosts)
 //	owner: project                 # budgets are kept per project (optional; see Owners)
+//	refusal: google                # how quotactl proxy answers a refused call: problem (default), google, github
+//	credential: key                # how the credential travels: bearer (default), key, x-goog-api-key
 //	budgets:                       # the upstream's pools (at least one)
 //	  - name: units                # letters, digits, '.', '_', '-'
 //	    limit: 10000               # units per window, > 0

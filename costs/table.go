@@ -43,6 +43,19 @@ type Spec struct {
 	// unless told which owner each belongs to (see quota.WithOwnerFunc).
 	// Empty: each credential is its own owner. A name like an API name.
 	Owner string `json:"owner,omitempty"`
+	// Refusal, when set, names the upstream's own error shape, in which a
+	// metering proxy (quotactl proxy) answers a call it refuses, so the
+	// client library's own handling applies: "google" (Google APIs' 403
+	// quotaExceeded), "github" (GitHub's 403 with x-ratelimit-remaining: 0)
+	// or "problem" (429 and an RFC 9457 problem document). Empty means
+	// "problem".
+	Refusal string `json:"refusal,omitempty"`
+	// Credential, when set, says how the upstream expects a credential:
+	// "key" (the "key" query parameter, as Google API keys travel),
+	// "x-goog-api-key" (that header) or "bearer" (an Authorization: Bearer
+	// header). A metering proxy holding the credential adds it this way.
+	// Empty means "bearer".
+	Credential string `json:"credential,omitempty"`
 	// Budgets are the upstream's pools, e.g. 10,000 units a day.
 	Budgets []quota.Budget `json:"budgets"`
 	// Default, when not empty, is the cost of a request that matches no
@@ -233,9 +246,16 @@ func New(spec Spec) (*Table, error) {
 			return nil, err
 		}
 	}
+	if err := checkEnum("refusal", spec.Refusal, Refusals); err != nil {
+		return nil, err
+	}
+	if err := checkEnum("credential", spec.Credential, CredentialForms); err != nil {
+		return nil, err
+	}
 	t.router = newRouter(routes)
 	t.spec = Spec{
-		API: spec.API, Source: spec.Source, Hosts: hosts, Owner: spec.Owner, Budgets: slices.Clone(spec.Budgets),
+		API: spec.API, Source: spec.Source, Hosts: hosts, Owner: spec.Owner, Refusal: spec.Refusal, Credential: spec.Credential,
+		Budgets: slices.Clone(spec.Budgets),
 		Default: maps.Clone(spec.Default), Methods: ms, Responses: cloneRules(spec.Responses),
 	}
 	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })

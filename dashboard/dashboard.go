@@ -32,7 +32,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -50,6 +49,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotactl/quotactl/internal/bearer"
 	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
@@ -223,15 +223,11 @@ func (h *Handler) session() string {
 }
 
 // equal compares two secrets in constant time (whatever their lengths).
-func equal(a, b string) bool {
-	x, y := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
-}
+var equal = bearer.Equal
 
 func (h *Handler) authorized(r *http.Request) bool {
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		scheme, tok, ok := strings.Cut(auth, " ")
-		return ok && strings.EqualFold(scheme, "Bearer") && equal(strings.TrimSpace(tok), h.token)
+	if r.Header.Get("Authorization") != "" {
+		return bearer.Check(r.Header, "Authorization", h.token)
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		return equal(c.Value, h.session())

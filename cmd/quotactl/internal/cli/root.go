@@ -21,8 +21,8 @@ delete' removes the override. 'budget list' says which applies.
 
 Commands that only look (status, list, history, jobs, costs, budget list,
 credential list) open the store read-only: they never write or create it.
-Of the commands that write, only 'budget set' creates a store: the others
-need what one records, so on an SQLite file that does not exist they fail
+Of the commands that write, only 'budget set' and 'proxy' (whose cost table
+defines the budgets) create a store: the others need what one records, so on an SQLite file that does not exist they fail
 (exit 2) and create nothing.
 
 Credentials are never flag values: --credential-env VAR reads the secret from an
@@ -81,6 +81,7 @@ func newRoot(g *globals) *cobra.Command {
 		newCmdCosts(g),
 		newCmdJobs(g, nil),
 		newCmdServe(g, nil),
+		newCmdProxy(g, nil),
 		newCmdVersion(g),
 	)
 	root.SetIn(g.io.In)
@@ -123,6 +124,7 @@ var readOnlyCommands = map[string]bool{
 // globals.noCreate).
 var createsStore = map[string]bool{
 	"quotactl budget set": true,
+	"quotactl proxy":      true, // the cost table defines the budgets, as in a Go service
 }
 
 // markRun wraps every command's RunE so that its errors are told apart from

@@ -83,35 +83,42 @@ Stop it with Ctrl-C (SIGINT) or SIGTERM.`,
 	return c
 }
 
-// token returns the token from --token, --token-file or the environment,
-// without surrounding spaces (clients' headers are read trimmed, so a token
-// kept with them could never match); one that is only spaces is an error,
-// not a token no one can send.
+// token returns the token from --token, --token-file or the environment
+// (see tokenFrom).
 func (opts *serveOptions) token() (string, error) {
+	return opts.tokenFrom(opts.Token, opts.TokenFile, tokenEnv)
+}
+
+// tokenFrom returns the token from flag (--token), else file (--token-file,
+// its first line), else the environment variable envName, without
+// surrounding spaces (clients' headers are read trimmed, so a token kept
+// with them could never match); one that is only spaces is an error, not a
+// token no one can send. "" when none is given.
+func (g *globals) tokenFrom(flag, file, envName string) (string, error) {
 	switch {
-	case opts.Token != "":
-		tok := strings.TrimSpace(opts.Token)
+	case flag != "":
+		tok := strings.TrimSpace(flag)
 		if tok == "" {
 			return "", usageErrorf("--token is blank")
 		}
 		return tok, nil
-	case opts.TokenFile != "":
-		b, err := os.ReadFile(opts.TokenFile)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", usageErrorf("--token-file: %v", err)
 		}
 		line, _, _ := strings.Cut(string(b), "\n")
 		line = strings.TrimSpace(line)
 		if line == "" {
-			return "", usageErrorf("--token-file %s: the first line is empty", opts.TokenFile)
+			return "", usageErrorf("--token-file %s: the first line is empty", file)
 		}
 		return line, nil
 	}
-	v, _ := opts.env(tokenEnv)
+	v, _ := g.env(envName)
 	if tok := strings.TrimSpace(v); tok != "" || v == "" {
 		return tok, nil
 	}
-	return "", usageErrorf("$%s is blank: set it to the token, or unset it", tokenEnv)
+	return "", usageErrorf("$%s is blank: set it to the token, or unset it", envName)
 }
 
 // isLoopback reports whether a listen address only accepts connections from
