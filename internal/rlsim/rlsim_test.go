@@ -118,8 +118,16 @@ func TestRefusalAndPartitions(t *testing.T) {
 func TestKeysAndBadPolicies(t *testing.T) {
 	for _, r := range []*http.Request{
 		httptest.NewRequest("GET", "/?key=q", nil),
-		func() *http.Request { r := httptest.NewRequest("GET", "/", nil); r.Header.Set("X-Api-Key", "q"); return r }(),
-		func() *http.Request { r := httptest.NewRequest("GET", "/", nil); r.Header.Set("Authorization", "bearer q"); return r }(),
+		func() *http.Request {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("X-Api-Key", "q")
+			return r
+		}(),
+		func() *http.Request {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header.Set("Authorization", "bearer q")
+			return r
+		}(),
 	} {
 		if rlsim.Key(r) != "q" {
 			t.Fatalf("key of %v", r)
