@@ -24,12 +24,23 @@ func builtin(t testing.TB, name string) *costs.Table {
 	return tb
 }
 
+// youtubeBuiltins returns the built-in tables of the YouTube Data API.
+func youtubeBuiltins() []string {
+	var out []string
+	for _, n := range costs.Builtins() {
+		if strings.HasPrefix(n, "youtube") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func TestBuiltins(t *testing.T) {
-	if got := costs.Builtins(); !slices.Equal(got, []string{"youtube", "youtube-2025-12", "youtube-legacy"}) {
+	if got := costs.Builtins(); !slices.Equal(got, []string{"github", "ratelimit-headers", "youtube", "youtube-2025-12", "youtube-legacy"}) {
 		t.Fatalf("Builtins() = %v", got)
 	}
 	_, err := costs.Builtin("tiktok")
-	if err == nil || !strings.Contains(err.Error(), "youtube, youtube-2025-12, youtube-legacy") {
+	if err == nil || !strings.Contains(err.Error(), "github, ratelimit-headers, youtube, youtube-2025-12, youtube-legacy") {
 		t.Fatalf("unknown builtin: err = %v, want it to list the built-in tables", err)
 	}
 	for _, bad := range []string{"", "../costs", "profiles/youtube", "youtube.yaml"} {
@@ -178,7 +189,7 @@ var youtubeRoutes = []struct{ verb, target, method string }{
 }
 
 func TestYouTubeRoutes(t *testing.T) {
-	for _, name := range costs.Builtins() {
+	for _, name := range youtubeBuiltins() {
 		tb := builtin(t, name)
 		for _, r := range youtubeRoutes {
 			got, ok := tb.Resolve(r.verb, r.target)
@@ -282,6 +293,7 @@ func TestBuiltinSources(t *testing.T) {
 			case strings.HasPrefix(n, "[method]") && strings.Contains(n, "https://") && dated.MatchString(n):
 			case strings.HasPrefix(n, "[rev] ") && dated.MatchString(n):
 			case name != "youtube" && (strings.HasPrefix(n, "editions of [quota]") || strings.HasPrefix(n, "not in the API before")):
+			case name == "github" && (strings.HasPrefix(n, "[rest] ") || strings.HasPrefix(n, "[graphql] ")) && dated.MatchString(n):
 			default:
 				t.Errorf("%s: %s: note %q says neither where the cost comes from nor why it is not published", name, m.Name, n)
 			}
@@ -326,7 +338,7 @@ func TestYouTubeLiveCosts(t *testing.T) {
 // comments.markAsSpam is deprecated upstream: Price refuses it (the
 // request is never sent), Charge still prices it for planning.
 func TestDeprecatedMethod(t *testing.T) {
-	for _, name := range costs.Builtins() {
+	for _, name := range youtubeBuiltins() {
 		tb := builtin(t, name)
 		req, _ := http.NewRequest("POST", "https://youtube.googleapis.com/youtube/v3/comments/markAsSpam?id=c", nil)
 		_, err := tb.Price(req)
@@ -416,7 +428,7 @@ func TestYouTubeClassify(t *testing.T) {
 // price nothing else: not a YouTube path on another host, not the other
 // Google hosts a YouTube client talks to.
 func TestBuiltinHosts(t *testing.T) {
-	for _, name := range costs.Builtins() {
+	for _, name := range youtubeBuiltins() {
 		tb := builtin(t, name)
 		if got, want := tb.Hosts(), []string{"www.googleapis.com", "youtube.googleapis.com", "youtube.mtls.googleapis.com"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: hosts %q, want %q", name, got, want)

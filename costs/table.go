@@ -123,6 +123,22 @@ type Rule struct {
 	// and forbidden without it.
 	Hold []string      `json:"hold,omitempty"`
 	For  time.Duration `json:"for,omitempty"`
+	// Headers narrows the rule to responses carrying each of these header
+	// fields with exactly this value (surrounding spaces ignored), e.g.
+	// {"x-ratelimit-remaining": "0"}: GitHub says a primary limit is spent
+	// with its headers, not its body.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Messages narrows the rule to responses whose error message contains
+	// one of these, ignoring case: the body's top-level "message" (GitHub
+	// and most JSON APIs) or Google's error.message and
+	// error.errors[].message, e.g. "secondary rate limit".
+	Messages []string `json:"messages,omitempty"`
+	// ResetHeader, with Exhaust, names a response header holding when the
+	// upstream's window resets, in UTC epoch seconds (GitHub's
+	// x-ratelimit-reset): the budgets are spent until then rather than until
+	// their own window's next reset, when that is sooner
+	// (quota.Verdict.Until). A missing or unreadable value is ignored.
+	ResetHeader string `json:"reset_header,omitempty"`
 	// Source says where the rule comes from: a URL and the date it was read,
 	// or "not published" and the reasoning.
 	Source string `json:"source,omitempty"`
@@ -336,7 +352,20 @@ func cloneRules(rs []Rule) []Rule {
 		out[i] = Rule{
 			Status: r.Status, Reasons: cloneStrs(r.Reasons), Limits: cloneStrs(r.Limits), Exhaust: cloneStrs(r.Exhaust),
 			Retry: r.Retry, Hold: cloneStrs(r.Hold), For: r.For, Source: r.Source,
+			Headers: cloneHeaders(r.Headers), Messages: cloneStrs(r.Messages), ResetHeader: r.ResetHeader,
 		}
+	}
+	return out
+}
+
+// cloneHeaders copies h with canonical header names, an empty map as nil.
+func cloneHeaders(h map[string]string) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[http.CanonicalHeaderKey(k)] = strings.TrimSpace(v)
 	}
 	return out
 }
@@ -380,10 +409,13 @@ func (t *Table) checkRule(field string, r Rule) error {
 	case len(r.Hold) == 0 && r.For != 0:
 		return specErrorf(field+".for", "for applies to hold only")
 	}
+	if err := checkMatchers(field, r); err != nil {
+		return err
+	}
 	for _, l := range [...]struct {
 		name string
 		v    []string
-	}{{"reasons", r.Reasons}, {"limits", r.Limits}} {
+	}{{"reasons", r.Reasons}, {"limits", r.Limits}, {"messages", r.Messages}} {
 		for j, s := range l.v {
 			if strings.TrimSpace(s) == "" {
 				return specErrorf(fmt.Sprintf("%s.%s[%d]", field, l.name, j), "empty %s", strings.TrimSuffix(l.name, "s"))
@@ -391,6 +423,43 @@ func (t *Table) checkRule(field string, r Rule) error {
 		}
 	}
 	return nil
+}
+
+// checkMatchers checks a rule's headers and reset_header.
+func checkMatchers(field string, r Rule) error {
+	canon := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
+		if prev, dup := canon[http.CanonicalHeaderKey(name)]; dup {
+			return specErrorf(field+".headers."+name, "header %q is also given as %q: header names ignore case", name, prev)
+		}
+		canon[http.CanonicalHeaderKey(name)] = name
+		if !validHeaderName(name) {
+			return specErrorf(field+".headers."+name, "%q is not a header field name", name)
+		}
+		if strings.TrimSpace(r.Headers[name]) == "" {
+			return specErrorf(field+".headers."+name, "empty value: name the value the header must have, e.g. \"0\"")
+		}
+	}
+	switch {
+	case r.ResetHeader != "" && len(r.Exhaust) == 0:
+		return specErrorf(field+".reset_header", "reset_header applies to exhaust only")
+	case r.ResetHeader != "" && !validHeaderName(r.ResetHeader):
+		return specErrorf(field+".reset_header", "%q is not a header field name", r.ResetHeader)
+	}
+	return nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 field name (a token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *Table) checkCost(field string, cost map[string]int64) error {
