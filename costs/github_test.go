@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/internal/ghsim"
 	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
@@ -298,4 +299,32 @@ responses:
 			t.Errorf("%q: %+v, want none", body, v)
 		}
 	}
+}
+
+// Classify reads any response without panicking, and never marks a budget
+// spent without GitHub's signal.
+func FuzzGitHubClassify(f *testing.F) {
+	f.Add(403, "0", "1795860000", `{"message":"API rate limit exceeded for user ID 1."}`, "/repos/o/r")
+	f.Add(429, "5", "", `{"message":"You have exceeded a secondary rate limit."}`, "/search/code")
+	f.Add(403, "0", "99999999999999999999", `{"error":{"errors":[{"message":"x"}]}}`, "/graphql")
+	f.Add(500, "", "-1", `[`, "/")
+	tb, err := costs.Builtin("github")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, status int, remaining, reset, body, path string) {
+		req, err := http.NewRequest("GET", "https://api.github.com/", nil)
+		if err != nil {
+			t.Skip()
+		}
+		req.URL.Path = path
+		h := http.Header{"X-Ratelimit-Remaining": {remaining}, "X-Ratelimit-Reset": {reset}}
+		v := tb.Classify(req, &http.Response{StatusCode: status, Header: h}, []byte(body))
+		if len(v.Exhausted) > 0 && strings.TrimSpace(remaining) != "0" {
+			t.Fatalf("exhausted %v with x-ratelimit-remaining %q", v.Exhausted, remaining)
+		}
+		if !v.Until.IsZero() && v.Until.Unix() <= 0 {
+			t.Fatalf("until %v", v.Until)
+		}
+	})
 }
