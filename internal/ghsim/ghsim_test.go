@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,5 +357,69 @@ func TestHandler(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	if rec.Code != 204 || rec.Header().Get("X-Ratelimit-Used") != "1" || h.Used("t", ghsim.Core) != 1 {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
+	}
+}
+
+// Many clients of one user at once: the server never serves more than the
+// user's limit, and its counters agree.
+func TestConcurrentTokensOfOneUser(t *testing.T) {
+	clk := testkit.NewClock(t0)
+	s := ghsim.New(ghsim.WithClock(clk.Now), ghsim.WithLimit(ghsim.Core, 100), ghsim.WithSecondaryLimits(0, 0),
+		ghsim.WithUser("team", 9, "a", "b", "c", "d"))
+	defer s.Close()
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := string(rune('a' + i%4))
+			for range 20 {
+				req, _ := http.NewRequest("GET", s.URL()+"/user", nil)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					ok.Add(1)
+				case 403:
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 100 || refused.Load() != 60 || s.Served() != 100 || s.PrimaryErrors() != 60 || s.Used("c", ghsim.Core) != 100 {
+		t.Fatalf("ok %d refused %d served %d errors %d used %d", ok.Load(), refused.Load(), s.Served(), s.PrimaryErrors(), s.Used("c", ghsim.Core))
+	}
+}
+
+// Secondary points by verb: GET, HEAD, OPTIONS 1; POST, PATCH, PUT,
+// DELETE 5. A GraphQL cost of one's own replaces the formula.
+func TestSecondaryPointsByVerbAndGraphQLCost(t *testing.T) {
+	for _, c := range []struct {
+		verb   string
+		points int64
+	}{{"GET", 1}, {"HEAD", 1}, {"OPTIONS", 1}, {"POST", 5}, {"PATCH", 5}, {"PUT", 5}, {"DELETE", 5}} {
+		clk := testkit.NewClock(t0)
+		s := ghsim.New(ghsim.WithClock(clk.Now), ghsim.WithSecondaryLimits(10, 0))
+		n := int64(0)
+		for do(t, s, c.verb, "/repos/a/b/x", "t", "").code < 400 {
+			n++
+		}
+		s.Close()
+		if n != 10/c.points {
+			t.Errorf("%s: %d requests fit 10 points, want %d", c.verb, n, 10/c.points)
+		}
+	}
+	s := ghsim.New(ghsim.WithGraphQLCost(func(q string, v map[string]any) int64 { return int64(len(q)) }))
+	defer s.Close()
+	if r := do(t, s, "POST", "/graphql", "t", `{"query":"{ a }"}`); r.header.Get("X-Ratelimit-Used") != "5" {
+		t.Fatalf("%v", r.header)
 	}
 }
