@@ -20,9 +20,11 @@ var profiles embed.FS
 var builtins sync.Map // name -> *Table, parsed once
 
 // Builtins returns the names of the built-in tables, sorted: "anthropic",
-// "openai", "shopify-admin", "youtube" (Google's current YouTube Data API
-// v3 rules), "youtube-2025-12" and "youtube-legacy" (the dated single-pool
-// rules before them).
+// "github" (GitHub's REST and GraphQL rate limits), "openai",
+// "ratelimit-headers" (any API sending the IETF RateLimit fields),
+// "shopify-admin", "youtube" (Google's current YouTube Data API v3 rules),
+// "youtube-2025-12" and "youtube-legacy" (the dated single-pool rules
+// before them).
 func Builtins() []string {
 	entries, _ := profiles.ReadDir("profiles")
 	var names []string
@@ -51,6 +53,18 @@ func Builtins() []string {
 //     videos.insert about 100 (priced 100).
 //   - "youtube-legacy": the rules before 2025-12-04, one 10,000-unit daily
 //     pool in which search.list costs 100 units and videos.insert 1,600.
+//   - "github": api.github.com, kept per user (Owner "user": every token of
+//     one user shares its quota): "core" 5,000 REST requests an hour,
+//     "search" 30 and "code_search" 10 a minute, "graphql" 5,000 points an
+//     hour (a query priced at the minimum, 1), and the secondary limits,
+//     "secondary" 900 points a minute for REST (GET, HEAD, OPTIONS 1 point,
+//     POST, PATCH, PUT, DELETE 5) and "graphql_secondary" 2,000, all sliding
+//     windows. A 403 or 429 with x-ratelimit-remaining: 0 marks the
+//     request's resource spent until x-ratelimit-reset; a secondary-limit
+//     403 or 429 is transient (retry-after).
+//   - "ratelimit-headers": any host, one budget "requests" of a provisional
+//     60 a minute, one unit per request, for an upstream whose
+//     RateLimit-Policy says its real quota; a 429 marks it spent.
 //
 // The YouTube tables all use the API name "youtube", so they address the
 // same stored budgets, and the same owner kind and response rules.

@@ -36,11 +36,11 @@ func youtubeBuiltins() []string {
 }
 
 func TestBuiltins(t *testing.T) {
-	if got := costs.Builtins(); !slices.Equal(got, []string{"anthropic", "openai", "shopify-admin", "youtube", "youtube-2025-12", "youtube-legacy"}) {
+	if got := costs.Builtins(); !slices.Equal(got, []string{"anthropic", "github", "openai", "ratelimit-headers", "shopify-admin", "youtube", "youtube-2025-12", "youtube-legacy"}) {
 		t.Fatalf("Builtins() = %v", got)
 	}
 	_, err := costs.Builtin("tiktok")
-	if err == nil || !strings.Contains(err.Error(), "anthropic, openai, shopify-admin, youtube, youtube-2025-12, youtube-legacy") {
+	if err == nil || !strings.Contains(err.Error(), "anthropic, github, openai, ratelimit-headers, shopify-admin, youtube, youtube-2025-12, youtube-legacy") {
 		t.Fatalf("unknown builtin: err = %v, want it to list the built-in tables", err)
 	}
 	for _, bad := range []string{"", "../costs", "profiles/youtube", "youtube.yaml"} {

@@ -2,9 +2,12 @@ package costs
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/quotactl/quotactl/quota"
@@ -35,6 +38,7 @@ type googleError struct {
 type errorInfo struct {
 	reasons []string // error.errors[].reason, error.details[].reason, else error.status
 	limits  []string // normalized quota limits and messages, for Rule.Limits
+	msgs    []string // lower-cased messages, for Rule.Messages
 }
 
 // parseError reads a Google API error body; a body that is not one gives
@@ -44,11 +48,26 @@ func parseError(body []byte) errorInfo {
 	if len(body) == 0 {
 		return info
 	}
+	// Other JSON APIs' errors carry a top-level message (GitHub's
+	// {"message": ..., "documentation_url": ...}); read it on its own, so
+	// that a body whose "error" is not Google's object still gives it.
+	var top struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &top) == nil && top.Message != "" {
+		info.msgs = append(info.msgs, strings.ToLower(top.Message))
+	}
 	var g googleError
 	if json.Unmarshal(body, &g) != nil {
 		return info
 	}
+	if g.Error.Message != "" {
+		info.msgs = append(info.msgs, strings.ToLower(g.Error.Message))
+	}
 	for _, e := range g.Error.Errors {
+		if e.Message != "" {
+			info.msgs = append(info.msgs, strings.ToLower(e.Message))
+		}
 		if e.Reason != "" {
 			info.reasons = append(info.reasons, e.Reason)
 		}
@@ -105,10 +124,10 @@ func (t *Table) Classify(req *http.Request, resp *http.Response, body []byte) qu
 	var info errorInfo
 	parsed := false
 	for _, rule := range t.spec.Responses {
-		if rule.Status != resp.StatusCode {
+		if rule.Status != resp.StatusCode || !matchHeaders(resp.Header, rule.Headers) {
 			continue
 		}
-		if !parsed && (len(rule.Reasons) > 0 || len(rule.Limits) > 0) {
+		if !parsed && (len(rule.Reasons) > 0 || len(rule.Limits) > 0 || len(rule.Messages) > 0) {
 			info, parsed = parseError(body), true
 		}
 		reason := ""
@@ -121,6 +140,15 @@ func (t *Table) Classify(req *http.Request, resp *http.Response, body []byte) qu
 		}
 		if len(rule.Limits) > 0 && !matchLimit(info.limits, rule.Limits) {
 			continue
+		}
+		if len(rule.Messages) > 0 {
+			m := matchMessage(info.msgs, rule.Messages)
+			if m == "" {
+				continue
+			}
+			if reason == "" {
+				reason = m
+			}
 		}
 		var method string
 		if len(rule.Hold) > 0 {
@@ -135,9 +163,7 @@ func (t *Table) Classify(req *http.Request, resp *http.Response, body []byte) qu
 			if !parsed {
 				info, parsed = parseError(body), true
 			}
-			if len(info.reasons) > 0 {
-				reason = info.reasons[0]
-			}
+			reason = ruleReason(info, rule)
 		}
 		switch {
 		case rule.Retry:
@@ -145,9 +171,63 @@ func (t *Table) Classify(req *http.Request, resp *http.Response, body []byte) qu
 		case len(rule.Hold) > 0:
 			return quota.Verdict{Hold: []string{method}, HoldFor: rule.For, Reason: reason}
 		}
-		return quota.Verdict{Exhausted: t.charged(req, rule.Exhaust), Reason: reason}
+		return quota.Verdict{Exhausted: t.charged(req, rule.Exhaust), Reason: reason, Until: resetAt(resp.Header, rule.ResetHeader)}
 	}
 	return quota.Verdict{}
+}
+
+// ruleReason returns the reason of a matched rule for errors and logs: the
+// body's first reason, else the headers the rule matched.
+func ruleReason(info errorInfo, rule Rule) string {
+	if len(info.reasons) > 0 {
+		return info.reasons[0]
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(rule.Headers)) {
+		parts = append(parts, strings.ToLower(k)+": "+rule.Headers[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// matchHeaders reports whether h has every header of want with its value.
+func matchHeaders(h http.Header, want map[string]string) bool {
+	for k, v := range want {
+		if strings.TrimSpace(h.Get(k)) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// matchMessage returns the first of want that one of the lower-cased
+// messages contains, or "".
+func matchMessage(have, want []string) string {
+	for _, w := range want {
+		lw := strings.ToLower(w)
+		for _, h := range have {
+			if strings.Contains(h, lw) {
+				return w
+			}
+		}
+	}
+	return ""
+}
+
+// resetAt reads the epoch seconds in header name of h; zero when name is
+// empty or the value is not a positive integer of at most 12 digits.
+func resetAt(h http.Header, name string) time.Time {
+	if name == "" {
+		return time.Time{}
+	}
+	v := strings.TrimSpace(h.Get(name))
+	if v == "" || len(v) > 12 {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
 }
 
 // matchLimit reports whether one of the normalized limits in the body

@@ -209,6 +209,31 @@ func (d *specDecoder) budgets(n *node, field string) ([]quota.Budget, error) {
 	return out, nil
 }
 
+// strMap reads a non-empty mapping of strings to strings (numbers are read
+// as written: {x-ratelimit-remaining: 0} is "0").
+func (d *specDecoder) strMap(n *node, field string) (map[string]string, error) {
+	if n.kind != mapNode {
+		return nil, d.errf(n, field, "want a mapping of header names to values, e.g. {x-ratelimit-remaining: \"0\"}, got %s", n.describe())
+	}
+	if len(n.keys) == 0 {
+		return nil, d.errf(n, field, "empty mapping: leave it out to match any headers")
+	}
+	out := make(map[string]string, len(n.keys))
+	for i, k := range n.keys {
+		f := field + "." + k.text
+		if _, dup := out[k.text]; dup {
+			return nil, d.errf(k, f, "duplicate key")
+		}
+		d.lines[f] = k.line
+		v, err := d.str(n.items[i], f)
+		if err != nil {
+			return nil, err
+		}
+		out[k.text] = v
+	}
+	return out, nil
+}
+
 func (d *specDecoder) cost(n *node, field string) (map[string]int64, error) {
 	if n.kind != mapNode {
 		return nil, d.errf(n, field, "want units per budget, e.g. {units: 1}, got %s", n.describe())
@@ -325,7 +350,7 @@ func (d *specDecoder) rules(n *node, field string) ([]Rule, error) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		d.lines[f] = it.line
 		var r Rule
-		err := d.fields(it, f, []string{"status", "reasons", "limits", "exhaust", "retry", "hold", "for", "source"}, func(key string, v *node, f string) error {
+		err := d.fields(it, f, []string{"status", "reasons", "limits", "messages", "headers", "exhaust", "reset_header", "retry", "hold", "for", "source"}, func(key string, v *node, f string) error {
 			var err error
 			switch key {
 			case "status":
@@ -339,6 +364,12 @@ func (d *specDecoder) rules(n *node, field string) ([]Rule, error) {
 				r.Reasons, err = d.list(v, f, "leave reasons out to match any reason")
 			case "limits":
 				r.Limits, err = d.list(v, f, "leave limits out to match any quota limit")
+			case "messages":
+				r.Messages, err = d.list(v, f, "leave messages out to match any message")
+			case "headers":
+				r.Headers, err = d.strMap(v, f)
+			case "reset_header":
+				r.ResetHeader, err = d.str(v, f)
 			case "exhaust":
 				r.Exhaust, err = d.list(v, f, "name the budgets, or \"*\" for all the method charges")
 			case "retry":

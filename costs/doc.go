@@ -85,10 +85,15 @@
 // limits, by the kind of quota limit the body names (the
 // google.rpc.ErrorInfo detail's metadata.quota_limit, such as
 // "SearchRequestsPerDayPerProject", or the error message: "per day"
-// matches both, ignoring case, spaces, '_' and '-'). It does one of three
+// matches both, ignoring case, spaces, '_' and '-'); when it has headers,
+// by response header values ({x-ratelimit-remaining: "0"}, exact); when it
+// lists messages, by the error message (the body's top-level "message", or
+// Google's error.message and error.errors[].message, containing one of them,
+// ignoring case). It does one of three
 // things: exhaust names the budgets the response says are spent, among
 // those the request's method charges ("*": all of them), and the Transport
-// marks them spent until their next reset; retry: true marks the response
+// marks them spent until their next reset (or, with reset_header, until the
+// epoch seconds that response header gives, when sooner); retry: true marks the response
 // as transient (retried with backoff, budgets left open); hold names
 // methods the request's credential may not call for the duration for,
 // which the Transport records in the store for that credential alone. The

@@ -89,6 +89,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("api: x\nbudgets: [{name: u, limit: 1, window: 1h}]\nmethods: {m: {routes: GET /, cost: {u: 1}}}\n"), false)
 	f.Add([]byte(`{"api":"x","budgets":[{"name":"u","limit":1,"window":"1h"}],"methods":[{"name":"m","routes":["* /{p...}"],"cost":{"u":1}}]}`), true)
 	f.Add([]byte("api: x\nhosts: [A.Example., \"[::1]:8080\", \"10.0.0.1:81\"]\nbudgets: [{name: u, limit: 1, window: 1h}]\nmethods: {m: {routes: GET /, cost: {u: 1}}}\n"), false)
+	f.Add([]byte("api: x\nbudgets: [{name: u, limit: 1, window: 1h}]\nmethods: {m: {routes: GET /, cost: {u: 1}}}\nresponses: [{status: 403, headers: {x-a: 0}, messages: [slow], exhaust: [u], reset_header: x-r}]\n"), false)
 	f.Add([]byte("api: [\n"), false)
 	f.Add([]byte(`{"api": "x", "budgets": [`), true)
 	f.Add([]byte("a: &a [*a]\n"), false)

@@ -92,7 +92,7 @@ func TestParseYAMLAndJSONAgree(t *testing.T) {
 // the same table: what `quotactl costs show --json` prints can be edited and
 // loaded.
 func TestSpecJSONRoundTrip(t *testing.T) {
-	for _, tb := range []*costs.Table{parse(t, "t.yaml", goodYAML), builtin(t, "youtube"), builtin(t, "youtube-legacy")} {
+	for _, tb := range []*costs.Table{parse(t, "t.yaml", goodYAML), builtin(t, "youtube"), builtin(t, "youtube-legacy"), builtin(t, "github"), builtin(t, "ratelimit-headers")} {
 		data, err := json.MarshalIndent(tb.Spec(), "", "  ")
 		if err != nil {
 			t.Fatal(err)
@@ -176,6 +176,15 @@ func TestParseErrorsNameLineAndField(t *testing.T) {
 		{"yaml empty reasons", "t.yaml", "{status: 403, reasons: [quotaExceeded]", "{status: 403, reasons: []", 20, "responses[0].reasons", "empty list: leave reasons out"},
 		{"yaml empty exhaust", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], exhaust: [], retry: true}", 22, "responses[2].exhaust", "empty list"},
 		{"yaml bad for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [items.list], for: a day}", 22, "responses[2].for", "want a duration"},
+		{"yaml headers type", "t.yaml", "{status: 429, exhaust: [search]}", "{status: 429, headers: [x-a], exhaust: [search]}", 21, "responses[1].headers", "want a mapping of header names to values"},
+		{"yaml headers empty", "t.yaml", "{status: 429, exhaust: [search]}", "{status: 429, headers: {}, exhaust: [search]}", 21, "responses[1].headers", "empty mapping"},
+		{"yaml header name", "t.yaml", "{status: 429, exhaust: [search]}", `{status: 429, headers: {"x ratelimit": "0"}, exhaust: [search]}`, 21, "responses[1].headers.x ratelimit", "is not a header field name"},
+		{"yaml header value", "t.yaml", "{status: 429, exhaust: [search]}", `{status: 429, headers: {x-a: " "}, exhaust: [search]}`, 21, "responses[1].headers.x-a", "empty value"},
+		{"yaml header case", "t.yaml", "{status: 429, exhaust: [search]}", `{status: 429, headers: {x-a: "0", X-A: "1"}, exhaust: [search]}`, 21, "responses[1].headers.x-a", "header names ignore case"},
+		{"yaml empty messages", "t.yaml", "{status: 429, exhaust: [search]}", "{status: 429, messages: [], exhaust: [search]}", 21, "responses[1].messages", "empty list: leave messages out"},
+		{"yaml blank message", "t.yaml", "{status: 429, exhaust: [search]}", `{status: 429, messages: [" "], exhaust: [search]}`, 21, "responses[1].messages[0]", "empty message"},
+		{"yaml reset_header on retry", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], retry: true, reset_header: x-reset}", 22, "responses[2].reset_header", "applies to exhaust only"},
+		{"yaml reset_header name", "t.yaml", "{status: 429, exhaust: [search]}", `{status: 429, exhaust: [search], reset_header: "x:reset"}`, 21, "responses[1].reset_header", "is not a header field name"},
 		{"yaml hold no for", "t.yaml", "reasons: [userRateLimitExceeded], retry: true}", "reasons: [userRateLimitExceeded], hold: [items.list]}", 22, "responses[2].for", "hold needs for"},
 	}
 	for _, c := range cases {

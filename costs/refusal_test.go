@@ -45,8 +45,15 @@ func TestRefusalAndCredentialFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if yt.Refusal() != costs.RefusalGoogle || yt.Credential() != costs.CredentialKey {
-			t.Errorf("%s: refusal %q credential %q, want google and key", name, yt.Refusal(), yt.Credential())
+		refusal, cred := costs.RefusalProblem, costs.CredentialBearer
+		switch {
+		case strings.HasPrefix(name, "youtube"):
+			refusal, cred = costs.RefusalGoogle, costs.CredentialKey
+		case name == "github":
+			refusal = costs.RefusalGitHub
+		}
+		if yt.Refusal() != refusal || yt.Credential() != cred {
+			t.Errorf("%s: refusal %q credential %q, want %q and %q", name, yt.Refusal(), yt.Credential(), refusal, cred)
 		}
 	}
 }

@@ -140,6 +140,22 @@ type Rule struct {
 	// and forbidden without it.
 	Hold []string      `json:"hold,omitempty"`
 	For  time.Duration `json:"for,omitempty"`
+	// Headers narrows the rule to responses carrying each of these header
+	// fields with exactly this value (surrounding spaces ignored), e.g.
+	// {"x-ratelimit-remaining": "0"}: GitHub says a primary limit is spent
+	// with its headers, not its body.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Messages narrows the rule to responses whose error message contains
+	// one of these, ignoring case: the body's top-level "message" (GitHub
+	// and most JSON APIs) or Google's error.message and
+	// error.errors[].message, e.g. "secondary rate limit".
+	Messages []string `json:"messages,omitempty"`
+	// ResetHeader, with Exhaust, names a response header holding when the
+	// upstream's window resets, in UTC epoch seconds (GitHub's
+	// x-ratelimit-reset): the budgets are spent until then rather than until
+	// their own window's next reset, when that is sooner
+	// (quota.Verdict.Until). A missing or unreadable value is ignored.
+	ResetHeader string `json:"reset_header,omitempty"`
 	// Source says where the rule comes from: a URL and the date it was read,
 	// or "not published" and the reasoning.
 	Source string `json:"source,omitempty"`
@@ -356,20 +372,6 @@ func (t *Table) checkMethodCost(field string, m Method) error {
 	return nil
 }
 
-func cloneRules(rs []Rule) []Rule {
-	if len(rs) == 0 {
-		return nil
-	}
-	out := make([]Rule, len(rs))
-	for i, r := range rs {
-		out[i] = Rule{
-			Status: r.Status, Reasons: cloneStrs(r.Reasons), Limits: cloneStrs(r.Limits), Exhaust: cloneStrs(r.Exhaust),
-			Retry: r.Retry, Hold: cloneStrs(r.Hold), For: r.For, Source: r.Source,
-		}
-	}
-	return out
-}
-
 // cloneStrs copies s, an empty list as nil: a table has one form, whether
 // built in Go or read back from its JSON (which leaves empty lists out).
 func cloneStrs(s []string) []string {
@@ -377,49 +379,6 @@ func cloneStrs(s []string) []string {
 		return nil
 	}
 	return slices.Clone(s)
-}
-
-// checkRule checks one response rule; field is "responses[i]".
-func (t *Table) checkRule(field string, r Rule) error {
-	if r.Status < 400 || r.Status > 599 {
-		return specErrorf(field+".status", "status %d: want an HTTP error status, 400 to 599 (the Transport reads only error responses)", r.Status)
-	}
-	actions := 0
-	for _, set := range []bool{len(r.Exhaust) > 0, r.Retry, len(r.Hold) > 0} {
-		if set {
-			actions++
-		}
-	}
-	if actions != 1 {
-		return specErrorf(field, "give exactly one of exhaust (budgets), retry: true and hold (methods, with for)")
-	}
-	for j, name := range r.Exhaust {
-		if _, ok := t.budgets[name]; !ok && name != "*" {
-			return specErrorf(fmt.Sprintf("%s.exhaust[%d]", field, j), "unknown budget %q (budgets: %s)", name, t.budgetNames())
-		}
-	}
-	for j, name := range r.Hold {
-		if m, ok := t.methods[name]; !ok || m.Free {
-			return specErrorf(fmt.Sprintf("%s.hold[%d]", field, j), "%q is not a method of the table that costs units", name)
-		}
-	}
-	switch {
-	case len(r.Hold) > 0 && r.For <= 0:
-		return specErrorf(field+".for", "hold needs for: how long the upstream refuses the credential, e.g. 24h")
-	case len(r.Hold) == 0 && r.For != 0:
-		return specErrorf(field+".for", "for applies to hold only")
-	}
-	for _, l := range [...]struct {
-		name string
-		v    []string
-	}{{"reasons", r.Reasons}, {"limits", r.Limits}} {
-		for j, s := range l.v {
-			if strings.TrimSpace(s) == "" {
-				return specErrorf(fmt.Sprintf("%s.%s[%d]", field, l.name, j), "empty %s", strings.TrimSuffix(l.name, "s"))
-			}
-		}
-	}
-	return nil
 }
 
 func (t *Table) checkCost(field string, cost map[string]int64) error {

@@ -41,6 +41,12 @@ type Verdict struct {
 	// marks each spent (Limiter.Exhaust) until its window's next reset, so
 	// every process sharing the store stops charging it.
 	Exhausted []string
+	// Until, when set, is when the upstream says its window resets (GitHub's
+	// x-ratelimit-reset): the Transport marks the Exhausted budgets spent
+	// until then instead, when it is later than now and sooner than their
+	// window's next reset. A later Until is not taken: nothing an upstream
+	// says marks a budget spent for longer than its own window.
+	Until time.Time
 	// Transient marks a failure worth retrying (for example Google's 403
 	// userRateLimitExceeded, or a 429 whose quota limit is per minute).
 	Transient bool

@@ -203,6 +203,9 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 		if until.IsZero() {
 			until = now.Add(b.Window.Duration())
 		}
+		if v.Until.After(now) && v.Until.Before(until) {
+			until = v.Until // the upstream resets sooner (Verdict.Until)
+		}
 		if err := a.t.limiter.Exhaust(ctx, a.cred, name, until); err != nil {
 			a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
 				slog.String("api", a.t.limiter.api), slog.String("budget", name), slog.Any("credential", a.cred),

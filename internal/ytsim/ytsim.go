@@ -5,8 +5,13 @@
 // body, and enforces Google's quota rules itself, per Google Cloud project,
 // with its own (injectable) clock: the same cost table, reset at midnight
 // America/Los_Angeles, answered with Google's documented error bodies (403
-// quotaExceeded; 400 keyInvalid for a missing or unknown key; 400
-// uploadLimitExceeded past a channel's upload cap, WithUploadCap).
+// quotaExceeded when the shared units pool is spent; 429 RESOURCE_EXHAUSTED
+// with a google.rpc.ErrorInfo naming the bucket (quota_limit,
+// quota_limit_value, window_start_time) when a per-method bucket such as
+// search.list's or videos.insert's is spent, WithBucket; 400 keyInvalid for
+// a missing or unknown key; 400 uploadLimitExceeded past a channel's upload
+// cap, WithUploadCap). Spend charges a project as a client the meter does
+// not see would.
 //
 // Keys belong to projects (WithProject); every key of a project shares its
 // quota, as Google bills it. A key no project claims is a project of its
@@ -19,6 +24,7 @@
 package ytsim
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -39,8 +45,9 @@ type Server struct {
 	project map[string]string // key -> project; a key not here is its own project
 	upCap   int               // uploads per key per 24 hours; 0: no cap
 	limits  map[string]int64
-	popular int // mostPopular items per region
-	results int // search results per query
+	buckets map[string]Bucket // budget -> per-method bucket answered with a 429 ErrorInfo
+	popular int               // mostPopular items per region
+	results int               // search results per query
 
 	mu       sync.Mutex
 	state    map[string]*keyState        // per project
@@ -138,6 +145,7 @@ func newServer(opts ...Option) *Server {
 		state:    map[string]*keyState{},
 		received: map[string]map[string]int64{},
 		uploads:  map[string][]time.Time{},
+		buckets:  maps.Clone(defaultBuckets),
 	}
 	for _, o := range opts {
 		o(s)
@@ -271,8 +279,9 @@ func (s *Server) Received(key, budget string) int64 {
 	return s.received[key][budget]
 }
 
-// QuotaExceeded returns how many requests the server refused with 403
-// quotaExceeded because a project's quota was spent.
+// QuotaExceeded returns how many requests the server refused because a
+// project's quota was spent: 403 quotaExceeded for the shared pool, 429
+// RATE_LIMIT_EXCEEDED for a per-method bucket.
 func (s *Server) QuotaExceeded() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,7 +344,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if spent := s.charge(st, m.Cost); spent != "" {
 		s.exceeded++
 		s.mu.Unlock()
-		writeQuotaExceeded(w)
+		s.writeSpent(w, spent, s.clock())
 		return
 	}
 	if name == "videos.insert" && !hasFault && !s.upload(key) {

@@ -113,11 +113,11 @@ func TestCostsShowOwnerDeprecated(t *testing.T) {
 	}
 	var list []struct{ Table, Owner string }
 	decode(t, e.ok("--json", "costs", "show"), &list)
-	owners := map[string]string{"anthropic": "organization", "openai": "project", "shopify-admin": ""}
+	owners := map[string]string{"anthropic": "organization", "openai": "project", "shopify-admin": "", "github": "user", "ratelimit-headers": ""}
 	for _, l := range list {
 		want, ok := owners[l.Table]
 		if !ok {
-			want = "project"
+			want = "project" // the YouTube tables
 		}
 		if l.Owner != want {
 			t.Errorf("costs show --json: table %s owner %q, want %q", l.Table, l.Owner, want)

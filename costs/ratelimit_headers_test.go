@@ -1,0 +1,64 @@
+package costs_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/internal/rlsim"
+	"github.com/quotactl/quotactl/internal/testkit"
+	"github.com/quotactl/quotactl/quota"
+)
+
+// The ratelimit-headers profile over the real Transport against rlsim: an
+// unmetered client spends the partition's quota; the upstream's 429 marks
+// the budget spent, and the meter refuses the next call without sending it.
+func TestRateLimitHeadersTransportAgainstSimulator(t *testing.T) {
+	clk := testkit.NewClock(time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
+	srv, err := rlsim.New([]rlsim.Policy{{Name: "permin", Quota: 10, Window: time.Minute}}, rlsim.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL())
+	table, err := builtin(t, "ratelimit-headers").WithHosts(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := quota.New(quota.NewMemoryStore(), table.API, table.Budgets, quota.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: quota.NewTransport(lim, table, quota.WithRetryClock(clk, clk.NewTimer))}
+	defer client.CloseIdleConnections()
+	call := func() (*http.Response, error) {
+		req, _ := http.NewRequest("GET", srv.URL()+"/v1/things", nil)
+		req.Header.Set("Authorization", "Bearer key-1")
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	for i := range 3 {
+		if resp, err := call(); err != nil || resp.StatusCode != 200 || resp.Header.Get("RateLimit") == "" {
+			t.Fatalf("call %d: %v %v", i, resp, err)
+		}
+	}
+	if !srv.Spend("key-1", 7) {
+		t.Fatal("Spend")
+	}
+	_, err = call()
+	var ex *quota.ExhaustedError
+	if !errors.As(err, &ex) || ex.Budget != "requests" {
+		t.Fatalf("err = %v, want requests spent", err)
+	}
+	sent := srv.Requests()
+	if _, err := call(); !errors.Is(err, quota.ErrExhausted) || srv.Requests() != sent || srv.Refused() != 1 {
+		t.Fatalf("err = %v; %d more sent, %d refused upstream", err, srv.Requests()-sent, srv.Refused())
+	}
+}
