@@ -136,6 +136,12 @@ func (c *takeCall) run(idErr error) (*Reservation, error) {
 	}
 	c.maxCost = maxCost
 	err = c.identify(idErr)
+	if err == nil {
+		// the owner's limits, now that the owner is known
+		if err := l.ownerDebits(debits, c.id.account); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil && l.refusals != nil {
 		var refused error
 		if debits, refused = c.refusedLocally(debits); refused != nil {
@@ -209,6 +215,9 @@ func (c *takeCall) refusedLocally(debits []backend.Debit) ([]backend.Debit, erro
 	// override refresh.
 	c.l.reloadOverrides(c.ctx, c.host)
 	debits, maxCost, err := c.l.debitsOf(debits[:0], c.ch)
+	if err == nil {
+		err = c.l.ownerDebits(debits, c.id.account)
+	}
 	if err != nil {
 		check.busy.Store(false)
 	}
@@ -312,10 +321,16 @@ func (c *takeCall) decided(debits []backend.Debit, usage []Usage) (*Reservation,
 // debitsOf appends to debits one Debit per budget ch names, each with the
 // definition in force (an operator's override, or the program's), and
 // returns them with the largest cost; an unknown budget, a cost <= 0 or one
-// over its limit is an error.
+// over its limit is an error. While some owner has a limit of its own, a
+// cost is checked against the owner's limit instead, once the owner is
+// known (ownerDebits).
 func (l *Limiter) debitsOf(debits []backend.Debit, ch Charge) ([]backend.Debit, int64, error) {
 	var maxCost int64
 	over := l.over.Load() // the definitions in force (def), for every debit
+	perOwner := false
+	if v := l.owners.Load(); v != nil && v.limits != nil {
+		perOwner = true
+	}
 	for i := range l.budgets {
 		b := &l.budgets[i] // by pointer: a Budget copied costs more than its use here
 		cost, ok := ch.Units[b.Name]
@@ -330,7 +345,7 @@ func (l *Limiter) debitsOf(debits []backend.Debit, ch Charge) ([]backend.Debit, 
 		if cost <= 0 {
 			return nil, 0, invalidf("cost %d for budget %q: must be > 0", cost, b.Name)
 		}
-		if cost > b.Limit {
+		if cost > b.Limit && !perOwner {
 			return nil, 0, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, cost, b.Limit)
 		}
 		maxCost = max(maxCost, cost)
