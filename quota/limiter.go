@@ -51,10 +51,10 @@ type Limiter struct {
 	owners       atomic.Pointer[ownerView] // the limits per owner in force
 	ownerMu      sync.Mutex                // orders loads and LearnLimit's writes of owners
 	progRecorded atomic.Bool               // prog is recorded in the store
-	fps       sync.Map                  // secret -> fingerprint
-	accounts  sync.Map                  // resolveKey -> *ident, once registered in the store
-	lastID    atomic.Pointer[lastIdent] // the credential registered last
-	labels    sync.Map                  // resolveKey (no fingerprint) -> *ident, for label-only credentials
+	fps          sync.Map                  // secret -> fingerprint
+	accounts     sync.Map                  // resolveKey -> *ident, once registered in the store
+	lastID       atomic.Pointer[lastIdent] // the credential registered last
+	labels       sync.Map                  // resolveKey (no fingerprint) -> *ident, for label-only credentials
 
 	// events (observer.go)
 	obs        []Observer
