@@ -206,8 +206,8 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 }
 
 // Status returns the usage of every budget of cred's owner, in definition
-// order: used, limit (the owner's: see LimitOf), remaining, next reset or next free unit,
-// exhausted-until. It reads the store's catalog and writes nothing.
+// order: used, limit (the owner's: see LimitOf), remaining, next reset or
+// next free unit, exhausted-until. It reads the store's catalog and writes nothing.
 func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) {
 	if err := checkContext(ctx, "status"); err != nil {
 		return nil, err

@@ -43,6 +43,17 @@ type Limiter struct {
 	mem       *memstore.Store           // the store, when it is the memory store: decided in process
 	overNext  atomic.Int64              // when to reload overrides, µs since the epoch
 	over      atomic.Pointer[overrides] // operator overrides in force
+	fps       sync.Map                  // secret -> fingerprint
+	accounts  sync.Map                  // resolveKey -> *ident, once registered in the store
+	lastID    atomic.Pointer[lastIdent] // the credential registered last
+	labels    sync.Map                  // resolveKey (no fingerprint) -> *ident, for label-only credentials
+
+	// events (observer.go)
+	obs        []Observer
+	thresholds []int
+	queueCap   int
+	ev         *events
+	marks      sync.Map // crossingKey -> time.Time: threshold marks known until then
 
 	// limits per owner (ownerlimit.go)
 	progIn       []OwnerLimit              // WithOwnerLimits, until New validates them
@@ -51,17 +62,6 @@ type Limiter struct {
 	owners       atomic.Pointer[ownerView] // the limits per owner in force
 	ownerMu      sync.Mutex                // orders loads and LearnLimit's writes of owners
 	progRecorded atomic.Bool               // prog is recorded in the store
-	fps          sync.Map                  // secret -> fingerprint
-	accounts     sync.Map                  // resolveKey -> *ident, once registered in the store
-	lastID       atomic.Pointer[lastIdent] // the credential registered last
-	labels       sync.Map                  // resolveKey (no fingerprint) -> *ident, for label-only credentials
-
-	// events (observer.go)
-	obs        []Observer
-	thresholds []int
-	queueCap   int
-	ev         *events
-	marks      sync.Map // crossingKey -> time.Time: threshold marks known until then
 }
 
 // resolveKey is what the limiter caches a credential's account under: the

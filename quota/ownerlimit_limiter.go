@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,6 +58,9 @@ type LimitInForce struct {
 	Learned   int64     `json:"learned,omitempty"`
 	LearnedAt time.Time `json:"learned_at,omitzero"`
 }
+
+// errOwnerLimitsBusy says a reload of the limits per owner was skipped.
+var errOwnerLimitsBusy = errors.New("quota: limits per owner are being recorded")
 
 // ownerBudget keys a limit per owner.
 type ownerBudget struct{ owner, budget string }
@@ -144,20 +148,18 @@ func (l *Limiter) resolveLimit(rec *ownerLimitState, owner, budget string) Limit
 }
 
 // ownerDebits sets each debit's limit to the owner's, where the owner has
-// one, and checks each cost against the limit in force (debitsOf leaves
-// that to it while some owner has a limit of its own): one map lookup per
-// debit, none when no owner has a limit of its own. A cost over the limit
-// is ErrCostExceedsLimit.
-func (l *Limiter) ownerDebits(debits []backend.Debit, owner string) error {
-	var limits map[ownerBudget]int64
-	if v := l.owners.Load(); v != nil {
-		limits = v.limits
+// one in ov (the limits per owner debitsOf priced the debits with), and
+// checks each cost against the limit in force (debitsOf leaves that to it
+// while some owner has a limit of its own): one map lookup per debit, none
+// when no owner has a limit of its own. A cost over the limit is
+// ErrCostExceedsLimit.
+func (l *Limiter) ownerDebits(debits []backend.Debit, owner string, ov *ownerView) error {
+	if ov == nil || ov.limits == nil {
+		return nil // debitsOf checked the costs
 	}
 	for i := range debits {
 		d := &debits[i]
-		// (without limits per owner, as debitsOf found them or not: the
-		// view may have changed since)
-		if n, ok := limits[ownerBudget{owner, d.Name}]; limits != nil && ok {
+		if n, ok := ov.limits[ownerBudget{owner, d.Name}]; ok {
 			d.Limit = n
 			if d.Cost > n {
 				return fmt.Errorf("%w: %s/%s: cost %d > limit %d of owner %q, can never succeed", ErrCostExceedsLimit, l.api, d.Name, d.Cost, n, owner)
@@ -249,9 +251,14 @@ func (s *ownerLimitState) clone() *ownerLimitState {
 // loadOwnerLimitsInto reads the limits per owner from the store into the
 // limiter's view (with the overrides, see loadOverrides); a failed read
 // keeps the records known, resolved again against the definitions now in
-// force.
+// force. While a LearnLimit of this limiter is recording a limit (it may
+// wait on the store's lease), it reads nothing and reports an error, so
+// that the decision refreshing never waits on it: the next refresh, soon,
+// reads them.
 func (l *Limiter) loadOwnerLimitsInto(ctx context.Context) error {
-	l.ownerMu.Lock()
+	if !l.ownerMu.TryLock() {
+		return errOwnerLimitsBusy
+	}
 	defer l.ownerMu.Unlock()
 	s, err := loadOwnerLimits(ctx, l.store, l.api)
 	if err != nil {

@@ -434,3 +434,43 @@ func TestProgramOwnerLimitsRecorded(t *testing.T) {
 	}
 	wantLimit(t, cli, "big", 1000, quota.SourceProgram)
 }
+
+// FuzzOwnerLimitsState: whatever the store holds under an API's owner
+// limits (a value another version wrote, or damaged), reading it never
+// panics: OwnerLimits returns valid records or an error naming ErrInvalid,
+// and a limiter decides with the valid ones or the budget's limit.
+func FuzzOwnerLimitsState(f *testing.F) {
+	f.Add([]byte(`{"operator":{"p":{"units":{"limit":5,"at":"2026-11-22T10:00:00Z"}}}}`))
+	f.Add([]byte(`{"upstream":{"p":{"units":{"limit":-1}}}}`))
+	f.Add([]byte(`{"program":{"bad owner":{"units":{"limit":5}}}}`))
+	f.Add([]byte(`{"operator":{"p":{"nope":{"limit":9007199254740993}}}}`))
+	f.Add([]byte(`{"operator":null,"upstream":{"p":null}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ctx := context.Background()
+		st := quota.NewMemoryStore()
+		if err := st.SaveState(ctx, "quota/owner-limits/api", data); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := quota.OwnerLimits(ctx, st, "api")
+		if err != nil && !errors.Is(err, quota.ErrInvalid) {
+			t.Fatalf("OwnerLimits: %v; want nil or ErrInvalid", err)
+		}
+		for _, r := range recs {
+			if r.Limit <= 0 || r.Limit > quota.MaxLimit || r.Owner == "" || r.Budget == "" {
+				t.Fatalf("invalid record read: %+v", r)
+			}
+		}
+		l, err := quota.New(st, "api", []quota.Budget{ownerUnits}, quota.WithOverrideRefresh(0), quota.WithFingerprintKey([]byte("fuzz")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.Take(ctx, ownerCred("p"), quota.Units("units", 1))
+		if err != nil && !errors.Is(err, quota.ErrCostExceedsLimit) {
+			t.Fatalf("Take: %v", err)
+		}
+		if err == nil && res.Usage[0].Limit <= 0 {
+			t.Fatalf("limit %d in force", res.Usage[0].Limit)
+		}
+	})
+}
