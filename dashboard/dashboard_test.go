@@ -642,3 +642,60 @@ func TestRotatedKeyOwnerName(t *testing.T) {
 		t.Errorf("metrics lack %s:\n%s", want, metrics)
 	}
 }
+
+// TestOwnerLimitSources: owners' own limits (an operator's, one learned
+// from the upstream) are what /api/status, the page and /metrics show, and
+// each says where it comes from.
+func TestOwnerLimitSources(t *testing.T) {
+	w := seed(t)
+	ctx := context.Background()
+	fp1, fp2 := w.youtube.Fingerprint(secrets[0]), w.youtube.Fingerprint(secrets[1])
+	if err := quota.SetOwnerLimit(ctx, w.store, "youtube", fp1, "units", 50000, t0); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := w.youtube.LearnLimit(ctx, fp2, "units", 5000); err != nil || !applied {
+		t.Fatalf("LearnLimit = %v, %v", applied, err)
+	}
+	if applied, err := w.youtube.LearnLimit(ctx, fp2, "search", 400); err != nil || applied {
+		t.Fatalf("LearnLimit(larger) = %v, %v; want recorded, not applied", applied, err)
+	}
+	srv := serve(t, w)
+	_, body := get(t, srv, "/api/status")
+	var rows []Status
+	decodeJSON(t, body, &rows)
+	want := map[string]struct {
+		limit, learned int64
+		src            quota.Source
+		own            bool
+	}{
+		"yt-key-1/units":  {50000, 0, quota.SourceOperator, true},
+		"yt-key-2/units":  {5000, 5000, quota.SourceUpstream, true},
+		"yt-key-2/search": {100, 400, quota.SourceProgram, false},
+		"yt-key-1/search": {100, 0, quota.SourceProgram, false},
+	}
+	for _, r := range rows {
+		wr, ok := want[r.Credential+"/"+r.Budget]
+		if r.API != "youtube" || !ok {
+			continue
+		}
+		delete(want, r.Credential+"/"+r.Budget)
+		if r.Limit != wr.limit || r.LimitSource != wr.src || r.OwnLimit != wr.own || r.LearnedLimit != wr.learned {
+			t.Errorf("%s/%s: limit %d from %q (own %v, learned %d); want %+v", r.Credential, r.Budget, r.Limit, r.LimitSource, r.OwnLimit, r.LearnedLimit, wr)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("rows missing from /api/status: %v", want)
+	}
+	if !strings.Contains(body, `"limit_source": "operator"`) {
+		t.Errorf("/api/status has no limit_source field:\n%s", body)
+	}
+	_, page := get(t, srv, "/")
+	for _, s := range []string{`<span data-field="limit">50,000</span>`, ">operator (owner)</div>", ">upstream (owner)</div>", ">program; upstream says 400</div>"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the page does not show %q", s)
+		}
+	}
+	if _, m := get(t, srv, "/metrics"); !strings.Contains(m, `quota_store_limit_units{api="youtube",budget="units",owner="yt-key-1"} 50000`) {
+		t.Errorf("/metrics does not show the owner's limit")
+	}
+}

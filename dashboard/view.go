@@ -42,6 +42,8 @@ type rowView struct {
 	API, Owner, OwnerTitle, Budget, Window string
 	Creds                                  string // a named owner's credentials
 	Used, Limit, Remaining                 int64
+	LimitFrom                              string // where the limit comes from: "program", "operator (owner)", ...
+	LimitTitle                             string // LimitFrom said in full
 	Percent                                int64  // shown number, 0..100
 	PercentText                            string // "97%" or "spent"
 	Fill                                   int64  // bar fill in percent: Percent, or 100 when spent
@@ -207,6 +209,7 @@ func (h *Handler) view(s *Snapshot) *mainView {
 			Window: windowText(st.Window), Used: st.Used, Limit: st.Limit, Remaining: st.Remaining,
 			Percent: st.Percent, Fill: st.Percent, ResetIn: "-", ResetAt: "", SpentUntil: "",
 		}
+		r.LimitFrom, r.LimitTitle = limitFrom(st)
 		spent := st.Spent()
 		r.State = state(st.Percent, spent)
 		r.PercentText = fmt.Sprintf("%d%%", st.Percent)
@@ -552,3 +555,23 @@ func RoundDuration(d time.Duration) string { return humantime.Took(d) }
 func relative(d time.Duration) string { return humantime.Relative(d) }
 
 func compact(d time.Duration) string { return humantime.Compact(d) }
+
+// limitFrom says where a row's limit comes from, in a word or two for the
+// cell ("operator (owner)": the owner's own limit, set by an operator) and
+// in full for its title, with a limit the upstream reported that is not
+// applied.
+func limitFrom(st Status) (short, title string) {
+	src := string(st.LimitSource)
+	if src == "" {
+		src = string(quota.SourceProgram)
+	}
+	short, title = src, "the budget's limit, defined by the "+src
+	if st.OwnLimit {
+		short, title = src+" (owner)", "this owner's own limit, from the "+src
+	}
+	if st.LearnedLimit > 0 && st.LimitSource != quota.SourceUpstream {
+		short += "; upstream says " + num(st.LearnedLimit)
+		title += "; the upstream reported " + num(st.LearnedLimit) + ", not applied"
+	}
+	return short, title
+}

@@ -36,7 +36,11 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 		return invalidf("reservation %q is for api %q, not %q", res.ID(), res.API, l.api)
 	}
 	l.refreshOverrides(ctx)
-	budgets := l.Budgets()
+	owner := res.Owner
+	if owner == "" {
+		owner = res.Credential
+	}
+	budgets := l.budgetsOf(owner)
 	if res.leases() != nil {
 		debits := make([]backend.Debit, 0, len(res.Usage))
 		for _, u := range res.Usage {
@@ -44,7 +48,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 			if err != nil {
 				return err
 			}
-			debits = append(debits, backend.Debit{Budget: b})
+			debits = append(debits, backend.Debit{Budget: l.ownerBudgetOf(b, owner)})
 		}
 		freed, err := l.settleLeased(ctx, res, debits)
 		if err != nil {
@@ -56,10 +60,6 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 		observe(ctx, res, true)
 		return nil
 	}
-	owner := res.Owner
-	if owner == "" {
-		owner = res.Credential
-	}
 	var undefined []string
 	if len(res.Usage) > 0 {
 		budgets = make([]Budget, 0, len(res.Usage))
@@ -68,7 +68,7 @@ func (l *Limiter) Refund(ctx context.Context, res *Reservation) error {
 			if err != nil {
 				return err
 			}
-			budgets = append(budgets, b)
+			budgets = append(budgets, l.ownerBudgetOf(b, owner))
 		}
 	} else {
 		// Known by its ID alone, the reservation names no budget: it is
@@ -157,6 +157,7 @@ func (l *Limiter) Exhaust(ctx context.Context, cred Credential, budget string, u
 		return err
 	}
 	l.endLeases(ctx, id.account, budget)
+	b = l.ownerBudgetOf(b, id.account)
 	err = l.store.Exhaust(ctx, &backend.ExhaustRequest{API: l.api, Owner: id.account, Budget: b, Until: until, Now: l.now()})
 	l.marked(ctx, cred, id.fp, id.account, budget, until, err)
 	if err == nil {
@@ -181,12 +182,15 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 	if err != nil {
 		return err
 	}
-	if used < 0 || used > b.Limit {
+	if used < 0 {
 		return invalidf("used %d for budget %q: must be between 0 and the limit %d", used, budget, b.Limit)
 	}
 	id, err := l.identify(ctx, cred)
 	if err != nil {
 		return err
+	}
+	if b = l.ownerBudgetOf(b, id.account); used > b.Limit {
+		return invalidf("used %d for budget %q: must be between 0 and the limit %d", used, budget, b.Limit)
 	}
 	req := &backend.AdjustRequest{API: l.api, Owner: id.account, Budget: b, Used: used, Nonce: l.nonce(), Now: l.now()}
 	if ls := l.endLeases(ctx, id.account, budget); ls != nil {
@@ -202,8 +206,8 @@ func (l *Limiter) Adjust(ctx context.Context, cred Credential, budget string, us
 }
 
 // Status returns the usage of every budget of cred's owner, in definition
-// order: used, limit, remaining, next reset or next free unit,
-// exhausted-until. It reads the store's catalog and writes nothing.
+// order: used, limit (the owner's: see LimitOf), remaining, next reset or
+// next free unit, exhausted-until. It reads the store's catalog and writes nothing.
 func (l *Limiter) Status(ctx context.Context, cred Credential) ([]Usage, error) {
 	if err := checkContext(ctx, "status"); err != nil {
 		return nil, err
@@ -223,7 +227,7 @@ func (l *Limiter) StatusOf(ctx context.Context, account string) ([]Usage, error)
 	}
 	l.refreshOverrides(ctx)
 	now := l.now()
-	us, err := l.store.Usage(ctx, &backend.UsageRequest{API: l.api, Owner: account, Budgets: l.Budgets(), Now: now})
+	us, err := l.store.Usage(ctx, &backend.UsageRequest{API: l.api, Owner: account, Budgets: l.budgetsOf(account), Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +255,7 @@ func (l *Limiter) Entries(ctx context.Context, cred Credential, budget string) (
 	if err != nil {
 		return nil, err
 	}
-	return l.store.Entries(ctx, &backend.EntriesRequest{API: l.api, Owner: id.account, Budget: b, Now: l.now()})
+	return l.store.Entries(ctx, &backend.EntriesRequest{API: l.api, Owner: id.account, Budget: l.ownerBudgetOf(b, id.account), Now: l.now()})
 }
 
 // List returns every API, budget and credential the store knows.

@@ -55,3 +55,35 @@ func BenchmarkMemoryTake(b *testing.B) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// BenchmarkMemoryOwnerLimitTake is BenchmarkMemoryTake's serial cost-1
+// decision while 100 owners have limits of their own, the charged one
+// among them: what a limit per owner adds to a decision (one map lookup).
+func BenchmarkMemoryOwnerLimitTake(b *testing.B) {
+	limits := map[string]map[string]int64{}
+	for i := range 100 {
+		limits["owner-"+strconv.Itoa(i)] = map[string]int64{"units": 1<<40 + int64(i)}
+	}
+	l, err := quota.New(quota.NewMemoryStore(), "bench", []quota.Budget{{Name: "units", Limit: 1 << 40, Window: quota.Sliding(time.Millisecond)}},
+		quota.WithOwnerLimits(limits))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch := quota.Units("units", 1)
+	cred := quota.Credential{Secret: "bench-key", Owner: "owner-7"}
+	ctx := context.Background()
+	r, err := l.Take(ctx, cred, ch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Usage[0].Limit != 1<<40+7 {
+		b.Fatalf("limit %d: the owner's limit is not in force", r.Usage[0].Limit)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := l.Take(ctx, cred, ch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

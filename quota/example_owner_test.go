@@ -78,3 +78,39 @@ func ExampleReservation_Settle() {
 	// reserved the most it can cost; left: 26000
 	// settled; left: 28750
 }
+
+// A YouTube project that passed a quota audit has 1,000,000 units a day,
+// the others 10,000: give the audited owner its own limit. A smaller limit
+// the upstream reports (LearnLimit, which the Transport calls) applies at
+// once; a larger one only with WithLearnedRaises.
+func ExampleWithOwnerLimits() {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC) // a fixed clock, for the example's output
+	store := quota.NewMemoryStore()
+	units := quota.Budget{Name: "units", Limit: 10_000, Window: quota.Daily(time.UTC)}
+	limiter, err := quota.New(store, "youtube", []quota.Budget{units},
+		quota.WithClock(func() time.Time { return now }),
+		quota.WithOwnerLimits(map[string]map[string]int64{"audited-project": {"units": 1_000_000}}))
+	if err != nil {
+		panic(err)
+	}
+	audited := quota.Credential{Secret: "AIza...a", Label: "audited-key", Owner: "audited-project"}
+	res, err := limiter.Take(ctx, audited, quota.Units("units", 50_000))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("audited-project units left:", res.Remaining("units"))
+
+	applied, err := limiter.LearnLimit(ctx, "audited-project", "units", 900_000)
+	if err != nil {
+		panic(err)
+	}
+	limit, err := limiter.LimitOf(ctx, "audited-project", "units")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("learned 900000 applied:", applied, "- limit", limit.Limit, "from the", limit.Source)
+	// Output:
+	// audited-project units left: 950000
+	// learned 900000 applied: true - limit 900000 from the upstream
+}

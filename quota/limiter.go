@@ -54,6 +54,14 @@ type Limiter struct {
 	queueCap   int
 	ev         *events
 	marks      sync.Map // crossingKey -> time.Time: threshold marks known until then
+
+	// limits per owner (ownerlimit.go)
+	progIn       []OwnerLimit              // WithOwnerLimits, until New validates them
+	prog         map[ownerBudget]int64     // the program's limits per owner
+	raises       bool                      // WithLearnedRaises
+	owners       atomic.Pointer[ownerView] // the limits per owner in force
+	ownerMu      sync.Mutex                // orders loads and LearnLimit's writes of owners
+	progRecorded atomic.Bool               // prog is recorded in the store
 }
 
 // resolveKey is what the limiter caches a credential's account under: the
@@ -68,7 +76,11 @@ type resolveKey struct{ fp, label, owner string }
 // Defaults: the store's clock, DefaultFingerprint, no owner (each
 // credential is its own owner unless it or the store names one), fail
 // closed, slog.Default(), no observers (WithObserver; DefaultThresholds
-// and DefaultEventQueue once there is one).
+// and DefaultEventQueue once there is one), operator overrides and limits
+// per owner reloaded every DefaultOverrideRefresh (WithOverrideRefresh),
+// no limits per owner of the program's own (WithOwnerLimits; those
+// recorded in the store apply), and a limit learned from the upstream
+// applied only when smaller (WithLearnedRaises).
 func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, invalidf("nil store")
@@ -100,6 +112,9 @@ func New(store Store, api string, budgets []Budget, opts ...Option) (*Limiter, e
 	}
 	if l.log == nil {
 		l.log = slog.Default()
+	}
+	if err := l.setupOwnerLimits(); err != nil {
+		return nil, err
 	}
 	if err := l.setupEvents(); err != nil {
 		return nil, err
@@ -178,6 +193,7 @@ func (l *Limiter) budget(name string) (Budget, error) {
 // define records the budget definitions in the store, once per limiter. It
 // never blocks a decision: a failure is retried with the next credential.
 func (l *Limiter) define(ctx context.Context) {
+	l.recordProgramLimits(ctx)
 	if l.defined.Load() {
 		return
 	}

@@ -206,3 +206,10 @@ func TestAllowDecidesAsTake(t *testing.T) {
 		t.Fatalf("%d admitted, %d refused: too few to mean much", admitted, refused)
 	}
 }
+
+// TestSharedOwnerLimits: limits per owner recorded through one handle of
+// the memory store decide through two limiters (storetest.SharedOwnerLimits).
+func TestSharedOwnerLimits(t *testing.T) {
+	st := quota.NewMemoryStore()
+	storetest.SharedOwnerLimits(t, st, st)
+}

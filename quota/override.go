@@ -33,7 +33,8 @@ import (
 // operator overrides of its API from the store: an operator's `quotactl
 // budget set` (a limit lowered because the upstream lowered it) reaches
 // every running limiter's decisions, and the blocks its leases take,
-// within it. One small store read per second per Limiter.
+// within it, and so do the limits per owner recorded beside them (see
+// SetOwnerLimit). Two small store reads per second per Limiter.
 const DefaultOverrideRefresh = time.Second
 
 // Override is an operator's definition of a budget and when it was set.
@@ -221,9 +222,11 @@ func ApplyOverrides(budgets []Budget, over map[string]Override) ([]Budget, map[s
 
 // WithOverrideRefresh sets how often, at most, the limiter reloads its
 // API's operator overrides from the store (see Overrides). Default:
-// DefaultOverrideRefresh. 0 reloads them on every call (one more store read
-// per decision); d < 0 never loads them: the program's definitions alone
-// apply.
+// DefaultOverrideRefresh. The limits per owner the store records (see
+// SetOwnerLimit) are reloaded with them. 0 reloads them on every call (two
+// more store reads per decision); d < 0 never loads them: the program's
+// definitions and limits per owner alone apply (and those this limiter
+// learns: LearnLimit).
 func WithOverrideRefresh(d time.Duration) Option { return func(l *Limiter) { l.overEvery = d } }
 
 // overrides is a limiter's view of its API's operator overrides.
@@ -283,6 +286,9 @@ func (l *Limiter) loadOverrides(ctx context.Context, now int64) {
 		}
 	}
 	l.over.Store(o)
+	if err := l.loadOwnerLimitsInto(ctx); err != nil {
+		l.overNext.Store(now + min(l.overEvery, time.Second).Microseconds())
+	}
 }
 
 // def returns the definition of b in force: an operator's override, or b.

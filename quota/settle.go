@@ -51,12 +51,13 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 		return invalidf("settle names no budget")
 	}
 	debits := make([]backend.Debit, 0, len(actual))
+	owner := cmp.Or(res.Owner, res.Credential) // IDs from before owners name the fingerprint
 	for _, b := range l.budgets {
 		n, ok := actual[b.Name]
 		if !ok {
 			continue
 		}
-		b = l.def(b) // the definition in force (an operator's override)
+		b = l.ownerBudgetOf(l.def(b), owner) // the definition in force (an operator's override), the owner's limit
 		if n < 0 {
 			return invalidf("actual %d for budget %q: must be >= 0", n, b.Name)
 		}
@@ -80,7 +81,6 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 	if nonce == "" {
 		return invalidf("reservation of api %q has no ID: give the Reservation Take returned, or one from ParseReservationID", res.API)
 	}
-	owner := cmp.Or(res.Owner, res.Credential) // IDs from before owners name the fingerprint
 	got, err := l.store.Settle(ctx, &backend.SettleRequest{API: l.api, Owner: owner, At: res.At, Nonce: nonce, Method: res.Method, Job: res.Job, Debits: debits, Now: l.now()})
 	if err != nil {
 		return err

@@ -107,6 +107,7 @@ type takeCall struct {
 	bare bool      // Allow on the MemoryStore: no Reservation, usage on the stack
 
 	maxCost int64
+	ov      *ownerView // the limits per owner the debits were priced with
 	id      *ident
 	check   *refusal // the standing local refusal this call asks the store about
 	job     string
@@ -136,6 +137,12 @@ func (c *takeCall) run(idErr error) (*Reservation, error) {
 	}
 	c.maxCost = maxCost
 	err = c.identify(idErr)
+	if err == nil {
+		// the owner's limits, now that the owner is known
+		if err := l.ownerDebits(debits, c.id.account, c.ov); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil && l.refusals != nil {
 		var refused error
 		if debits, refused = c.refusedLocally(debits); refused != nil {
@@ -167,7 +174,8 @@ func (c *takeCall) price(buf []backend.Debit) ([]backend.Debit, int64, error) {
 	if len(c.ch.Units) == 0 {
 		return nil, 0, invalidf("charge %q names no budget", c.ch.Method)
 	}
-	return c.l.debitsOf(buf, c.ch)
+	c.ov = c.l.owners.Load()
+	return c.l.debitsOf(buf, c.ch, c.ov)
 }
 
 // identify resolves the credential (idErr: an error met before, reported
@@ -208,7 +216,11 @@ func (c *takeCall) refusedLocally(debits []backend.Debit) ([]backend.Debit, erro
 	// reaches a standing refusal within the bound, not at the next
 	// override refresh.
 	c.l.reloadOverrides(c.ctx, c.host)
-	debits, maxCost, err := c.l.debitsOf(debits[:0], c.ch)
+	c.ov = c.l.owners.Load()
+	debits, maxCost, err := c.l.debitsOf(debits[:0], c.ch, c.ov)
+	if err == nil {
+		err = c.l.ownerDebits(debits, c.id.account, c.ov)
+	}
 	if err != nil {
 		check.busy.Store(false)
 	}
@@ -312,10 +324,14 @@ func (c *takeCall) decided(debits []backend.Debit, usage []Usage) (*Reservation,
 // debitsOf appends to debits one Debit per budget ch names, each with the
 // definition in force (an operator's override, or the program's), and
 // returns them with the largest cost; an unknown budget, a cost <= 0 or one
-// over its limit is an error.
-func (l *Limiter) debitsOf(debits []backend.Debit, ch Charge) ([]backend.Debit, int64, error) {
+// over its limit is an error. While some owner has a limit of its own (in
+// ov, the limits per owner in force), a cost is checked against the
+// owner's limit instead, once the owner is known (ownerDebits with the
+// same ov).
+func (l *Limiter) debitsOf(debits []backend.Debit, ch Charge, ov *ownerView) ([]backend.Debit, int64, error) {
 	var maxCost int64
 	over := l.over.Load() // the definitions in force (def), for every debit
+	perOwner := ov != nil && ov.limits != nil
 	for i := range l.budgets {
 		b := &l.budgets[i] // by pointer: a Budget copied costs more than its use here
 		cost, ok := ch.Units[b.Name]
@@ -330,7 +346,7 @@ func (l *Limiter) debitsOf(debits []backend.Debit, ch Charge) ([]backend.Debit, 
 		if cost <= 0 {
 			return nil, 0, invalidf("cost %d for budget %q: must be > 0", cost, b.Name)
 		}
-		if cost > b.Limit {
+		if cost > b.Limit && !perOwner {
 			return nil, 0, fmt.Errorf("%w: %s/%s: cost %d > limit %d, can never succeed", ErrCostExceedsLimit, l.api, b.Name, cost, b.Limit)
 		}
 		maxCost = max(maxCost, cost)

@@ -25,12 +25,24 @@ type Status struct {
 	Window      string       `json:"window"`
 	// Source says whose definition is in force: "program" (the limiter's)
 	// or "operator" ('quotactl budget set').
-	Source         quota.Source `json:"source"`
-	Used           int64        `json:"used"`
-	Limit          int64        `json:"limit"`
-	Remaining      int64        `json:"remaining"`
-	Reset          *time.Time   `json:"reset,omitempty"`
-	ExhaustedUntil *time.Time   `json:"exhausted_until,omitempty"`
+	Source quota.Source `json:"source"`
+	Used   int64        `json:"used"`
+	Limit  int64        `json:"limit"`
+	// LimitSource says where the owner's limit comes from: "program" (the
+	// program's definition of the budget, or its limit for this owner),
+	// "operator" ('quotactl budget set', of the budget or --owner) or
+	// "upstream" (learned from the upstream's reports). See
+	// quota.SourceUpstream for which applies.
+	LimitSource quota.Source `json:"limit_source"`
+	// OwnLimit is true when the limit is the owner's own rather than the
+	// budget's.
+	OwnLimit bool `json:"own_limit,omitempty"`
+	// LearnedLimit is the limit the upstream last reported for the owner,
+	// applied or not (absent: none).
+	LearnedLimit   int64      `json:"learned_limit,omitempty"`
+	Remaining      int64      `json:"remaining"`
+	Reset          *time.Time `json:"reset,omitempty"`
+	ExhaustedUntil *time.Time `json:"exhausted_until,omitempty"`
 	// StoreLoss is true while the exhausted_until mark is the limiter's
 	// reaction to a store that lost recorded usage.
 	StoreLoss bool `json:"store_loss,omitempty"`
@@ -132,7 +144,7 @@ func (r *Reader) Status(ctx context.Context, apis ...API) ([]Status, error) {
 		if len(a.Owners) == 0 {
 			// Nothing charged yet: every budget is whole.
 			for _, b := range a.Budgets {
-				out = append(out, Status{API: a.Name, Budget: b.Name, Window: b.Window.String(), Source: a.Source(b.Name), Limit: b.Limit, Remaining: b.Limit})
+				out = append(out, Status{API: a.Name, Budget: b.Name, Window: b.Window.String(), Source: a.Source(b.Name), LimitSource: a.Source(b.Name), Limit: b.Limit, Remaining: b.Limit})
 			}
 			continue
 		}
@@ -146,7 +158,13 @@ func (r *Reader) Status(ctx context.Context, apis ...API) ([]Status, error) {
 				return nil, err
 			}
 			for _, u := range us {
-				out = append(out, statusOf(a, o, u, now))
+				s := statusOf(a, o, u, now)
+				lf, err := l.LimitOf(ctx, o.Account, u.Budget)
+				if err != nil {
+					return nil, err
+				}
+				s.LimitSource, s.OwnLimit, s.LearnedLimit = lf.Source, lf.PerOwner, lf.Learned
+				out = append(out, s)
 			}
 		}
 	}

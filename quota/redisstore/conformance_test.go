@@ -57,3 +57,19 @@ func TestLeasesSeeChanges(t *testing.T) {
 		storetest.LeasesSeeChanges(t, redisstore.New(redistest.MiniClient(t, m)), redisstore.New(redistest.MiniClient(t, m)))
 	})
 }
+
+// TestSharedOwnerLimits: limits per owner recorded through one client
+// decide through a limiter on another client of the same Redis
+// (storetest.SharedOwnerLimits).
+func TestSharedOwnerLimits(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		p := redistest.Prefix(t)
+		storetest.SharedOwnerLimits(t,
+			redisstore.New(redistest.Client(t), redisstore.WithPrefix(p)),
+			redisstore.New(redistest.Client(t), redisstore.WithPrefix(p)))
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		m := redistest.Mini(t)
+		storetest.SharedOwnerLimits(t, redisstore.New(redistest.MiniClient(t, m)), redisstore.New(redistest.MiniClient(t, m)))
+	})
+}

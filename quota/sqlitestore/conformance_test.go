@@ -40,3 +40,16 @@ func TestConcurrentOverrides(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	storetest.ConcurrentOverrides(t, []quota.Store{a, b})
 }
+
+// TestSharedOwnerLimits: limits per owner recorded through one store on a
+// file decide through a limiter on another store on the same file, as in
+// another process (storetest.SharedOwnerLimits).
+func TestSharedOwnerLimits(t *testing.T) {
+	a, path := openTemp(t)
+	b, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	storetest.SharedOwnerLimits(t, a, b)
+}

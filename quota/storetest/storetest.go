@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"Isolation", s.isolation},
 		{"Catalog", s.catalog},
 		{"OwnersShareUsage", s.ownersShare},
+		{"OwnerLimits", s.ownerLimits},
 		{"RotationKeepsUsage", s.rotation},
 		{"RotateOntoRecordedSecret", s.rotateOntoRecorded},
 		{"LabelCollision", s.labelCollision},

@@ -33,6 +33,7 @@ func splitBudget(s string) (api, budget string, err error) {
 type budgetSetOptions struct {
 	*globals
 	API, Budget string
+	Owner       string // --owner NAME: that owner's limit
 	Limit       int64
 	Window      string // --window DURATION
 	Daily       string // --daily ZONE
@@ -41,8 +42,8 @@ type budgetSetOptions struct {
 func newCmdBudgetSet(g *globals, runF func(context.Context, *budgetSetOptions) error) *cobra.Command {
 	opts := &budgetSetOptions{globals: g}
 	c := &cobra.Command{
-		Use:   "set API/BUDGET --limit N (--window DURATION | --daily ZONE)",
-		Short: "Define a budget, or change its limit or window",
+		Use:   "set API/BUDGET --limit N (--window DURATION | --daily ZONE | --owner NAME)",
+		Short: "Define a budget, or change its limit or window, or an owner's limit",
 		Long: `Define a budget of an API in the store, or replace its definition: a limit of
 units over a sliding window (--window 24h: exact over any trailing 24 hours) or
 a daily window that resets at local midnight in a time zone (--daily
@@ -56,11 +57,21 @@ gives quota.New for the same budget, in every process sharing the store
 delete' removes it. 'budget list' and 'status --json' say which definition
 applies (source: operator or program).
 
+With --owner NAME, set the limit of that owner alone (an owner's name, or the
+fingerprint of a credential that is its own owner), for an upstream that
+grants it another (a YouTube project after a quota audit, GitHub Enterprise
+Cloud): the budget keeps its window, and must be defined already. An
+operator's limit of an owner beats every other (a program's, one learned from
+the upstream), in every process sharing the store, within a second, until
+'quotactl budget delete API/BUDGET --owner NAME' removes it.
+
 JSON fields: api, budget, limit, window ("sliding:24h0m0s" or
-"daily:America/Los_Angeles"), source ("operator").`,
+"daily:America/Los_Angeles"), source ("operator"), limit_source
+("operator"); with --owner: api, budget, owner, limit, limit_source.`,
 		Example: `  quotactl budget set youtube/units --limit 10000 --daily America/Los_Angeles
   quotactl budget set youtube/search --limit 100 --daily America/Los_Angeles
-  quotactl budget set github/core --limit 5000 --window 1h`,
+  quotactl budget set github/core --limit 5000 --window 1h
+  quotactl budget set youtube/units --owner audited-project --limit 1000000`,
 		Args: exactArgs(1, "one API/BUDGET argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -77,6 +88,7 @@ JSON fields: api, budget, limit, window ("sliding:24h0m0s" or
 		},
 	}
 	c.Flags().Int64Var(&opts.Limit, "limit", 0, "units the window admits (> 0)")
+	c.Flags().StringVar(&opts.Owner, "owner", "", "set this owner's limit alone (its name, or a credential's fingerprint)")
 	c.Flags().StringVar(&opts.Window, "window", "", "a sliding window's length, e.g. 24h or 90m")
 	c.Flags().StringVar(&opts.Daily, "daily", "", "a daily window's time zone (IANA name), e.g. America/Los_Angeles or UTC")
 	return c
@@ -112,14 +124,22 @@ func parseWindow(window, daily string) (quota.Window, error) {
 type budgetJSON struct {
 	API    string       `json:"api"`
 	Budget string       `json:"budget"`
+	Owner  string       `json:"owner,omitempty"` // a row of one owner's limit
 	Limit  int64        `json:"limit"`
-	Window string       `json:"window"`
-	Source quota.Source `json:"source"`
+	Window string       `json:"window,omitempty"`
+	Source quota.Source `json:"source,omitempty"` // whose definition of the budget
+	// LimitSource is where the limit comes from: program, operator or
+	// upstream.
+	LimitSource  quota.Source `json:"limit_source"`
+	LearnedLimit int64        `json:"learned_limit,omitempty"`
 }
 
 func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 	if opts.Limit <= 0 {
 		return usageErrorf("--limit %d: must be > 0", opts.Limit)
+	}
+	if opts.Owner != "" {
+		return ownerLimitSetRun(ctx, opts)
 	}
 	w, err := parseWindow(opts.Window, opts.Daily)
 	if err != nil {
@@ -137,7 +157,7 @@ func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 		return err
 	}
 	if opts.json {
-		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String(), Source: quota.SourceOperator})
+		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String(), Source: quota.SourceOperator, LimitSource: quota.SourceOperator})
 	}
 	_, err = fmt.Fprintf(opts.io.Out, "%s/%s: %d units per %s\n", opts.API, b.Name, b.Limit, windowText(w))
 	return err
@@ -157,7 +177,17 @@ comes from: "operator" (set with 'quotactl budget set', overriding any
 program's definition until 'quotactl budget delete') or "program" (what a
 program gave quota.New).
 
-JSON: an array of {api, budget, limit, window, source}.`,
+Owners with a limit of their own follow their budget, one row each, with
+the limit in force and where it comes from: "operator" ('budget set
+--owner'), "upstream" (learned from the upstream's reports: applied when
+smaller than the limit it would replace, larger only in programs that opt
+in) or "program" (quota.WithOwnerLimits). A learned limit not applied is
+shown beside it. On these rows the OWNER column names the owner; it is "-"
+on a budget's own row, and absent when no owner has a limit of its own.
+
+JSON: an array of {api, budget, limit, window, source, limit_source}, and
+for an owner's row {api, budget, owner, limit, limit_source, learned_limit}
+(learned_limit: what the upstream last reported, applied or not).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -173,13 +203,20 @@ func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
 	if err != nil {
 		return err
 	}
+	owners, err := opts.ownerLimits(ctx)
+	if err != nil {
+		return err
+	}
 	out := []budgetJSON{}
-	t := &table{header: []string{"BUDGET", "LIMIT", "WINDOW", "DEFINED BY"}}
 	for _, a := range apis {
 		for _, b := range a.Budgets {
 			src := opts.source(a.Name, b.Name)
-			out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Limit: b.Limit, Window: b.Window.String(), Source: src})
-			t.add(a.Name+"/"+b.Name, fmt.Sprint(b.Limit), b.Window.String(), string(src))
+			out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Limit: b.Limit, Window: b.Window.String(), Source: src, LimitSource: src})
+			for _, lf := range owners[a.Name] {
+				if lf.Budget == b.Name {
+					out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Owner: lf.Owner, Limit: lf.Limit, LimitSource: lf.Source, LearnedLimit: lf.Learned})
+				}
+			}
 		}
 	}
 	if opts.json {
@@ -189,18 +226,19 @@ func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
 		fmt.Fprintln(opts.io.ErrOut, "no budgets defined; define one with 'quotactl budget set API/BUDGET --limit N --daily ZONE'")
 		return nil
 	}
-	return t.print(opts.io.Out, opts.io.TTY)
+	return budgetTable(out, len(owners) > 0).print(opts.io.Out, opts.io.TTY)
 }
 
 type budgetDeleteOptions struct {
 	*globals
 	API, Budget string
+	Owner       string // --owner NAME: that owner's limits alone
 }
 
 func newCmdBudgetDelete(g *globals, runF func(context.Context, *budgetDeleteOptions) error) *cobra.Command {
 	opts := &budgetDeleteOptions{globals: g}
-	return &cobra.Command{
-		Use:   "delete API/BUDGET",
+	c := &cobra.Command{
+		Use:   "delete API/BUDGET [--owner NAME]",
 		Short: "Delete a budget's definition",
 		Long: `Delete a budget's definition from the store, and the operator's override
 of it: a program that defines the budget applies its own definition again
@@ -209,7 +247,12 @@ expires with its window, and comes back into view if the budget is defined
 again. Until then 'quotactl refund' cannot give back a reservation's units in
 it: it refunds the other budgets and exits 1 naming this one.
 
-JSON fields: api, budget, deleted (true).`,
+With --owner NAME, delete that owner's limits of the budget alone (the
+operator's, the one learned from the upstream, and the one programs recorded):
+the budget's limit applies to the owner again, until a program that gives it
+one starts again or the upstream reports one.
+
+JSON fields: api, budget, deleted (true); with --owner, owner too.`,
 		Args: exactArgs(1, "one API/BUDGET argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -222,9 +265,14 @@ JSON fields: api, budget, deleted (true).`,
 			return budgetDeleteRun(cmd.Context(), opts)
 		},
 	}
+	c.Flags().StringVar(&opts.Owner, "owner", "", "delete this owner's limits alone (its name, or a credential's fingerprint)")
+	return c
 }
 
 func budgetDeleteRun(ctx context.Context, opts *budgetDeleteOptions) error {
+	if opts.Owner != "" {
+		return ownerLimitDeleteRun(ctx, opts)
+	}
 	st, err := opts.Store(ctx)
 	if err != nil {
 		return err

@@ -48,11 +48,16 @@ not a full bar); a budget marked spent shows a full bar and "spent".
 
 Budgets whose definition an operator set ('quotactl budget set', overriding
 the program's) are named under the table on a terminal, and have source
-"operator" in JSON ("program" otherwise).
+"operator" in JSON ("program" otherwise). Owners with a limit of their own
+('budget set --owner', learned from the upstream, or a program's) are named
+under it too, with where the limit comes from; in JSON, limit_source is
+"program", "operator" or "upstream" for every row, own_limit is true on an
+owner's own limit, and learned_limit is what the upstream last reported
+(applied or not).
 
 JSON: an array of {api, owner, credentials: [{label, fingerprint}],
-credential, fingerprint, budget, window, source, used, limit, remaining,
-reset, exhausted_until, store_loss, percent, reset_seconds}; credential and
+credential, fingerprint, budget, window, source, used, limit, limit_source,
+own_limit, learned_limit, remaining, reset, exhausted_until, store_loss, percent, reset_seconds}; credential and
 fingerprint are the owner's first credential (labelled ones first); reset
 and exhausted_until are RFC 3339 times, absent when there is none;
 store_loss is true while the exhausted_until mark is a store-loss reaction,
@@ -143,7 +148,12 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 			}
 		}
 		if len(set) > 0 {
-			_, err := fmt.Fprint(opts.io.Out, wrap("set with 'quotactl budget set' (over any program's definition): "+strings.Join(set, ", "), opts.width()))
+			if _, err := fmt.Fprint(opts.io.Out, wrap("set with 'quotactl budget set' (over any program's definition): "+strings.Join(set, ", "), opts.width())); err != nil {
+				return err
+			}
+		}
+		if note := ownLimitsNote(out); note != "" {
+			_, err := fmt.Fprint(opts.io.Out, wrap(note, opts.width()))
 			return err
 		}
 	}
