@@ -140,8 +140,26 @@ func (a *attempt) behind(res *Reservation, r Report) bool {
 	return true
 }
 
-// learn tells the limiter the limit report r states for the owner, once
-// per change. (Limits per owner land with LearnLimit.)
+// learn tells the limiter the limit report r states for the owner
+// (Limiter.LearnLimit), once per change seen by this Transport.
 func (a *attempt) learn(ctx context.Context, res *Reservation, r Report, base Event, obs []Observer) {
-	_, _, _, _, _ = ctx, res, r, base, obs
+	t := a.t
+	if res.Owner == "" || !t.learned.changed(res.Owner, r.Budget, r.Limit) {
+		return
+	}
+	applied, err := t.limiter.LearnLimit(ctx, res.Owner, r.Budget, min(r.Limit, MaxLimit))
+	if err != nil {
+		t.learned.forget(res.Owner, r.Budget)
+		t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not record a limit the upstream reported",
+			slog.String("api", t.limiter.api), slog.String("budget", r.Budget), slog.Int64("limit", r.Limit),
+			slog.String("error", a.scrub(err.Error())))
+		return
+	}
+	e := base
+	e.Kind, e.Time, e.Budget, e.Units, e.Report = EventLimitLearned, t.limiter.eventTime(), r.Budget, r.Limit, &r
+	e.Outcome = OutcomeRecorded
+	if applied {
+		e.Outcome = OutcomeApplied
+	}
+	t.limiter.emit(obs, e)
 }

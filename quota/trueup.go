@@ -50,15 +50,19 @@ func (l *Limiter) TrueUp(ctx context.Context, cred Credential, r Report) (TrueUp
 	if err != nil {
 		return TrueUpOutcome{}, err
 	}
-	used, err := upstreamUsed(r, b.Limit)
-	if err != nil {
-		return TrueUpOutcome{}, err
+	if r.Used < 0 && r.Remaining < 0 {
+		return TrueUpOutcome{}, invalidf("report for budget %q says neither used nor remaining", r.Budget)
 	}
 	tu, ok := l.store.(backend.TrueUpper)
 	if !ok {
 		return TrueUpOutcome{}, fmt.Errorf("quota: true-up of budget %q: store %T: %w", r.Budget, l.store, errors.ErrUnsupported)
 	}
 	id, err := l.identify(ctx, cred)
+	if err != nil {
+		return TrueUpOutcome{}, err
+	}
+	b = l.ownerBudgetOf(b, id.account) // the owner's limit, where it has its own
+	used, err := upstreamUsed(r, b.Limit)
 	if err != nil {
 		return TrueUpOutcome{}, err
 	}
