@@ -43,6 +43,7 @@ type rowView struct {
 	Creds                                  string // a named owner's credentials
 	Used, Limit, Remaining                 int64
 	LimitFrom                              string // where the limit comes from: "program", "operator (owner)", ...
+	Drift                                  int64  // units the upstream reported that the meter had not counted, this window
 	LimitTitle                             string // LimitFrom said in full
 	Percent                                int64  // shown number, 0..100
 	PercentText                            string // "97%" or "spent"
@@ -210,6 +211,7 @@ func (h *Handler) view(s *Snapshot) *mainView {
 			Percent: st.Percent, Fill: st.Percent, ResetIn: "-", ResetAt: "", SpentUntil: "",
 		}
 		r.LimitFrom, r.LimitTitle = limitFrom(st)
+		r.Drift = st.Drift
 		spent := st.Spent()
 		r.State = state(st.Percent, spent)
 		r.PercentText = fmt.Sprintf("%d%%", st.Percent)

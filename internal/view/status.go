@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 // Status is one budget of one owner: `quotactl status --json` prints an
@@ -52,6 +53,11 @@ type Status struct {
 	// ResetSeconds is the whole seconds until capacity next frees (see
 	// ResetSeconds).
 	ResetSeconds float64 `json:"reset_seconds"`
+	// Drift is the units the upstream reported spent in the budget's
+	// current window that no metered call had charged (true-ups: another
+	// client on the same account), from the store's hourly breakdown, so
+	// whole hours: the hours that end inside the window.
+	Drift int64 `json:"drift,omitempty"`
 	// OwnerName is how the tools name the owner (Owner.Name): the
 	// dashboard's rows and /metrics' owner label. Not in JSON, which names
 	// the account (owner) and its credentials.
@@ -157,8 +163,13 @@ func (r *Reader) Status(ctx context.Context, apis ...API) ([]Status, error) {
 			if err != nil {
 				return nil, err
 			}
+			drift, err := r.drift(ctx, a.Name, o.Account, us)
+			if err != nil {
+				return nil, err
+			}
 			for _, u := range us {
 				s := statusOf(a, o, u, now)
+				s.Drift = drift[u.Budget]
 				lf, err := l.LimitOf(ctx, o.Account, u.Budget)
 				if err != nil {
 					return nil, err
@@ -172,6 +183,48 @@ func (r *Reader) Status(ctx context.Context, apis ...API) ([]Status, error) {
 		return cmp.Or(cmp.Compare(x.API, y.API), cmp.Compare(x.OwnerName, y.OwnerName), cmp.Compare(x.Credential, y.Credential), cmp.Compare(x.Budget, y.Budget))
 	})
 	return out, nil
+}
+
+// drift returns, per budget of us, the units true-ups added in its
+// current window (Status.Drift): one breakdown read for the owner.
+func (r *Reader) drift(ctx context.Context, api, account string, us []quota.Usage) (map[string]int64, error) {
+	if len(us) == 0 {
+		return nil, nil
+	}
+	now := r.StoreNow()
+	if now.IsZero() {
+		now = r.Now()
+	}
+	starts := make(map[string]time.Time, len(us))
+	since := now
+	for _, u := range us {
+		if u.Window.IsZero() {
+			continue
+		}
+		st := u.Window.Start(now)
+		starts[u.Budget] = st
+		since = minTime(since, st)
+	}
+	rows, err := r.store.Breakdown(ctx, &backend.BreakdownRequest{API: api, Owner: account, Since: since, Now: r.StoreNow()})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, row := range rows {
+		st, ok := starts[row.Budget]
+		if row.Method != backend.UnmeteredMethod || !ok || !row.Hour.Add(time.Hour).After(st) {
+			continue
+		}
+		out[row.Budget] += row.Units
+	}
+	return out, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func statusOf(a API, o Owner, u quota.Usage, now time.Time) Status {

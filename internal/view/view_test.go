@@ -284,3 +284,34 @@ func TestHistoryBuckets(t *testing.T) {
 		t.Errorf("1s buckets over a day: %v", err)
 	}
 }
+
+// TestStatusDrift: what true-ups added in a budget's current window is the
+// row's drift; a true-up of a window that has since moved on is not.
+func TestStatusDrift(t *testing.T) {
+	r, l := world(t)
+	ctx := context.Background()
+	k1 := quota.Credential{Secret: "AIza-one", Label: "yt-key-1"}
+	// the upstream counts 9,900 of the day's units; the store 9,700
+	out, err := l.TrueUp(ctx, k1, quota.Report{Budget: "units", Used: 9900, Remaining: -1, Reset: t0.Add(time.Hour)})
+	if err != nil || out.Added != 200 {
+		t.Fatalf("TrueUp: %+v, %v", out, err)
+	}
+	apis, err := r.APIs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := r.Status(ctx, apis...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, s := range rows {
+		got[s.OwnerName+"/"+s.Budget] = s.Drift
+	}
+	want := map[string]int64{"yt-key-1/units": 200, "yt-key-1/search": 0, "proj/units": 0, "proj/search": 0, "/core": 0}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("drift of %s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}

@@ -160,3 +160,21 @@ func ownLimitsNote(rows []view.Status) string {
 	}
 	return "limits per owner: " + strings.Join(parts, ", ")
 }
+
+// driftNote is what status says, on a terminal, of the budgets whose
+// upstream reported spending the meter had not seen (true-ups) in their
+// current window: "drift (spent upstream by unmetered clients, learned
+// from reports): github/core octocat 2,000, ...".
+func driftNote(rows []view.Status) string {
+	var parts []string
+	for _, st := range rows {
+		if st.Drift == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s/%s %s %d", st.API, st.Budget, view.AccountName(st.Owner), st.Drift))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "drift (units the upstream reported spent this window that no metered call charged): " + strings.Join(parts, ", ")
+}

@@ -152,6 +152,11 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 				return err
 			}
 		}
+		if note := driftNote(out); note != "" {
+			if _, err := fmt.Fprint(opts.io.Out, wrap(note, opts.width())); err != nil {
+				return err
+			}
+		}
 		if note := ownLimitsNote(out); note != "" {
 			_, err := fmt.Fprint(opts.io.Out, wrap(note, opts.width()))
 			return err
