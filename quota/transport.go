@@ -111,6 +111,8 @@ type Transport struct {
 	reporter    Reporter
 	reporterSet bool
 	learned     learnedLimits
+	trueDown    time.Duration // WithTrueDown's grace; 0: reports only add
+	flying      *inflight     // the calls in flight, WithTrueDown
 	base        http.RoundTripper
 	traced      bool // base is an *http.Transport: httptrace tells what reached the wire
 

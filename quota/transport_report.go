@@ -23,6 +23,59 @@ func WithReporter(r Reporter) TransportOption {
 	}
 }
 
+// WithTrueDown lets the Transport also lower the store's count when a report
+// says the upstream counts less (opt-in; by default reports only ever add,
+// see Limiter.TrueUp). grace is the longest a call admitted by any process
+// sharing the store may take to reach the upstream (queueing, retries'
+// waits, the network); the entries of calls admitted since the oldest call
+// this Transport has in flight, less grace, are always kept (Limiter.TrueDown
+// says why that never admits what the upstream would refuse). grace <= 0
+// turns lowering off.
+func WithTrueDown(grace time.Duration) TransportOption {
+	return func(t *Transport) {
+		t.trueDown = max(grace, 0)
+		if t.trueDown > 0 && t.flying == nil {
+			t.flying = &inflight{at: map[uint64]time.Time{}}
+		}
+	}
+}
+
+// inflight is the admission times of the calls a Transport has sent and
+// not yet had answered (only kept WithTrueDown).
+type inflight struct {
+	mu   sync.Mutex
+	next uint64
+	at   map[uint64]time.Time
+}
+
+// add records a call admitted at at and returns its handle for done.
+func (f *inflight) add(at time.Time) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	f.at[f.next] = at
+	return f.next
+}
+
+func (f *inflight) done(id uint64) {
+	f.mu.Lock()
+	delete(f.at, id)
+	f.mu.Unlock()
+}
+
+// oldest returns the earliest admission among the calls in flight, or
+// from when there is none earlier.
+func (f *inflight) oldest(from time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, at := range f.at {
+		if at.Before(from) {
+			from = at
+		}
+	}
+	return from
+}
+
 // learnedLimits remembers, per owner and budget, the last limit a report
 // said, so that the store is told a limit once, not on every response.
 type learnedLimits struct {
@@ -96,10 +149,15 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 		if r.Limit > 0 {
 			a.learn(ctx, res, r, base, obs)
 		}
-		if !a.behind(res, r) {
+		up, down := a.behind(res, r)
+		if !up && !(down && t.trueDown > 0) {
 			continue
 		}
-		out, err := l.TrueUp(ctx, a.cred, r)
+		var since time.Time
+		if t.trueDown > 0 {
+			since = t.flying.oldest(res.At).Add(-t.trueDown)
+		}
+		out, err := l.TrueDown(ctx, a.cred, r, since)
 		if err != nil {
 			t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not true up to the upstream's report",
 				slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
@@ -111,7 +169,7 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 			e.Kind, e.Time, e.Budget, e.Report, e.Units = EventTrueUp, l.eventTime(), r.Budget, &r, out.Added
 			e.Usage = []Usage{out.Usage}
 			l.emit(obs, e)
-			t.log.LogAttrs(a.ctx, slog.LevelInfo, "quota: transport: upstream counts more than the meter saw",
+			t.log.LogAttrs(a.ctx, slog.LevelInfo, "quota: transport: trued the store up (or down) to the upstream's report",
 				slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
 				slog.Int64("upstream_used", out.Upstream), slog.Int64("counted", out.Counted), slog.Int64("added", out.Added),
 				slog.Time("until", r.Reset))
@@ -119,13 +177,14 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 	}
 }
 
-// behind reports whether report r may count more used than the store:
-// when the reservation charged r's budget and counted at least the
-// upstream's used after its own charge, the store counts no less (it only
-// grows until entries expire), and no true-up is needed.
-func (a *attempt) behind(res *Reservation, r Report) bool {
+// behind reports whether report r may count more used than the store (up)
+// or less (down): when the reservation charged r's budget and counted at
+// least the upstream's used after its own charge, the store counts no less
+// (it only grows until entries expire), and no true-up is needed. A budget
+// the reservation did not charge may be either.
+func (a *attempt) behind(res *Reservation, r Report) (up, down bool) {
 	if r.Reset.IsZero() {
-		return false // nothing says until when to count it
+		return false, false // nothing says until when to count it
 	}
 	for _, u := range res.Usage {
 		if u.Budget != r.Budget {
@@ -133,11 +192,11 @@ func (a *attempt) behind(res *Reservation, r Report) bool {
 		}
 		used, err := upstreamUsed(r, u.Limit)
 		if err != nil {
-			return false
+			return false, false
 		}
-		return used > u.Used
+		return used > u.Used, used < u.Used
 	}
-	return true
+	return true, true
 }
 
 // learn tells the limiter the limit report r states for the owner

@@ -158,3 +158,80 @@ func TestTransportTruesUpToReports(t *testing.T) {
 		t.Fatalf("store counts %d, upstream %d", st[0].Used, up.used)
 	}
 }
+
+// TestTransportTrueDown: after the upstream's fixed window resets, a
+// sliding budget still counts the last window's calls; with WithTrueDown
+// the reports bring the count down, so the job goes on, and it still never
+// draws a 429. Without it the job stops after what the sliding hour allows.
+func TestTransportTrueDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []quota.TransportOption
+		// want is how many of the 90 calls after the upstream's reset
+		// are admitted: at least min, at most max.
+		min, max int
+	}{
+		{"reports only add", nil, 21, 21},
+		{"WithTrueDown", []quota.TransportOption{quota.WithTrueDown(30 * time.Second)}, 60, 90},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testkit.NewClock(time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
+			up := &fixedWindow{clock: clk.Now, limit: 100}
+			srv := httptest.NewServer(up)
+			t.Cleanup(srv.Close)
+			lim, err := quota.New(quota.NewMemoryStore(), "fixed", []quota.Budget{{Name: "calls", Limit: 100, Window: quota.Sliding(time.Hour)}},
+				quota.WithClock(clk.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := append([]quota.TransportOption{quota.WithCredential(quota.Credential{Secret: "job-token"})}, tc.opts...)
+			client := &http.Client{Transport: quota.NewTransport(lim, headerReporter{}, opts...)}
+			call := func() (bool, error) {
+				resp, err := client.Get(srv.URL + "/x")
+				var ee *quota.ExhaustedError
+				if errors.As(err, &ee) {
+					return false, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return false, errors.New("upstream answered " + resp.Status)
+				}
+				return true, nil
+			}
+			// the upstream's window opens at 9:00; 80 calls from 9:50
+			clk.Set(time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC))
+			if ok, err := call(); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			clk.Set(time.Date(2026, 11, 28, 9, 50, 0, 0, time.UTC))
+			for range 79 {
+				clk.Add(time.Second)
+				if ok, err := call(); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+			// 10:05: the upstream's window reset at 10:00
+			clk.Set(time.Date(2026, 11, 28, 10, 5, 0, 0, time.UTC))
+			admitted := 0
+			for range 90 {
+				clk.Add(time.Second)
+				ok, err := call()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					admitted++
+				}
+			}
+			if admitted < tc.min || admitted > tc.max {
+				t.Fatalf("admitted %d of 90 after the reset, want %d..%d", admitted, tc.min, tc.max)
+			}
+			if up.quota != 0 {
+				t.Fatalf("upstream sent %d 429s", up.quota)
+			}
+		})
+	}
+}

@@ -58,7 +58,14 @@ func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*h
 			closeBody(areq)
 			return nil, a.errorf("not sent: %w", err)
 		}
+		var fid uint64
+		if t.flying != nil {
+			fid = t.flying.add(res.At)
+		}
 		resp, sent, err := a.send(areq)
+		if t.flying != nil {
+			t.flying.done(fid)
+		}
 		var wait time.Duration
 		if err != nil {
 			if !sent {

@@ -42,6 +42,24 @@ type TrueUpOutcome struct {
 // remaining, is an error wrapping ErrInvalid; a store that cannot true up
 // (not a TrueUpper) one wrapping errors.ErrUnsupported.
 func (l *Limiter) TrueUp(ctx context.Context, cred Credential, r Report) (TrueUpOutcome, error) {
+	return l.trueUp(ctx, cred, r, time.Time{})
+}
+
+// TrueDown is TrueUp that may also lower the count (opt-in): when the
+// upstream counts less than the store, the entries recorded before since
+// (none held by a lease) are replaced by one entry of the upstream's used,
+// counted until r.Reset, and the entries recorded at or after since are
+// kept whole. since must be early enough that every call admitted before
+// it, in any process sharing the store, had reached the upstream by the
+// time it made the report: then the upstream's used includes all of them,
+// and the count after is never below what the upstream will have counted
+// (WithTrueDown derives it from the calls this Transport has in flight and
+// a grace for other processes'). A zero since lowers nothing.
+func (l *Limiter) TrueDown(ctx context.Context, cred Credential, r Report, since time.Time) (TrueUpOutcome, error) {
+	return l.trueUp(ctx, cred, r, since)
+}
+
+func (l *Limiter) trueUp(ctx context.Context, cred Credential, r Report, since time.Time) (TrueUpOutcome, error) {
 	if err := checkContext(ctx, "true-up"); err != nil {
 		return TrueUpOutcome{}, err
 	}
@@ -67,7 +85,7 @@ func (l *Limiter) TrueUp(ctx context.Context, cred Credential, r Report) (TrueUp
 		return TrueUpOutcome{}, err
 	}
 	res, err := tu.TrueUp(ctx, &backend.TrueUpRequest{API: l.api, Owner: id.account, Budget: b, Used: used,
-		Until: r.Reset, Nonce: l.nonce(), Now: l.now()})
+		Until: r.Reset, Nonce: l.nonce(), Now: l.now(), Lower: !since.IsZero(), Since: since})
 	if err != nil {
 		return TrueUpOutcome{}, err
 	}
