@@ -180,3 +180,34 @@ quota_decisions_total{api="yt",method="other",outcome="refused",owner="other"} 2
 		t.Fatalf("decisions:\n%s\nwant:\n%s", g, want)
 	}
 }
+
+// TestReportCounters: reports, ignored values, true-ups (drift) and learned
+// limits reach their counters; a lowering counts apart from a true-up.
+func TestReportCounters(t *testing.T) {
+	c := promquota.New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	r := &quota.Report{Budget: "core", Used: 40, Remaining: -1}
+	for _, e := range []quota.Event{
+		{Kind: quota.EventReport, API: "github", Owner: "octocat", Budget: "core", Report: r},
+		{Kind: quota.EventReport, API: "github", Owner: "octocat", Budget: "core", Report: r},
+		{Kind: quota.EventReportIgnored, API: "github", Err: errors.New("x-ratelimit-used: not a count")},
+		{Kind: quota.EventTrueUp, API: "github", Owner: "octocat", Budget: "core", Units: 40, Report: r},
+		{Kind: quota.EventTrueUp, API: "github", Owner: "octocat", Budget: "core", Units: -5, Report: r},
+		{Kind: quota.EventLimitLearned, API: "github", Owner: "octocat", Budget: "core", Units: 1000, Outcome: quota.OutcomeApplied},
+	} {
+		c.Observe(e)
+	}
+	got := scrape(t, reg)
+	for _, want := range []string{
+		`quota_upstream_reports_total{api="github",budget="core",owner="octocat"} 2`,
+		`quota_upstream_reports_ignored_total{api="github"} 1`,
+		`quota_trueup_units_total{api="github",budget="core",owner="octocat"} 40`,
+		`quota_truedown_units_total{api="github",budget="core",owner="octocat"} 5`,
+		`quota_limits_learned_total{api="github",budget="core",outcome="applied",owner="octocat"} 1`,
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing %s in:\n%s", want, got)
+		}
+	}
+}
