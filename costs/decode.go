@@ -50,7 +50,7 @@ func (d *specDecoder) fields(n *node, field string, known []string, fn func(key 
 
 func (d *specDecoder) spec(root *node) (Spec, error) {
 	var s Spec
-	err := d.fields(root, "", []string{"api", "source", "hosts", "owner", "refusal", "credential", "budgets", "default", "methods", "responses"}, func(key string, v *node, f string) error {
+	err := d.fields(root, "", []string{"api", "source", "hosts", "owner", "refusal", "credential", "budgets", "default", "methods", "responses", "reports"}, func(key string, v *node, f string) error {
 		var err error
 		switch key {
 		case "api":
@@ -73,6 +73,8 @@ func (d *specDecoder) spec(root *node) (Spec, error) {
 			s.Methods, err = d.methods(v, f)
 		case "responses":
 			s.Responses, err = d.rules(v, f)
+		case "reports":
+			s.Reports, err = d.reports(v, f)
 		}
 		return err
 	})
@@ -387,6 +389,53 @@ func (d *specDecoder) rules(n *node, field string) ([]Rule, error) {
 			return nil, err
 		}
 		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (d *specDecoder) reports(n *node, field string) ([]ReportSpec, error) {
+	if n.kind != listNode {
+		return nil, d.errf(n, field, "want a list of reports, e.g. [{format: github, budgets: {core: core}}], got %s", n.describe())
+	}
+	var out []ReportSpec
+	for i, it := range n.items {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		d.lines[f] = it.line
+		var r ReportSpec
+		err := d.fields(it, f, []string{"format", "budgets", "default"}, func(key string, v *node, f string) error {
+			var err error
+			switch key {
+			case "format":
+				r.Format, err = d.str(v, f)
+			case "budgets":
+				r.Budgets, err = d.scopeMap(v, f)
+			case "default":
+				r.Default, err = d.str(v, f)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// scopeMap reads a mapping of upstream scopes to budget names.
+func (d *specDecoder) scopeMap(n *node, field string) (map[string]string, error) {
+	if n.kind != mapNode {
+		return nil, d.errf(n, field, "want a mapping of upstream scopes to budgets, e.g. {core: core}, got %s", n.describe())
+	}
+	out := make(map[string]string, len(n.keys))
+	for i, k := range n.keys {
+		f := field + "." + k.text
+		d.lines[f] = k.line
+		v, err := d.str(n.items[i], f)
+		if err != nil {
+			return nil, err
+		}
+		out[k.text] = v
 	}
 	return out, nil
 }

@@ -65,6 +65,9 @@ type Spec struct {
 	Methods []Method `json:"methods"`
 	// Responses classify upstream error responses (see Rule).
 	Responses []Rule `json:"responses,omitempty"`
+	// Reports say how to read, from every response, where the account
+	// stands (see ReportSpec and quota.Reporter).
+	Reports []ReportSpec `json:"reports,omitempty"`
 }
 
 // Method is one API method: its name, the routes that call it and what one
@@ -262,6 +265,9 @@ func New(spec Spec) (*Table, error) {
 			return nil, err
 		}
 	}
+	if err := t.checkReports(spec.Reports); err != nil {
+		return nil, err
+	}
 	if err := checkEnum("refusal", spec.Refusal, Refusals); err != nil {
 		return nil, err
 	}
@@ -273,6 +279,7 @@ func New(spec Spec) (*Table, error) {
 		API: spec.API, Source: spec.Source, Hosts: hosts, Owner: spec.Owner, Refusal: spec.Refusal, Credential: spec.Credential,
 		Budgets: slices.Clone(spec.Budgets),
 		Default: maps.Clone(spec.Default), Methods: ms, Responses: cloneRules(spec.Responses),
+		Reports: cloneReports(spec.Reports),
 	}
 	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })
 	return t, nil

@@ -169,7 +169,7 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 			e.Kind, e.Time, e.Budget, e.Report, e.Units = EventTrueUp, l.eventTime(), r.Budget, &r, out.Added
 			e.Usage = []Usage{out.Usage}
 			l.emit(obs, e)
-			t.log.LogAttrs(a.ctx, slog.LevelInfo, "quota: transport: trued the store up (or down) to the upstream's report",
+			t.log.LogAttrs(a.ctx, slog.LevelDebug, "quota: transport: trued the store up (or down) to the upstream's report",
 				slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
 				slog.Int64("upstream_used", out.Upstream), slog.Int64("counted", out.Counted), slog.Int64("added", out.Added),
 				slog.Time("until", r.Reset))

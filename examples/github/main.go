@@ -9,7 +9,8 @@
 // limit is --limit requests an hour for the token's user, and meters it with
 // the built-in "github" cost table in the store --store names (default: a
 // memory store). A CI job on another token of the same user, not metered,
-// makes one call for every --ci-every calls the job makes. The job learns
+// makes one call for every --ci-every calls the job makes, until it has
+// spent 40% of the user's limit. The job learns
 // the user's limit from the first response's x-ratelimit-limit, and what CI
 // spent from every response's x-ratelimit-used (a true-up), so it stops on
 // a local refusal exactly when GitHub's remaining reaches 0.
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -37,7 +39,8 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.store, "store", "memory:", "quota store URL")
 	flag.Int64Var(&cfg.limit, "limit", 200, "the simulated user's core requests an hour")
-	flag.IntVar(&cfg.ciEvery, "ci-every", 2, "CI makes one unmetered call every N calls of the job (0: none)")
+	flag.StringVar(&cfg.upstream, "upstream", "", "a running GitHub API (or simulator) to use instead of starting one; CI makes no calls then")
+	flag.IntVar(&cfg.ciEvery, "ci-every", 1, "CI makes one unmetered call every N calls of the job, up to 40% of the limit (0: none)")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "github:", err)
@@ -46,9 +49,10 @@ func main() {
 }
 
 type config struct {
-	store   string
-	limit   int64
-	ciEvery int
+	store    string
+	upstream string
+	limit    int64
+	ciEvery  int
 }
 
 // result is what a run did, for the summary and the tests.
@@ -62,27 +66,42 @@ type result struct {
 }
 
 func run(ctx context.Context, out io.Writer, cfg config) error {
-	sim := ghsim.New(ghsim.WithUser("octocat", 583231, "ghp_job", "ghp_ci"), ghsim.WithLimit(ghsim.Core, cfg.limit))
-	defer sim.Close()
-	res, err := ingest(ctx, out, cfg, sim)
+	var sim *ghsim.Server
+	if cfg.upstream == "" {
+		sim = ghsim.New(ghsim.WithUser("octocat", 583231, "ghp_job", "ghp_ci"), ghsim.WithLimit(ghsim.Core, cfg.limit))
+		defer sim.Close()
+		cfg.upstream = sim.URL()
+	} else {
+		cfg.ciEvery = 0
+	}
+	res, err := ingest(ctx, out, cfg)
 	if err != nil {
 		return err
 	}
+	if sim != nil {
+		res.upstreamUsed = sim.Used("ghp_job", ghsim.Core)
+	}
 	fmt.Fprintf(out, "job: %d calls; CI (unmetered, same user): %d calls\n", res.jobCalls, res.ciCalls)
 	fmt.Fprintf(out, "meter learned %d units from GitHub's reports; 403/429 received: %d\n", res.learned, res.quotaErrors)
-	fmt.Fprintf(out, "GitHub counts %d of %d used; the store counts %d\n", res.upstreamUsed, cfg.limit, res.counted)
+	if sim != nil {
+		fmt.Fprintf(out, "GitHub counts %d of %d used; the store counts %d\n", res.upstreamUsed, cfg.limit, res.counted)
+	}
 	if res.refusal != nil {
 		fmt.Fprintf(out, "stopped: budget %q spent, capacity returns in %s\n", res.refusal.Budget, res.refusal.RetryAfter.Round(time.Second))
 	}
 	return nil
 }
 
-func ingest(ctx context.Context, out io.Writer, cfg config, sim *ghsim.Server) (*result, error) {
+func ingest(ctx context.Context, out io.Writer, cfg config) (*result, error) {
+	base, err := url.Parse(cfg.upstream)
+	if err != nil || base.Host == "" {
+		return nil, fmt.Errorf("--upstream %q: not a URL", cfg.upstream)
+	}
 	table, err := costs.Builtin("github")
 	if err != nil {
 		return nil, err
 	}
-	if table, err = table.WithHosts(sim.Host()); err != nil {
+	if table, err = table.WithHosts(base.Host); err != nil {
 		return nil, err
 	}
 	store, err := storeurl.Open(ctx, cfg.store)
@@ -112,7 +131,7 @@ func ingest(ctx context.Context, out io.Writer, cfg config, sim *ghsim.Server) (
 
 	res := &result{}
 	get := func(c *http.Client, token string, page int) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/repos/octo-org/octo-repo/issues?page=%d", sim.URL(), page), nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/repos/octo-org/octo-repo/issues?page=%d", cfg.upstream, page), nil)
 		if err != nil {
 			return 0, err
 		}
@@ -126,7 +145,7 @@ func ingest(ctx context.Context, out io.Writer, cfg config, sim *ghsim.Server) (
 		return resp.StatusCode, nil
 	}
 	for page := 1; ; page++ {
-		if cfg.ciEvery > 0 && page%cfg.ciEvery == 0 {
+		if cfg.ciEvery > 0 && page%cfg.ciEvery == 0 && int64(res.ciCalls) < cfg.limit*2/5 {
 			if code, err := get(ci, "ghp_ci", page); err == nil && code == http.StatusOK {
 				res.ciCalls++
 			}
@@ -152,7 +171,6 @@ func ingest(ctx context.Context, out io.Writer, cfg config, sim *ghsim.Server) (
 	mu.Lock()
 	res.learned = learned
 	mu.Unlock()
-	res.upstreamUsed = sim.Used("ghp_job", ghsim.Core)
 	st, err := lim.Status(ctx, quota.Credential{Secret: "ghp_job", Owner: "octocat"})
 	if err != nil {
 		return nil, err
