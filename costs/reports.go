@@ -76,15 +76,14 @@ func sortedKeys(m map[string]string) []string {
 // Reports implements quota.Reporter: it reads the reports the table
 // declares (Spec.Reports) from resp, and returns them for the budgets they
 // map to, with what it could not read. A table that declares none returns
-// nothing at no cost. The response's Date header, when readable, is the
-// "now" relative resets count from, else the host clock.
-func (t *Table) Reports(req *http.Request, resp *http.Response, body []byte) ([]quota.Report, []string) {
+// nothing at no cost. Relative resets count from now (zero: the host
+// clock), not from the response's Date: the upstream's clock may be off.
+func (t *Table) Reports(req *http.Request, resp *http.Response, body []byte, now time.Time) ([]quota.Report, []string) {
 	if len(t.spec.Reports) == 0 || resp == nil {
 		return nil, nil
 	}
-	now := time.Now()
-	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil && d.After(now.Add(-time.Hour)) && d.Before(now.Add(time.Hour)) {
-		now = d
+	if now.IsZero() {
+		now = time.Now()
 	}
 	var out []quota.Report
 	var ignored []string

@@ -33,9 +33,10 @@ type Report struct {
 // Reporter is implemented by a Pricer (costs.Table is one) that reads
 // reports from upstream responses. The Transport calls it for every
 // response, with up to the first 64 KiB of the body for a status >= 400
-// (nil otherwise). ignored lists values it could not read, for events: a
+// (nil otherwise), and now, the Limiter's clock when the response arrived:
+// what relative resets count from. ignored lists values it could not read, for events: a
 // malformed report is never an error to the caller. It must be safe for
 // concurrent use and must not panic on any input.
 type Reporter interface {
-	Reports(req *http.Request, resp *http.Response, body []byte) (reports []Report, ignored []string)
+	Reports(req *http.Request, resp *http.Response, body []byte, now time.Time) (reports []Report, ignored []string)
 }

@@ -118,7 +118,7 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 	if t.reporter == nil {
 		return
 	}
-	reports, ignored := t.reporter.Reports(a.req, resp, body)
+	reports, ignored := t.reporter.Reports(a.req, resp, body, t.limiter.eventTime())
 	if len(reports) == 0 && len(ignored) == 0 {
 		return
 	}

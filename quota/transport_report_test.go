@@ -57,7 +57,7 @@ func (headerReporter) Price(*http.Request) (quota.Charge, error) {
 	return quota.Charge{Method: "get", Units: map[string]int64{"calls": 1}}, nil
 }
 
-func (headerReporter) Reports(_ *http.Request, resp *http.Response, _ []byte) ([]quota.Report, []string) {
+func (headerReporter) Reports(_ *http.Request, resp *http.Response, _ []byte, _ time.Time) ([]quota.Report, []string) {
 	used, err := strconv.ParseInt(resp.Header.Get("X-Used"), 10, 64)
 	if err != nil || used < 0 {
 		return nil, []string{"X-Used: not a count"}
