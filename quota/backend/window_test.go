@@ -118,7 +118,7 @@ func TestMonthlyMidnightSkipped(t *testing.T) {
 		zone  string
 		first time.Time // the 1st, UTC
 	}{
-		{"America/Havana", time.Date(2012, 4, 1, 5, 0, 0, 0, time.UTC)},   // 01:00 CDT
+		{"America/Havana", time.Date(2012, 4, 1, 5, 0, 0, 0, time.UTC)},    // 01:00 CDT
 		{"America/Asuncion", time.Date(2023, 10, 1, 4, 0, 0, 0, time.UTC)}, // 01:00 -03
 		{"Asia/Amman", time.Date(2016, 3, 31, 22, 0, 0, 0, time.UTC)},      // 01:00 EEST
 		{"Asia/Gaza", time.Date(2004, 9, 30, 21, 0, 0, 0, time.UTC)},       // the first 00:00, EEST
