@@ -96,7 +96,9 @@ if win > 0 then
   drop = (at - 1) / 2
   oldest = tonumber(first[at + 1])
 else
-  need = r + 93600000000 -- a daily log's keys live DAILYKEEP past the reset
+  -- a daily log's keys live DAILYKEEP past the reset, a monthly one's
+  -- MONTHLYKEEP (lib.lua)
+  need = r + (string.sub(ARGV[11], 1, 1) == 'M' and 2685600000000 or 93600000000)
 end
 
 local replies, adds, rows, nrows = {}, {}, {}, {}

@@ -70,8 +70,9 @@ if #KEYS == 7 and (ARGV[5] == '0' or ARGV[5] == '1') then
     local held = tonumber(v[1])
     local total, oldest, drop = held, false, false
     local ok = held + c <= limit
-    -- (a daily log's keys live DAILYKEEP past the reset: see take.lua)
-    local need, stamp = r + 93600000000, now
+    -- (a daily log's keys live DAILYKEEP past the reset, a monthly one's
+    -- MONTHLYKEEP: see take.lua)
+    local need, stamp = r + (string.sub(ARGV[17], 1, 1) == 'M' and 2685600000000 or 93600000000), now
     local u, e = tonumber(mv[2]) or 0, tonumber(mv[3]) or 0
     if win > 0 then
       -- the two oldest entries: in steady state one expires per decision

@@ -11,22 +11,24 @@
 --   exh  string, µs until which the budget is marked spent (Exhaust)
 --   keep string, the id of the window the log keeps its entries for (see
 --        retain), with the log's lifetime; missing on logs older than it
---   old  sorted set like log: the entries a log kept for a daily window
---        set aside when their day ended, out of sum, each kept DAILYKEEP
---        after its score (see setaside); named after log, not in KEYS
---        (same hash tag, so same slot)
+--   old  sorted set like log: the entries a log kept for a calendar
+--        (daily or monthly) window set aside when their day (month)
+--        ended, out of sum, each kept DAILYKEEP (MONTHLYKEEP) after its
+--        score (see setaside); named after log, not in KEYS (same hash
+--        tag, so same slot)
 -- and of one (api, credential) per hour (quota.Store.Breakdown):
 --   use:H  hash, field "BUDGET\x1fMETHOD\x1fJOB" = units spent in the hour
 --          starting at H (Unix seconds); expires once its rows lapse
 --
 -- A window spec is 5 ARGV values: WIN, B1, B2, B3, B4. WIN > 0 is a sliding
--- window of WIN µs (B1..B4 unused). WIN = 0 is a daily window; B1..B4 are
--- four consecutive local midnights (µs) that the Go side computed around its
--- estimate of now: this script knows no time zones, it picks the day that
--- holds its own now.
+-- window of WIN µs (B1..B4 unused). WIN = 0 is a calendar window (daily or
+-- monthly: its window id says which); B1..B4 are four consecutive resets
+-- (µs: local midnights, or midnights of the 1st) that the Go side computed
+-- around its estimate of now: this script knows no time zones, it picks the
+-- day (month) that holds its own now.
 --
 -- Every script replies {STATUS, NOW, ...}. STATUS -1 means the script's now
--- fell outside B1..B4 (clock skew over a day): nothing was recorded (expired
+-- fell outside B1..B4 (clock skew over a period): nothing was recorded (expired
 -- entries may have been dropped), and the Go side retries with boundaries
 -- around NOW.
 
@@ -126,6 +128,24 @@ end
 -- counts it (no zone's day holds an instant longer after it).
 local DAILYKEEP = 26 * 3600 * 1000000
 
+-- MONTHLYKEEP (µs) is quota.MonthlyKeep: DAILYKEEP for a log kept for a
+-- monthly window (31 days and 2 hours).
+local MONTHLYKEEP = (31 * 24 + 2) * 3600 * 1000000
+
+-- asidekeep returns how long a log kept for window id w (false: not known)
+-- keeps an entry after its score, set aside once its period ended:
+-- DAILYKEEP ('D', daily), MONTHLYKEEP ('M', monthly), or false (sliding,
+-- or not known: nothing set aside).
+local function asidekeep(w)
+  local k = w and string.sub(w, 1, 1)
+  if k == 'D' then
+    return DAILYKEEP
+  elseif k == 'M' then
+    return MONTHLYKEEP
+  end
+  return false
+end
+
 -- asidekey returns the key of log's set-aside entries: PREFIX{TAG}:old:NAME
 -- for PREFIX{TAG}:log:NAME.
 local function asidekey(log)
@@ -146,22 +166,22 @@ local function zadd(key, flat)
 end
 
 -- setaside adds the entries of flat (MEMBER, SCORE, ..., oldest first),
--- which a log kept for a daily window drops at now, to its set-aside
--- entries, drops those set aside more than DAILYKEEP before now, and makes
--- the key live DAILYKEEP past the newest.
-local function setaside(log, flat, now)
+-- which a log kept for a calendar window drops at now, to its set-aside
+-- entries, drops those set aside more than keep (its asidekeep) before
+-- now, and makes the key live keep past the newest.
+local function setaside(log, flat, now, keep)
   local old = asidekey(log)
   zadd(old, flat)
-  redis.call('ZREMRANGEBYSCORE', old, '-inf', '(' .. int(now - DAILYKEEP + 1))
-  local ms = math.ceil((tonumber(flat[#flat]) + DAILYKEEP - now) / 1000)
+  redis.call('ZREMRANGEBYSCORE', old, '-inf', '(' .. int(now - keep + 1))
+  local ms = math.ceil((tonumber(flat[#flat]) + keep - now) / 1000)
   if ms >= 1 and redis.call('PTTL', old) < ms then
     redis.call('PEXPIRE', old, ms)
   end
 end
 
 -- prune drops the entries of log recorded before start and returns the
--- units they held; with aside (a log kept for a daily window, now given)
--- it sets them aside (setaside).
+-- units they held; with aside (a log kept for a calendar window: its
+-- asidekeep, now given) it sets them aside (setaside).
 local function prune(log, start, aside, now)
   local cutoff = '(' .. int(start) -- exclusive: scores < start
   local freed = 0
@@ -171,7 +191,7 @@ local function prune(log, start, aside, now)
       freed = freed + cost(gone[j])
     end
     if #gone > 0 then
-      setaside(log, gone, now)
+      setaside(log, gone, now, aside)
     end
   else
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
@@ -182,26 +202,30 @@ local function prune(log, start, aside, now)
   return freed
 end
 
--- isdaily reports whether window id w (false: not known) is a daily one.
-local function isdaily(w)
-  return w and string.sub(w, 1, 1) == 'D'
+-- iscalendar reports whether window id w (false: not known) is a calendar
+-- (daily or monthly) one.
+local function iscalendar(w)
+  return asidekeep(w) and true
 end
 
--- asidefor reports whether a log kept for window id kept (false: not
+-- asidefor returns whether a log kept for window id kept (false: not
 -- known, taken as w) sets aside what it prunes when used with window w:
--- when it is kept for w, a daily window.
+-- when it is kept for w, a calendar window; then for how long (asidekeep),
+-- else false.
 local function asidefor(kept, w)
-  return (not kept or kept == w) and isdaily(w)
+  return (not kept or kept == w) and asidekeep(w)
 end
 
--- back puts the set-aside entries of log recorded in the last DAILYKEEP
--- at now back into it, and drops the others: the log's daily window
--- changed (its keep key holds another id than the budget's), and the new
--- window may count them. v is sum's value as read before (false when
--- missing); it returns it as it is now (false: load recounts the log).
-local function back(log, sum, v, now)
+-- back puts the set-aside entries of log recorded in the last keep (the
+-- asidekeep of kept, the calendar window id the log was kept for) at now
+-- back into it, and drops the others: the log's calendar window changed
+-- (its keep key holds another id than the budget's), and the new window
+-- may count them. v is sum's value as read before (false when missing); it
+-- returns it as it is now (false: load recounts the log).
+local function back(log, sum, v, now, kept)
+  local keep = asidekeep(kept) or DAILYKEEP
   local old = asidekey(log)
-  local es = redis.call('ZRANGEBYSCORE', old, int(now - DAILYKEEP + 1), '+inf', 'WITHSCORES')
+  local es = redis.call('ZRANGEBYSCORE', old, int(now - keep + 1), '+inf', 'WITHSCORES')
   redis.call('DEL', old)
   if #es == 0 then
     return v
@@ -212,8 +236,8 @@ local function back(log, sum, v, now)
   for j = 1, #es, 2 do
     add = add + cost(es[j])
   end
-  -- the log lives at least DAILYKEEP past the newest entry put back
-  local ms = math.ceil((tonumber(es[#es]) + DAILYKEEP - now) / 1000)
+  -- the log lives at least keep past the newest entry put back
+  local ms = math.ceil((tonumber(es[#es]) + keep - now) / 1000)
   local pttl = redis.call('PTTL', log)
   if not had or pttl >= 0 and pttl < ms then
     redis.call('PEXPIRE', log, math.max(1, ms))
@@ -226,7 +250,7 @@ local function back(log, sum, v, now)
   return false
 end
 
--- asideused returns, of a log kept for a daily window other than the one
+-- asideused returns, of a log kept for a calendar window other than the one
 -- a read counts from start, the units set aside since start and the
 -- oldest such entry's score, merged with u and o (what the log counts,
 -- and its oldest counted entry's, nil when none): what a decision would
@@ -247,8 +271,9 @@ end
 -- oldest counted entry's score (nil when the log is empty), and whether the
 -- log held any entry before (false: it was missing). v is sum's value as
 -- read by the caller (false when the key is missing); mk, when given, the
--- owner's store-loss marker. With aside (a log kept for a daily window,
--- now given), what it drops is set aside (see prune).
+-- owner's store-loss marker. With aside (a log kept for a calendar
+-- window: its asidekeep, now given), what it drops is set aside (see
+-- prune).
 local function load(log, sum, start, v, mk, aside, now)
   local used = v and tonumber(v)
   local first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
@@ -293,7 +318,7 @@ local function load(log, sum, start, v, mk, aside, now)
 end
 
 -- Window ids, one per budget from the Go side: 'S' .. µs for a sliding
--- window, 'D' .. zone for a daily one. A log keeps its entries for the
+-- window, 'D' .. zone for a daily one, 'M' .. zone for a monthly one. A log keeps its entries for the
 -- window in its keep key: the budget's window, or, after the window was
 -- shortened, a longer sliding span, so that entries a longer window would
 -- still count survive a definition change (quota.Retain).
@@ -303,10 +328,14 @@ end
 -- entry (set aside once its day ended).
 local longestday = DAILYKEEP
 
--- retention returns how far back window id w can count (µs).
+-- retention returns how far back window id w can count (µs): a monthly
+-- window MONTHLYKEEP (the longest month, as quota's retention).
 local function retention(w)
-  if string.sub(w, 1, 1) == 'S' then
+  local k = string.sub(w, 1, 1)
+  if k == 'S' then
     return tonumber(string.sub(w, 2))
+  elseif k == 'M' then
+    return MONTHLYKEEP
   end
   return longestday
 end
@@ -327,8 +356,8 @@ end
 -- alive returns the first µs a log kept for window id kept (false: not
 -- known, taken as w) still keeps at now, when it is used with window w
 -- counting from start: what is older is gone for every window, even a
--- longer one set now. A kept daily window other than w keeps DAILYKEEP
--- (quota.KeptSince), with its set-aside entries (back).
+-- longer one set now. A kept calendar window other than w keeps its
+-- asidekeep (quota.KeptSince), with its set-aside entries (back).
 local function alive(kept, w, start, now)
   if not kept or kept == w then
     return start

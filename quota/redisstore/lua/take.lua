@@ -50,7 +50,7 @@
 -- The keys' lifetimes are not renewed on every admission: the marker's
 -- k:NAME says until when the log, sum and keep keys are known to live,
 -- and they are renewed (for twice the window, a sliding window's; until
--- DAILYKEEP past the reset, a daily one's) only when an admission needs them to live
+-- asidekeep past the reset, a calendar one's) only when an admission needs them to live
 -- longer, or when one of them was found missing.
 
 local now = fnow or clock(ARGV[1]) -- fnow, fmv, fv: see fast.lua
@@ -210,10 +210,10 @@ for d = 1, n do
     u, o, kept, held, empty = total, false, w, total, false
     had = redis.call('EXISTS', KEYS[k]) == 1
   else
-    if v[3] and v[3] ~= w and isdaily(v[3]) then
-      -- the daily window changed: what it set aside may count now
+    if v[3] and v[3] ~= w and iscalendar(v[3]) then
+      -- the calendar window changed: what it set aside may count now
       -- (v is a fresh table: MGET's reply, or fast.lua's, not used again)
-      v[1] = back(KEYS[k], KEYS[k + 1], v[1], now)
+      v[1] = back(KEYS[k], KEYS[k + 1], v[1], now, v[3])
     end
     kept = retain(v[3], w)
     local kstart = alive(v[3], w, start, now)
@@ -457,28 +457,30 @@ for d = 1, n do
   -- the keys must live until the newest entry leaves the window and the
   -- kept window; idle keys vanish
   local ms
+  local w = ARGV[a + 8]
   if win > 0 then
     -- a held entry (at most a tenth of the window ahead) outlives a later
     -- entry by up to its hold, so a sliding log's keys live a tenth of the
     -- window longer than its newest entry's time
     ms = math.ceil(win / 1000) + math.ceil(win / 10000)
   else
-    -- until DAILYKEEP past the reset: the day's entries are set aside,
-    -- by the next day's first decision, for DAILYKEEP past their time
-    ms = math.max(1, math.ceil((r + DAILYKEEP - now) / 1000))
+    -- until asidekeep past the reset: the day's (month's) entries are set
+    -- aside, by the next period's first decision, for that long past
+    -- their time
+    ms = math.max(1, math.ceil((r + asidekeep(w) - now) / 1000))
   end
-  local w = ARGV[a + 8]
   if kept ~= w then
     ms = keepms(kept, w, ms)
   end
   -- k:NAME says until when the keys are known to live: renew their
   -- lifetimes when that is short of what this entry needs, or when a key
-  -- was missing. A daily log's keys live until DAILYKEEP past the reset
+  -- was missing. A calendar log's keys live until asidekeep past the reset
   -- (see lib.lua's setaside), so they are renewed once a day; a sliding log's for twice what the entry needs,
   -- so that a steady stream renews them once a window (an idle log's
   -- keys go within twice its window). SET with PX writes the new sum and
   -- its lifetime in one call.
-  local need, claim = r + DAILYKEEP, r + DAILYKEEP
+  local need = r + (asidekeep(w) or 0)
+  local claim = need
   if win > 0 or kept ~= w then
     -- (less the millisecond a PEXPIRE rounds to: k:NAME never claims
     -- more than the keys' TTL gives)
