@@ -247,7 +247,12 @@ func (s *modelSim) genForward(rng *rand.Rand, cred int) time.Duration {
 	var targets []time.Time
 	for b, bd := range s.budgets {
 		if bd.calendar() {
-			targets = append(targets, bd.period(now, 1))
+			// (a month's end only when near: a run that jumped a month
+			// at a time would leave the day and DST changes it starts
+			// near)
+			if next := bd.period(now, 1); !bd.month || next.Sub(now) < 48*time.Hour {
+				targets = append(targets, next)
+			}
 			if _, end := now.In(bd.loc).ZoneBounds(); !end.IsZero() && end.Sub(now) < 48*time.Hour {
 				targets = append(targets, end)
 			}
@@ -259,7 +264,11 @@ func (s *modelSim) genForward(rng *rand.Rand, cred int) time.Duration {
 		}
 	}
 	if s.retry.After(now) {
-		targets = append(targets, s.retry, s.retry, s.retry)
+		targets = append(targets, s.retry)
+		if s.retry.Sub(now) < 48*time.Hour {
+			// (a far one, a monthly budget's 1st, now and then only)
+			targets = append(targets, s.retry, s.retry)
+		}
 	}
 	at := targets[rng.IntN(len(targets))]
 	at = at.Add([]time.Duration{-time.Second, -time.Microsecond, 0, 0, time.Microsecond}[rng.IntN(5)])
