@@ -153,7 +153,7 @@ func TestBadInput(t *testing.T) {
 		{"ParseWindow: negative", parseWindow("-1h"), quota.ErrInvalid, `window "-1h"`},
 		{"ParseWindow: daily without a zone", parseWindow("daily:"), quota.ErrInvalid, "daily needs a zone"},
 		{"ParseWindow: unknown zone", parseWindow("daily:Mars/Olympus_Mons"), quota.ErrInvalid, `unknown time zone "Mars/Olympus_Mons"`},
-		{"ParseWindow: unknown kind", parseWindow("weekly:1"), quota.ErrInvalid, "kind must be sliding or daily"},
+		{"ParseWindow: unknown kind", parseWindow("weekly:1"), quota.ErrInvalid, "kind must be sliding, daily or monthly"},
 
 		// ParseReservationID
 		{"ParseReservationID: empty", parseID(""), quota.ErrInvalid, "want API/ACCOUNT/TIME.NONCE"},

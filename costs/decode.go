@@ -204,7 +204,7 @@ func (d *specDecoder) budgets(n *node, field string) ([]quota.Budget, error) {
 		case !hasLimit:
 			return nil, d.errf(it, f+".limit", "missing limit for budget %q", b.Name)
 		case !hasWindow:
-			return nil, d.errf(it, f+".window", "missing window for budget %q, e.g. daily:America/Los_Angeles or sliding:24h", b.Name)
+			return nil, d.errf(it, f+".window", "missing window for budget %q, e.g. daily:America/Los_Angeles, monthly:UTC or sliding:24h", b.Name)
 		}
 		out = append(out, b)
 	}

@@ -28,7 +28,7 @@
 //	budgets:                       # the upstream's pools (at least one)
 //	  - name: units                # letters, digits, '.', '_', '-'
 //	    limit: 10000               # units per window, > 0
-//	    window: daily:America/Los_Angeles   # or sliding:24h
+//	    window: daily:America/Los_Angeles   # or sliding:24h, or monthly:UTC
 //	  - {name: search, limit: 100, window: "daily:America/Los_Angeles"}
 //	default: {units: 1}            # cost of a request matching no method (optional)
 //	methods:                       # method name -> routes and cost

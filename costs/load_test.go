@@ -142,6 +142,8 @@ func TestParseErrorsNameLineAndField(t *testing.T) {
 		{"yaml quoted limit", "t.yaml", "    limit: 1_000", `    limit: "1000"`, 6, "budgets[0].limit", `want an integer, got "1000"`},
 		{"yaml bad window", "t.yaml", "    window: daily:UTC", "    window: daily:Mars/Base", 7, "budgets[0].window", `unknown time zone "Mars/Base"`},
 		{"yaml missing window", "t.yaml", "    window: daily:UTC\n", "", 5, "budgets[0].window", "missing window"},
+		{"yaml bad monthly window", "t.yaml", "    window: daily:UTC", "    window: monthly:Mars/Base", 7, "budgets[0].window", `unknown time zone "Mars/Base"`},
+		{"yaml monthly window without zone", "t.yaml", "    window: daily:UTC", `    window: "monthly:"`, 7, "budgets[0].window", "monthly needs a zone"},
 		{"yaml unknown budget", "t.yaml", "    cost: {units: 1}", "    cost: {unit: 1}", 13, "methods[items.list].cost.unit", `unknown budget "unit" (budgets: units, search)`},
 		{"yaml negative cost", "t.yaml", "    cost: {units: 1}", "    cost: {units: -1}", 13, "methods[items.list].cost.units", "must be > 0"},
 		{"yaml cost over limit", "t.yaml", "    cost: {search: 1, units: 5}", "    cost: {search: 11, units: 5}", 16, "methods[items.search].cost.search", "could never be paid"},
@@ -227,5 +229,27 @@ func TestParseMethodList(t *testing.T) {
 	_, err = costs.Parse("t.json", []byte(strings.Replace(data, `"name": "a.get", `, ``, 1)))
 	if !errors.As(err, &se) || se.Line != 4 || se.Field != "methods[1].name" {
 		t.Fatalf("err = %v (%+v)", err, se)
+	}
+}
+
+// TestMonthlyBudgetTable: a table may bill by the calendar month, in YAML
+// and JSON alike, and a monthly budget round-trips through its Spec.
+func TestMonthlyBudgetTable(t *testing.T) {
+	y := parse(t, "t.yaml", strings.Replace(goodYAML, "window: daily:UTC", "window: monthly:Europe/Paris", 1))
+	j := parse(t, "t.json", strings.Replace(goodJSON, `"window": "daily:UTC"`, `"window": "monthly:Europe/Paris"`, 1))
+	if !reflect.DeepEqual(y.Spec(), j.Spec()) {
+		t.Fatalf("YAML and JSON differ:\n%+v\n%+v", y.Spec(), j.Spec())
+	}
+	w := y.Budgets[0].Window
+	if !w.IsMonthly() || w.String() != "monthly:Europe/Paris" {
+		t.Fatalf("window %v, want monthly:Europe/Paris", w)
+	}
+	b, err := json.Marshal(y.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := parse(t, "back.json", string(b))
+	if !reflect.DeepEqual(back.Spec(), y.Spec()) || back.Budgets[0].Window.String() != "monthly:Europe/Paris" {
+		t.Fatalf("round trip through JSON: %s", b)
 	}
 }

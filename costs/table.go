@@ -289,7 +289,7 @@ func New(spec Spec) (*Table, error) {
 // returns the hosts as the spec writes them.
 func (t *Table) setBudgetsAndHosts(spec Spec) ([]string, error) {
 	if len(spec.Budgets) == 0 {
-		return nil, specErrorf("budgets", "no budgets: declare at least one, e.g. {name: units, limit: 10000, window: daily:America/Los_Angeles}")
+		return nil, specErrorf("budgets", "no budgets: declare at least one, e.g. {name: units, limit: 10000, window: daily:America/Los_Angeles} or {name: tokens, limit: 1000000, window: monthly:UTC}")
 	}
 	for i, b := range spec.Budgets {
 		field := fmt.Sprintf("budgets[%d]", i)

@@ -360,8 +360,9 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	every := time.Duration(hist.EverySeconds * float64(time.Second))
 	first := hist.Buckets[0].Start
 	slots := len(hist.Buckets)
-	if w.IsDaily() {
-		// The whole day, with the hours still to come left empty.
+	if w.IsCalendar() {
+		// The whole day (month), with the hours (days) still to come left
+		// empty.
 		slots = max(slots, int(w.NextReset(now).Sub(first)/every))
 	}
 	sw := slot(slots)
@@ -542,8 +543,11 @@ func windowText(s string) string {
 	if err != nil {
 		return s
 	}
-	if w.IsDaily() {
+	switch {
+	case w.IsDaily():
 		return "daily, resets at midnight " + w.Location().String()
+	case w.IsMonthly():
+		return "monthly, resets on the 1st at midnight " + w.Location().String()
 	}
 	return "sliding " + compact(w.Duration())
 }

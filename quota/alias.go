@@ -43,9 +43,15 @@ func Sliding(d time.Duration) Window { return backend.Sliding(d) }
 // loc, as upstreams that reset at a local midnight do (DST-correct).
 func Daily(loc *time.Location) Window { return backend.Daily(loc) }
 
-// ParseWindow parses a window as Window.String writes it: "24h0m0s" (any
-// time.ParseDuration form) for a sliding window, "daily@ZONE" for a daily
-// one.
+// Monthly returns a window that counts the units since local midnight of
+// the 1st of the month in loc, as upstreams that bill by the calendar month
+// do (DST-correct: where a DST jump skips that midnight, the month begins
+// at the jump).
+func Monthly(loc *time.Location) Window { return backend.Monthly(loc) }
+
+// ParseWindow parses a window as Window.String writes it: "sliding:24h0m0s"
+// (or a bare time.ParseDuration form such as "24h") for a sliding window,
+// "daily:ZONE" for a daily one, "monthly:ZONE" for a monthly one.
 func ParseWindow(s string) (Window, error) { return backend.ParseWindow(s) }
 
 // MemoryStore is a Store (and StateStore) that lives in one process: for

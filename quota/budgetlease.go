@@ -25,7 +25,7 @@ type LeaseOptions struct {
 	MaxFraction float64
 	// MaxTime bounds how long a lease admits (default 1s; for a sliding
 	// window at most a tenth of the window). A lease never crosses a daily
-	// reset.
+	// or monthly reset.
 	MaxTime time.Duration
 	// CheckEvery bounds how long a lease admits without confirming that no
 	// process changed the owner's budgets in the store (an Adjust or Exhaust;
@@ -42,8 +42,8 @@ const defaultCheckEvery = 100 * time.Millisecond
 // The store always counts at least every unit a lease admits, each until
 // its own admission plus the window: a block is recorded at the lease's
 // end (TakeRequest.Hold), so a sliding window's counts from the take until
-// a window after the last instant the lease may admit; a daily block
-// counts until the reset, which the lease never crosses. Settling shrinks
+// a window after the last instant the lease may admit; a daily (monthly)
+// block counts until the reset, which the lease never crosses. Settling shrinks
 // the block and never moves it. A process that dies holding a lease wastes
 // at most that lease's unused units, until they expire.
 //
@@ -148,7 +148,7 @@ type lease struct {
 // lifetime returns how long a lease of b may admit, or 0 when b's window is
 // too short for leases.
 func (o *LeaseOptions) lifetime(b Budget) time.Duration {
-	if b.Window.IsDaily() {
+	if b.Window.IsCalendar() {
 		return o.MaxTime
 	}
 	return min(o.MaxTime, b.Window.Duration()/10).Truncate(time.Microsecond)
@@ -398,9 +398,9 @@ func (l *Limiter) takeBlock(ctx context.Context, slot *leaseSlot, id ident, meth
 		size: size, usage: res.Usage[0], storeAt: res.At, local: l.localNow(), confirmed: before,
 	}
 	// The lease admits until its life has passed since before the take (the
-	// store decided after that), and never past the daily reset.
+	// store decided after that), and never past a calendar window's reset.
 	span := life
-	if d.Window.IsDaily() {
+	if d.Window.IsCalendar() {
 		span = min(span, res.Usage[0].Reset.Sub(res.At))
 	}
 	ls.ends = before.Add(span)

@@ -69,6 +69,32 @@ func ExampleSliding() {
 	// 50 more units at 13:00
 }
 
+// A monthly window resets at local midnight on the 1st: what the month
+// spent counts, whatever its day, and a refusal's RetryAt is the 1st of
+// the next month, in the budget's zone.
+func ExampleMonthly() {
+	paris, _ := time.LoadLocation("Europe/Paris")
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, paris)
+	limiter, _ := quota.New(quota.NewMemoryStore(), "llm", []quota.Budget{
+		{Name: "tokens", Limit: 1000000, Window: quota.Monthly(paris)},
+	}, quota.WithClock(func() time.Time { return now }))
+	key := quota.Credential{Secret: "token"}
+	ctx := context.Background()
+
+	limiter.Take(ctx, key, quota.Units("tokens", 600000)) // March 2nd
+	now = time.Date(2026, 3, 30, 18, 0, 0, 0, paris)
+	limiter.Take(ctx, key, quota.Units("tokens", 300000)) // March 30th
+
+	_, err := limiter.Take(ctx, key, quota.Units("tokens", 200000))
+	var exhausted *quota.ExhaustedError
+	errors.As(err, &exhausted)
+	fmt.Println("used:", exhausted.Used)
+	fmt.Println("200000 more tokens on", exhausted.RetryAt.In(paris).Format("Jan 2 15:04 MST"))
+	// Output:
+	// used: 900000
+	// 200000 more tokens on Apr 1 00:00 CEST
+}
+
 // Allow is Take for a caller that will neither refund nor settle: it says
 // only whether the charge was admitted, and on the MemoryStore makes no
 // allocation (x/time/rate's AllowN, with an exact weighted log behind it).

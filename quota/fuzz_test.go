@@ -11,7 +11,7 @@ import (
 // FuzzParseWindow: any input parses to a valid window that round-trips, or
 // fails with ErrInvalid; it never panics.
 func FuzzParseWindow(f *testing.F) {
-	for _, s := range []string{"sliding:24h", "90m", "daily:America/Los_Angeles", "daily:UTC", "daily:", "sliding:-1s", "weekly:x", ":", "sliding:1µs"} {
+	for _, s := range []string{"sliding:24h", "90m", "daily:America/Los_Angeles", "daily:UTC", "daily:", "monthly:Europe/Paris", "monthly:", "monthly:Nowhere", "sliding:-1s", "weekly:x", ":", "sliding:1µs"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

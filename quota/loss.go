@@ -24,7 +24,7 @@ type StoreLossPolicy int
 
 const (
 	// SpendOnLoss, the default, counts every affected budget as spent until
-	// its next reset (daily) or for one window (sliding), marked in the
+	// its next reset (daily, monthly) or for one window (sliding), marked in the
 	// store so that every process sharing it stops; the charge that found
 	// the loss is refused with an *ExhaustedError. Adjust (quotactl adjust)
 	// restores the true usage and clears the mark.

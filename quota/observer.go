@@ -183,10 +183,10 @@ func WithObserver(o Observer) Option {
 
 // WithThresholds sets the percentages of a budget's limit (each 1..100)
 // whose crossing is reported as EventThreshold: once per window (a daily
-// window's day; one window's length for a sliding window) per owner and
-// budget, across every process sharing the store, which records each
-// crossing (Store.MarkCrossing) off the decision path. With no percentages
-// no thresholds are reported. Default: DefaultThresholds, when the Limiter
+// window's day, a monthly window's month; one window's length for a
+// sliding window) per owner and budget, across every process sharing the
+// store, which records each crossing (Store.MarkCrossing) off the decision
+// path. With no percentages no thresholds are reported. Default: DefaultThresholds, when the Limiter
 // has an Observer. New rejects a percentage out of range.
 func WithThresholds(percents ...int) Option {
 	return func(l *Limiter) {
@@ -498,7 +498,7 @@ func (l *Limiter) crossings(ctx context.Context, obs []Observer, e Event, dec *d
 				c.Kind, c.Budget, c.Percent, c.Usage = EventThreshold, u.Budget, p, []Usage{u}
 				c.Outcome, c.Start, c.Latency = "", time.Time{}, 0
 				c.Until = u.Reset
-				if !debits[i].Window.IsDaily() {
+				if !debits[i].Window.IsCalendar() {
 					c.Until = e.Time.Add(debits[i].Window.Duration())
 				}
 				found = append(found, c)

@@ -11,7 +11,7 @@
 //
 // Commands:
 //
-//	budget set API/BUDGET --limit N (--window DURATION | --daily ZONE)
+//	budget set API/BUDGET --limit N (--window DURATION | --daily ZONE | --monthly ZONE)
 //	budget list
 //	budget delete API/BUDGET
 //	take API (--label L | --credential-env VAR | --credential-file F) [--label L] --cost N [--budget B] [--method M]
@@ -79,7 +79,7 @@
 // --json prints JSON instead, with these stable field names. Times are RFC
 // 3339 in UTC; a field marked "omitted" is left out when there is no value.
 //
-//	budget set      {api, budget, limit, window}; window is "sliding:24h0m0s" or "daily:America/Los_Angeles"
+//	budget set      {api, budget, limit, window}; window is "sliding:24h0m0s", "daily:America/Los_Angeles" or "monthly:Europe/Paris"
 //	budget list     [{api, budget, limit, window}]
 //	budget delete   {api, budget, deleted}
 //	take            {id, api, credential, fingerprint, method, at,

@@ -71,7 +71,7 @@ func (g *Gauges) Observe(e quota.Event, owner string, clock func() time.Time) {
 				continue
 			}
 			s.used = max(s.used-u.Cost, 0)
-			if s.used == 0 && !u.Window.IsDaily() {
+			if s.used == 0 && !u.Window.IsCalendar() {
 				s.reset = time.Time{} // an empty sliding window frees nothing
 			}
 			if s.exhaustedUntil.IsZero() || !s.exhaustedUntil.After(clock()) {

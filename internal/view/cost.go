@@ -36,7 +36,7 @@ func Costs(budgets []quota.Budget, cost map[string]int64, usage map[string]quota
 		left, reset := b.Limit, b.Window.NextReset(now)
 		if u, ok := usage[b.Name]; ok {
 			left = u.Remaining
-			if !b.Window.IsDaily() {
+			if !b.Window.IsCalendar() {
 				reset = u.Reset
 			}
 		}

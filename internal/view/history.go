@@ -77,12 +77,16 @@ var steps = []time.Duration{
 // shortest of 1s, 5s, 10s, 30s, 1m, 5m, 10m, 15m, 30m, 1h, 2h, 3h, 6h, 12h
 // and 24h that splits the window into at most 24 buckets (a daily window
 // counts as 24h: 1h buckets), else a 24th of the window rounded up to
-// whole hours. Steps of an hour or more are whole hours, so the store's
-// hourly breakdown stacks each bucket by method.
+// whole hours; a monthly window's are days (24h, 28 to 31 buckets). Steps
+// of an hour or more are whole hours, so the store's hourly breakdown
+// stacks each bucket by method.
 func Every(w quota.Window) time.Duration {
 	span := w.Duration()
-	if w.IsDaily() {
+	switch {
+	case w.IsDaily():
 		span = 24 * time.Hour
+	case w.IsMonthly():
+		return 24 * time.Hour
 	}
 	for _, s := range steps {
 		if span/s <= 24 {
@@ -92,24 +96,26 @@ func Every(w quota.Window) time.Duration {
 	return (span/24 + time.Hour - 1) / time.Hour * time.Hour
 }
 
-// Zone is where a chart of w counts hours: a daily budget's own zone (its
-// day starts at its midnight), else display.
+// Zone is where a chart of w counts hours: a daily or monthly budget's own
+// zone (its day or month starts at its midnight), else display.
 func Zone(w quota.Window, display *time.Location) *time.Location {
-	if w.IsDaily() {
+	if w.IsCalendar() {
 		return w.Location()
 	}
 	return display
 }
 
 // firstBucket is where the buckets of a window that starts at from begin:
-// a daily window's midnight; for steps of whole hours, the hour in loc at
+// a daily (monthly) window's midnight (of the 1st: across a DST change in
+// the month, day buckets then start an hour off midnight); for steps of
+// whole hours, the hour in loc at
 // or before from; for steps that divide an hour, the last step of that
 // hour at or before from; else where time.Truncate puts from (a multiple
 // of every since Go's zero time). So edges fall on the clock of loc and
 // stay put from one read to the next.
 func firstBucket(w quota.Window, from time.Time, every time.Duration, loc *time.Location) time.Time {
 	switch {
-	case w.IsDaily():
+	case w.IsCalendar():
 		return from
 	case every%time.Hour == 0 || time.Hour%every == 0:
 		lf := from.In(loc)

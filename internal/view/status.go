@@ -105,13 +105,13 @@ func Percent(u quota.Usage) int64 {
 	return min(max(u.Limit-u.Remaining, 0)*100/u.Limit, 100)
 }
 
-// NextFree is when u's capacity next frees: a daily budget's next reset,
+// NextFree is when u's capacity next frees: a daily or monthly budget's next reset,
 // else when a sliding window's oldest counted entry leaves it; never
 // before the end of a mark that the budget is spent. Zero when nothing is
 // counted and nothing is marked.
 func NextFree(u quota.Usage, now time.Time) time.Time {
 	at := u.Reset
-	if u.Window.IsDaily() {
+	if u.Window.IsCalendar() {
 		at = u.Window.NextReset(now)
 	}
 	if u.ExhaustedUntil.After(at) {

@@ -39,7 +39,8 @@ type Option func(*Reader)
 func WithClock(clock func() time.Time) Option { return func(r *Reader) { r.clock = clock } }
 
 // WithLocation sets the display zone: the zone a sliding budget's chart
-// counts hours in (a daily budget's chart is always in its own zone).
+// counts hours in (a daily or monthly budget's chart is always in its own
+// zone).
 // Default: time.Local.
 func WithLocation(loc *time.Location) Option {
 	return func(r *Reader) {

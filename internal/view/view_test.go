@@ -54,6 +54,7 @@ func TestResetSeconds(t *testing.T) {
 		want float64
 	}{
 		{"daily: the next midnight", quota.Usage{Window: quota.Daily(la), Reset: time.Date(2026, 11, 23, 0, 0, 0, 0, la)}, 14*3600 + 30*60},
+		{"monthly: the next 1st", quota.Usage{Window: quota.Monthly(la), Reset: time.Date(2026, 12, 1, 0, 0, 0, 0, la)}, 8*24*3600 + 14*3600 + 30*60},
 		{"sliding: the oldest entry leaves in 0.2s", quota.Usage{Window: quota.Sliding(time.Hour), Reset: now.Add(200 * time.Millisecond)}, 1},
 		{"sliding: in 10m exactly", quota.Usage{Window: quota.Sliding(time.Hour), Reset: now.Add(10 * time.Minute)}, 600},
 		{"sliding, marked spent for 3h", quota.Usage{Window: quota.Sliding(time.Hour), Reset: now.Add(10 * time.Minute), ExhaustedUntil: now.Add(3 * time.Hour)}, 3 * 3600},
@@ -76,6 +77,7 @@ func TestEvery(t *testing.T) {
 		want time.Duration
 	}{
 		{quota.Daily(la), time.Hour},
+		{quota.Monthly(la), 24 * time.Hour}, // a day a bucket: 28 to 31
 		{quota.Sliding(24 * time.Hour), time.Hour},
 		{quota.Sliding(time.Hour), 5 * time.Minute},
 		{quota.Sliding(6 * time.Hour), 15 * time.Minute},
@@ -312,6 +314,41 @@ func TestStatusDrift(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("drift of %s = %d, want %d (all: %v)", k, got[k], v, got)
+// TestMonthlyHistory: a monthly budget's chart counts days from the 1st's
+// midnight in the budget's own zone, whatever the display zone, with the
+// entries of the month in their days.
+func TestMonthlyHistory(t *testing.T) {
+	paris := zone(t, "Europe/Paris")
+	w := quota.Monthly(paris)
+	if got := Zone(w, time.UTC); got != paris {
+		t.Errorf("Zone = %v, want the budget's own", got)
+	}
+	st := quota.NewMemoryStore()
+	now := t0 // November 22nd, 18:30 in Paris
+	b := quota.Budget{Name: "tokens", Limit: 1000, Window: w}
+	l, err := quota.New(st, "api", []quota.Budget{b}, quota.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := quota.Credential{Secret: "s", Label: "k"}
+	for _, at := range []time.Time{time.Date(2026, 11, 1, 0, 0, 0, 0, paris), time.Date(2026, 11, 21, 23, 59, 0, 0, paris), t0} {
+		now = at
+		if _, err := l.Take(context.Background(), cred, quota.Units("tokens", 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New(st, WithClock(func() time.Time { return now }), WithLocation(time.UTC))
+	h, err := r.History(context.Background(), "api", quota.DefaultFingerprint("s"), b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2026, 11, 1, 0, 0, 0, 0, paris)
+	if h.EverySeconds != 24*3600 || h.Zone != "Europe/Paris" || !h.From.Equal(first) || len(h.Buckets) != 22 || h.Used != 30 {
+		t.Fatalf("history: every %vs zone %s from %v, %d buckets, used %d", h.EverySeconds, h.Zone, h.From, len(h.Buckets), h.Used)
+	}
+	for i, want := range map[int]int64{0: 10, 20: 10, 21: 10, 10: 0} {
+		if got := h.Buckets[i].Units; got != want {
+			t.Errorf("bucket %d (%v): %d units, want %d", i, h.Buckets[i].Start.In(paris), got, want)
 		}
 	}
 }

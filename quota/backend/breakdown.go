@@ -42,7 +42,7 @@ type CrossingMark struct {
 	Budget  string
 	Percent int // the threshold, 1..100
 	// Until is when the mark lapses: the end of the window it was crossed
-	// in (a daily window's next reset, or one sliding window after At).
+	// in (a calendar window's next reset, or one sliding window after At).
 	Until time.Time
 	Now   time.Time // zero: the store's clock
 }
@@ -59,12 +59,20 @@ const hourUS = int64(time.Hour / time.Microsecond)
 // budget is kept: the longest local day (25 hours).
 const dailyRowKeep = 25 * time.Hour
 
+// monthlyRowKeep is dailyRowKeep for a monthly budget: the longest local
+// month (31 days and the hour a DST change adds).
+const monthlyRowKeep = 31*24*time.Hour + time.Hour
+
 // BreakdownKeep returns how long after the end of its hour a store keeps a
 // BreakdownRow of a budget with window w: the window's length (25 hours for
-// a daily window), so rows cover every hour of the current window.
+// a daily window, 745 hours for a monthly one), so rows cover every hour of
+// the current window.
 func BreakdownKeep(w Window) time.Duration {
-	if w.IsDaily() {
+	switch {
+	case w.IsDaily():
 		return dailyRowKeep
+	case w.IsMonthly():
+		return monthlyRowKeep
 	}
 	return w.Duration()
 }

@@ -14,7 +14,8 @@ type Budget struct {
 	Name string `json:"name"`
 	// Limit is how many units the window admits: 1 to MaxLimit.
 	Limit int64 `json:"limit"`
-	// Window is the span the limit applies to: Sliding(d) or Daily(loc).
+	// Window is the span the limit applies to: Sliding(d), Daily(loc) or
+	// Monthly(loc).
 	Window Window `json:"window"`
 }
 

@@ -158,9 +158,10 @@ type TakeRequest struct {
 	// HeldAt): a lease's block, stamped where the lease ends. A sliding
 	// window's block then counts from now until Hold past its window, so
 	// every unit the lease admits up to now+Hold stays counted at least a
-	// window after its admission. A daily entry counts until the reset
-	// wherever it sits in the day, so a daily hold only marks the block as
-	// held: it is recorded at now+Hold or the day's last microsecond,
+	// window after its admission. A calendar (daily or monthly) entry
+	// counts until the reset wherever it sits in the period, so such a hold
+	// only marks the block as held: it is recorded at now+Hold or the
+	// period's last microsecond,
 	// whichever comes first. Adjust keeps held entries (those stamped after
 	// its now): an open lease still admits from them.
 	// Hold is at most a tenth of each sliding window it applies to; stores
@@ -173,7 +174,7 @@ type TakeRequest struct {
 // sliding window (see TakeRequest.Hold).
 func CheckHold(hold time.Duration, debits []Debit) error {
 	for _, d := range debits {
-		if hold > 0 && !d.Window.IsDaily() && hold > d.Window.Duration()/10 {
+		if hold > 0 && !d.Window.IsCalendar() && hold > d.Window.Duration()/10 {
 			return invalidf("hold %v for budget %q: more than a tenth of its window %v", hold, d.Name, d.Window.Duration())
 		}
 	}
@@ -282,7 +283,7 @@ type Usage struct {
 	Used      int64  `json:"used"`      // units counted in the window now
 	Remaining int64  `json:"remaining"` // Limit-Used, or 0 while marked exhausted
 	Cost      int64  `json:"cost,omitempty"`
-	// Reset is when capacity next frees: a daily window's next reset, or
+	// Reset is when capacity next frees: a calendar window's next reset, or
 	// when a sliding window's oldest counted entry expires (zero when the
 	// window is empty).
 	Reset time.Time `json:"reset,omitzero"`

@@ -178,10 +178,11 @@ func fastVersusGeneral(t *testing.T, c redis.UniversalClient, seed uint64) {
 }
 
 // randomBudgets are the budgets the random drivers charge: two daily (one
-// in la, across its DST change) and two sliding.
+// in la, across its DST change), two sliding and a monthly one.
 func randomBudgets(la *time.Location) []quota.Budget {
 	return []quota.Budget{
 		{Name: "units", Limit: 400, Window: quota.Daily(la)},
+		{Name: "month", Limit: 3000, Window: quota.Monthly(la)},
 		{Name: "search", Limit: 60, Window: quota.Daily(time.UTC)},
 		{Name: "minute", Limit: 50, Window: quota.Sliding(time.Minute)},
 		{Name: "tenmin", Limit: 200, Window: quota.Sliding(10 * time.Minute)},

@@ -14,11 +14,12 @@ import (
 
 // runSpecs runs a script whose ARGV holds window specs built by build from
 // an estimate of now, retrying once with Redis's own now when the script
-// found the estimate more than a day off. It returns the reply after
-// {STATUS, NOW} and NOW.
-func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys []string, now time.Time, daily bool, build func(est time.Time) []any) ([]any, int64, error) {
+// found the estimate more than a day (month) off; calendar says whether
+// any spec is a calendar window's, whose boundaries need the estimate. It
+// returns the reply after {STATUS, NOW} and NOW.
+func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys []string, now time.Time, calendar bool, build func(est time.Time) []any) ([]any, int64, error) {
 	var est time.Time
-	if daily {
+	if calendar {
 		est = s.estimate(now)
 	}
 	for attempt := 0; ; attempt++ {
@@ -34,7 +35,7 @@ func (s *Store) runSpecs(ctx context.Context, op string, sc *redis.Script, keys 
 			return reply[2:], at, nil
 		}
 		if attempt > 0 || !now.IsZero() {
-			return nil, 0, unavailable(op, fmt.Errorf("redis clock (%v) outside the daily boundaries around %v", time.UnixMicro(at), est))
+			return nil, 0, unavailable(op, fmt.Errorf("redis clock (%v) outside the calendar boundaries around %v", time.UnixMicro(at), est))
 		}
 		est = s.learn(at)
 	}
@@ -63,7 +64,7 @@ func (s *Store) Exhaust(ctx context.Context, req *backend.ExhaustRequest) error 
 	}
 	// exh and the marker, then the log, sum and keep keys: an exhaust is a
 	// write under the budget's definition, which the log's retention follows
-	rest, now, err := s.runSpecs(ctx, "exhaust", exhaustScript, []string{keys[2], mk, keys[0], keys[1], keys[3]}, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+	rest, now, err := s.runSpecs(ctx, "exhaust", exhaustScript, []string{keys[2], mk, keys[0], keys[1], keys[3]}, req.Now, req.Budget.Window.IsCalendar(), func(est time.Time) []any {
 		return append(s.appendSpec([]any{nowArg(req.Now), until, loss}, req.Budget.Window, est), s.box(req.Budget).id)
 	})
 	if err != nil {
@@ -98,7 +99,7 @@ func (s *Store) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
 	name := func(int) string { return req.Budget.Name }
 	keys := s.keys(req.API, req.Owner, 1, name, true)
 	mk := s.markKey(req.API, req.Owner)
-	rest, now, err := s.runSpecs(ctx, "adjust", adjustScript, append(keys, mk), req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+	rest, now, err := s.runSpecs(ctx, "adjust", adjustScript, append(keys, mk), req.Now, req.Budget.Window.IsCalendar(), func(est time.Time) []any {
 		return append(s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, req.Budget.Window, est), s.box(req.Budget).id, req.DropNonce, drop)
 	})
 	if err != nil {
@@ -117,17 +118,17 @@ func (s *Store) Usage(ctx context.Context, req *backend.UsageRequest) ([]backend
 	if n == 0 {
 		return []backend.Usage{}, nil
 	}
-	daily := false
+	calendar := false
 	for _, b := range req.Budgets {
 		if err := checkBudget(b); err != nil {
 			return nil, err
 		}
-		daily = daily || b.Window.IsDaily()
+		calendar = calendar || b.Window.IsCalendar()
 	}
 	name := func(i int) string { return req.Budgets[i].Name }
 	keys := s.keys(req.API, req.Owner, n, name, true)
 	keys = append(keys, s.markKey(req.API, req.Owner))
-	rest, _, err := s.runSpecs(ctx, "usage", usageScript, keys, req.Now, daily, func(est time.Time) []any {
+	rest, _, err := s.runSpecs(ctx, "usage", usageScript, keys, req.Now, calendar, func(est time.Time) []any {
 		args := make([]any, 0, 1+6*n)
 		args = append(args, nowArg(req.Now))
 		for _, b := range req.Budgets {
@@ -167,7 +168,7 @@ func (s *Store) Entries(ctx context.Context, req *backend.EntriesRequest) ([]bac
 	name := func(int) string { return req.Budget.Name }
 	keys := s.keys(req.API, req.Owner, 1, name, true)
 	keys = append(keys[:2], keys[3], s.markKey(req.API, req.Owner)) // log, sum, keep, marker
-	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys, req.Now, req.Budget.Window.IsDaily(), func(est time.Time) []any {
+	rest, _, err := s.runSpecs(ctx, "entries", entriesScript, keys, req.Now, req.Budget.Window.IsCalendar(), func(est time.Time) []any {
 		return append(s.appendSpec([]any{nowArg(req.Now)}, req.Budget.Window, est), s.box(req.Budget).id)
 	})
 	if err != nil {

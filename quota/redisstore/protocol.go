@@ -62,6 +62,8 @@ var luaShared = []luaConst{
 	// quota.DailyKeep: how long after its score an entry of a log kept
 	// for a daily window is kept (set aside once its day ended)
 	{"DAILYKEEP", backend.DailyKeep.Microseconds()},
+	// quota.MonthlyKeep: the same for a monthly window
+	{"MONTHLYKEEP", backend.MonthlyKeep.Microseconds()},
 	{"HOUR", time.Hour.Microseconds()},
 	// the longest a marker is kept for a mark far ahead
 	{"YEAR", 366 * 24 * time.Hour.Microseconds()},

@@ -70,12 +70,12 @@ func (s *Store) settle(ctx context.Context, op, api, owner string, at, row time.
 	if n == 0 {
 		return nil, nil
 	}
-	daily := false
+	calendar := false
 	for _, d := range debits {
 		if err := checkBudget(d.Budget); err != nil {
 			return nil, err
 		}
-		daily = daily || d.Window.IsDaily()
+		calendar = calendar || d.Window.IsCalendar()
 	}
 	all := s.keys(api, owner, n, func(i int) string { return debits[i].Name }, true)
 	keys := make([]string, 0, 3*n+2)
@@ -84,7 +84,7 @@ func (s *Store) settle(ctx context.Context, op, api, owner string, at, row time.
 	}
 	keys = append(keys, all[3*n:]...)
 	keys = append(keys, s.useKey(api, owner, backend.HourOf(row)), s.markKey(api, owner))
-	rest, _, err := s.runSpecs(ctx, op, settleScript, keys, now, daily, func(est time.Time) []any {
+	rest, _, err := s.runSpecs(ctx, op, settleScript, keys, now, calendar, func(est time.Time) []any {
 		args := []any{nowArg(now), at.UnixMicro(), nonce}
 		for _, d := range debits {
 			args = append(args, d.Cost)

@@ -24,9 +24,9 @@
 // and WithReplicas makes each decision wait for replicas.
 //
 // The store's clock is Redis TIME, unless a request carries a Now (a test's
-// injected clock). Redis knows no time zones: for a daily window the Go side
-// passes the local midnights around its estimate of now, and the script picks
-// the day that holds its own now.
+// injected clock). Redis knows no time zones: for a daily (monthly) window
+// the Go side passes the local midnights (of the 1st) around its estimate of
+// now, and the script picks the day (month) that holds its own now.
 //
 // Credentials reach the store as fingerprints only; no secret is ever
 // written to Redis.
@@ -56,13 +56,13 @@ type Store struct {
 	guard bool
 	// skew is the Redis clock minus the host clock (ns), learned only when
 	// they were found more than a day apart; it corrects the estimate of
-	// Redis's now used to pick a daily window's boundaries.
+	// Redis's now used to pick a calendar window's boundaries.
 	skew atomic.Int64
 
 	// caches of script arguments, guarded by boxMu
 	boxMu sync.RWMutex
 	boxes map[backend.Budget]boxed
-	days  map[*time.Location]*dayBounds
+	days  map[backend.Window]*dayBounds
 
 	// marks remembers each owner's store-loss marker (loss.go).
 	marks marks
@@ -118,7 +118,7 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 // a compatible one. New does not talk to the server: Open does the same and
 // also refuses an unsafe eviction policy, and is what most callers want.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[backend.Budget]boxed), days: make(map[*time.Location]*dayBounds), own: ownField(),
+	s := &Store{rdb: client, prefix: "quota:", boxes: make(map[backend.Budget]boxed), days: make(map[backend.Window]*dayBounds), own: ownField(),
 		pipe: &pipeliner{lanes: DefaultLanes}}
 	for _, o := range opts {
 		o(s)

@@ -70,7 +70,7 @@ func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.Ta
 		for i, d := range req.Debits {
 			bx := s.box(d.Budget)
 			args = append(args, d.Name, d.Cost, bx.limit)
-			if d.Window.IsDaily() {
+			if d.Window.IsCalendar() {
 				args = s.appendSpec(args, d.Window, est)
 			} else {
 				args = append(args, bx.win, zero, zero, zero, zero)
@@ -103,7 +103,7 @@ func (s *Store) Take(ctx context.Context, req *backend.TakeRequest) (*backend.Ta
 		}
 		if status < 0 {
 			if attempt > 0 || !req.Now.IsZero() {
-				return nil, unavailable("take", fmt.Errorf("redis clock (%v) outside the daily boundaries around %v", time.UnixMicro(now), est))
+				return nil, unavailable("take", fmt.Errorf("redis clock (%v) outside the calendar boundaries around %v", time.UnixMicro(now), est))
 			}
 			est = s.learn(now)
 			continue

@@ -44,7 +44,7 @@ func (s *Store) TrueUp(ctx context.Context, req *backend.TrueUpRequest) (*backen
 	if req.Lower {
 		lower = one
 	}
-	rest, now, err := s.runSpecs(ctx, "true-up", trueupScript, keys, req.Now, b.Window.IsDaily(), func(est time.Time) []any {
+	rest, now, err := s.runSpecs(ctx, "true-up", trueupScript, keys, req.Now, b.Window.IsCalendar(), func(est time.Time) []any {
 		args := s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, b.Window, est)
 		return append(args, s.box(b).id, until, lower, req.Since.UnixMicro(), h0.UnixMicro(),
 			backend.BreakdownKeep(b.Window).Microseconds(), backend.BreakdownField(b.Name, backend.UnmeteredMethod, ""))

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quotactl/quotactl/quota/backend"
@@ -17,8 +18,9 @@ const noNow = ""
 
 var zero any = int64(0)
 
-// dayBounds caches the four local midnights Window.Boundaries gives for
-// any instant of one day, boxed for the script's arguments.
+// dayBounds caches the four resets (local midnights, or midnights of the
+// 1st for a monthly window) Window.Boundaries gives for any instant of one
+// day or month, boxed for the script's arguments.
 type dayBounds struct {
 	lo, hi int64 // µs: the day the boundaries were computed for, [lo, hi)
 	box    [4]any
@@ -42,17 +44,17 @@ func (s *Store) learn(serverUS int64) time.Time {
 	return server
 }
 
-// bounds returns the local midnights of loc around est, cached per zone
-// (at most maxBoxed zones; past that the cache restarts).
-func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
+// bounds returns the resets of calendar window w around est, cached per
+// window (at most maxBoxed; past that the cache restarts).
+func (s *Store) bounds(w backend.Window, est time.Time) *dayBounds {
 	us := est.UnixMicro()
 	s.boxMu.RLock()
-	d := s.days[loc]
+	d := s.days[w]
 	s.boxMu.RUnlock()
 	if d != nil && d.lo <= us && us < d.hi {
 		return d
 	}
-	b := backend.Daily(loc).Boundaries(est)
+	b := w.Boundaries(est)
 	d = &dayBounds{lo: b[1].UnixMicro(), hi: b[2].UnixMicro()}
 	for i, t := range b {
 		d.box[i] = t.UnixMicro()
@@ -61,7 +63,7 @@ func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
 	if len(s.days) >= maxBoxed {
 		clear(s.days)
 	}
-	s.days[loc] = d
+	s.days[w] = d
 	s.boxMu.Unlock()
 	return d
 }
@@ -69,10 +71,10 @@ func (s *Store) bounds(loc *time.Location, est time.Time) *dayBounds {
 // appendSpec appends the 5-value window spec a script reads (see lua/lib/window.lua):
 // WIN, B1..B4.
 func (s *Store) appendSpec(args []any, w backend.Window, est time.Time) []any {
-	if !w.IsDaily() {
+	if !w.IsCalendar() {
 		return append(args, w.Duration().Microseconds(), zero, zero, zero, zero)
 	}
-	d := s.bounds(w.Location(), est)
+	d := s.bounds(w, est)
 	return append(args, zero, d.box[0], d.box[1], d.box[2], d.box[3])
 }
 
@@ -82,10 +84,14 @@ func (s *Store) appendSpec(args []any, w backend.Window, est time.Time) []any {
 type boxed struct{ limit, win, id any }
 
 // windowID returns the id scripts know window w by (see lua/lib/retain.lua): "S" and
-// its length in µs for a sliding window, "D" and its zone for a daily one.
+// its length in µs for a sliding window, "D" and its zone for a daily one,
+// "M" and its zone for a monthly one.
 func windowID(w backend.Window) string {
-	if w.IsDaily() {
+	switch {
+	case w.IsDaily():
 		return "D" + w.Location().String()
+	case w.IsMonthly():
+		return "M" + w.Location().String()
 	}
 	return "S" + strconv.FormatInt(w.Duration().Microseconds(), 10)
 }
@@ -122,9 +128,9 @@ func checkBudget(b backend.Budget) error {
 	switch {
 	case b.Window.IsZero():
 		return invalid("budget %q: zero window", b.Name)
-	case b.Window.IsDaily():
+	case b.Window.IsCalendar():
 		if b.Window.Location() == nil {
-			return invalid("budget %q: daily window without a time zone", b.Name)
+			return invalid("budget %q: %s window without a time zone", b.Name, strings.TrimSuffix(b.Window.String(), ":"))
 		}
 	case b.Window.Duration() < time.Microsecond:
 		return invalid("budget %q: sliding window of %v: must be at least 1µs", b.Name, b.Window.Duration())

@@ -9,7 +9,7 @@ import (
 )
 
 // DefineBudgets implements backend.Store. A window must survive its text
-// form (backend.ParseWindow), so a daily window needs an IANA zone name
+// form (backend.ParseWindow), so a daily or monthly window needs an IANA zone name
 // ("America/Los_Angeles", "UTC", "Local"), not a time.FixedZone.
 func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []backend.Budget) error {
 	if err := backend.CheckName("api", api); err != nil {
@@ -20,7 +20,7 @@ func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []backend
 			return fmt.Errorf("sqlitestore: define budgets of %q: %w", api, err)
 		}
 		if w, err := backend.ParseWindow(b.Window.String()); err != nil || w.String() != b.Window.String() {
-			return fmt.Errorf("sqlitestore: define budgets of %q: %w: budget %q: window %s cannot be stored: give a daily window an IANA zone name",
+			return fmt.Errorf("sqlitestore: define budgets of %q: %w: budget %q: window %s cannot be stored: give a daily or monthly window an IANA zone name",
 				api, backend.ErrInvalid, b.Name, b.Window)
 		}
 	}

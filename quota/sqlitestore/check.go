@@ -48,8 +48,8 @@ func checkBudget(op string, b backend.Budget) error {
 	case b.Limit <= 0:
 		return fmt.Errorf("sqlitestore: %s: %w: budget %q: limit %d, must be > 0", op, backend.ErrInvalid, b.Name, b.Limit)
 	case b.Window.IsZero(),
-		b.Window.IsDaily() && b.Window.Location() == nil,
-		!b.Window.IsDaily() && b.Window.Duration() < time.Microsecond:
+		b.Window.IsCalendar() && b.Window.Location() == nil,
+		!b.Window.IsCalendar() && b.Window.Duration() < time.Microsecond:
 		return fmt.Errorf("sqlitestore: %s: %w: budget %q: window %s", op, backend.ErrInvalid, b.Name, b.Window)
 	}
 	return nil

@@ -157,13 +157,13 @@ func (w *wtx) setWindow(lg *logRow, win backend.Window, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("log of budget %q: stored window %q: %w", lg.budget, lg.window, err)
 	}
-	if old.IsDaily() {
-		// what the old daily window set aside may count under the new one
-		if err := w.unarchive(lg, now); err != nil {
+	if old.IsCalendar() {
+		// what the old calendar window set aside may count under the new one
+		if err := w.unarchive(lg, old, now); err != nil {
 			return err
 		}
 	}
-	if err := w.prune(lg, backend.KeptSince(old, now).UnixMicro(), now.UnixMicro(), false); err != nil {
+	if err := w.prune(lg, backend.KeptSince(old, now).UnixMicro(), now.UnixMicro(), 0); err != nil {
 		return err
 	}
 	kept := win
@@ -201,9 +201,9 @@ func (w *wtx) trim(lg *logRow, win backend.Window, now time.Time) error {
 	start := win.Start(now).UnixMicro()
 	if lg.kept.IsZero() {
 		lg.gap = 0
-		return w.prune(lg, start, now.UnixMicro(), win.IsDaily())
+		return w.prune(lg, start, now.UnixMicro(), backend.AsideKeep(win))
 	}
-	if err := w.prune(lg, backend.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro(), false); err != nil {
+	if err := w.prune(lg, backend.PruneBefore(lg.kept, win, now).UnixMicro(), now.UnixMicro(), 0); err != nil {
 		return err
 	}
 	s := w.st.gap.int(1, lg.id).int(2, start)
@@ -225,18 +225,19 @@ func (lg *logRow) expiry(win backend.Window, now time.Time) int64 {
 
 // prune deletes the log's entries recorded before start (µs), subtracting
 // their costs from the running sum: O(expired entries). It also drops an
-// exhaustion mark that has ended by now. With aside (a log kept for a
-// daily window), it sets the entries aside instead (log = -id), out of the
-// sum, and deletes those set aside more than backend.DailyKeep before now:
-// a budget redefined with another zone or a sliding window counts the
-// others again (unarchive). The set-aside entries are trimmed when more
-// are set aside, at a day's first decision; whatever their number, none
-// older than DailyKeep counts again.
-func (w *wtx) prune(lg *logRow, start, now int64, aside bool) error {
+// exhaustion mark that has ended by now. With aside > 0 (a log kept for
+// a calendar window: its backend.AsideKeep, DailyKeep or MonthlyKeep), it
+// sets the entries aside instead (log = -id), out of the sum, and deletes
+// those set aside more than aside before now: a budget redefined with
+// another zone or a sliding window counts the others again (unarchive).
+// The set-aside entries are trimmed when more are set aside, at a day's
+// (month's) first decision; whatever their number, none older than aside
+// counts again.
+func (w *wtx) prune(lg *logRow, start, now int64, aside time.Duration) error {
 	var freed int64
 	moved := false
 	q := w.st.prune
-	if aside {
+	if aside > 0 {
 		q = w.st.setAside
 	}
 	s := q.int(1, lg.id).int(2, start)
@@ -247,8 +248,8 @@ func (w *wtx) prune(lg *logRow, start, now int64, aside bool) error {
 	if err := s.done(); err != nil {
 		return err
 	}
-	if aside && moved {
-		if err := w.st.trimAside.int(1, lg.id).int(2, now-backend.DailyKeep.Microseconds()+1).exec(); err != nil {
+	if aside > 0 && moved {
+		if err := w.st.trimAside.int(1, lg.id).int(2, now-aside.Microseconds()+1).exec(); err != nil {
 			return err
 		}
 	}
@@ -264,11 +265,11 @@ func (w *wtx) prune(lg *logRow, start, now int64, aside bool) error {
 }
 
 // unarchive puts the log's set-aside entries recorded in the last
-// backend.DailyKeep back in it, and their costs in its running sum, and
-// deletes the older ones: the log's window changed, and the new one may
-// count them.
-func (w *wtx) unarchive(lg *logRow, now time.Time) error {
-	from := backend.KeptSince(backend.Daily(time.UTC), now).UnixMicro()
+// backend.AsideKeep(old) back in it, and their costs in its running sum,
+// and deletes the older ones: the log's window changed from old, a
+// calendar window, and the new one may count them.
+func (w *wtx) unarchive(lg *logRow, old backend.Window, now time.Time) error {
+	from := backend.KeptSince(old, now).UnixMicro()
 	var back int64
 	s := w.st.unarchive.int(1, lg.id).int(2, from)
 	for s.next() {
@@ -314,7 +315,7 @@ func (w *wtx) usage(lg *logRow, b backend.Budget, now time.Time) (backend.Usage,
 	if lg.exh > now.UnixMicro() {
 		u.ExhaustedUntil = time.UnixMicro(lg.exh)
 	}
-	if b.Window.IsDaily() {
+	if b.Window.IsCalendar() {
 		u.Reset = time.UnixMicro(b.Window.NextReset(now).UnixMicro())
 		return u, nil
 	}

@@ -208,8 +208,8 @@ func (s *Store) Adjust(ctx context.Context, req *backend.AdjustRequest) error {
 				return err
 			}
 			lg.used += req.Used
-			// (a daily log keeps it DailyKeep, set aside once its day
-			// ends, as an admission's: see prune)
+			// (a calendar log keeps it AsideKeep, set aside once its
+			// day or month ends, as an admission's: see prune)
 			lg.idle = max(lg.idle, backend.KeptUntil(req.Budget.Window, now).UnixMicro())
 		}
 		return w.save(lg)
@@ -234,7 +234,7 @@ func (s *Store) Usage(ctx context.Context, req *backend.UsageRequest) ([]backend
 		out = make([]backend.Usage, len(req.Budgets))
 		for i, b := range req.Budgets {
 			u := backend.Usage{Budget: b.Name, Window: b.Window, Limit: b.Limit}
-			if b.Window.IsDaily() {
+			if b.Window.IsCalendar() {
 				u.Reset = time.UnixMicro(b.Window.NextReset(now).UnixMicro())
 			}
 			var id, used, exh int64
@@ -265,7 +265,7 @@ func (s *Store) Usage(ctx context.Context, req *backend.UsageRequest) ([]backend
 			if exh > n {
 				u.ExhaustedUntil = time.UnixMicro(exh)
 			}
-			if !b.Window.IsDaily() {
+			if !b.Window.IsCalendar() {
 				var oldest sql.NullInt64
 				if err := tx.QueryRowContext(ctx, `SELECT min(at) FROM entries WHERE log IN (?, ?) AND at >= ?`, id, asideID(id, aside), start).Scan(&oldest); err != nil {
 					return err

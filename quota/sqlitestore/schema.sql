@@ -13,7 +13,7 @@ CREATE TABLE budgets (
 	api      TEXT    NOT NULL,
 	name     TEXT    NOT NULL,
 	"limit"  INTEGER NOT NULL,
-	"window" TEXT    NOT NULL, -- quota.Window text form: sliding:24h0m0s, daily:America/Los_Angeles
+	"window" TEXT    NOT NULL, -- quota.Window text form: sliding:24h0m0s, daily:America/Los_Angeles, monthly:Europe/Paris
 	PRIMARY KEY (api, name)
 ) WITHOUT ROWID;
 

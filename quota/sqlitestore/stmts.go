@@ -9,8 +9,8 @@ type stmts struct {
 	updateLog    *stmt
 	dropLog      *stmt
 	prune        *stmt // delete expired entries, returning their costs
-	setAside     *stmt // set a daily log's expired entries aside, returning their costs
-	trimAside    *stmt // delete the set-aside entries older than DailyKeep
+	setAside     *stmt // set a calendar log's expired entries aside, returning their costs
+	trimAside    *stmt // delete the set-aside entries older than AsideKeep
 	unarchive    *stmt // put set-aside entries back, returning their costs
 	oldest       *stmt // the oldest counted entry's instant
 	gap          *stmt // units of the kept entries the window no longer counts

@@ -98,7 +98,7 @@ func (s *Store) sweep(ctx context.Context, now int64) (int, error) {
 // win, of a log that keeps its entries for the window whose text is kept:
 // win's start, or later where kept no longer keeps what win would count
 // (entries a decision would delete first; see setWindow); and whether the
-// log's set-aside entries count too (kept is a daily window, and win
+// log's set-aside entries count too (kept is a calendar window, and win
 // another: a decision would put them back first).
 func countFrom(win backend.Window, kept string, now time.Time) (int64, bool, error) {
 	start := win.Start(now).UnixMicro()
@@ -109,7 +109,7 @@ func countFrom(win backend.Window, kept string, now time.Time) (int64, bool, err
 	if err != nil {
 		return 0, false, fmt.Errorf("stored window %q: %w", kept, err)
 	}
-	return max(start, backend.KeptSince(k, now).UnixMicro()), k.IsDaily(), nil
+	return max(start, backend.KeptSince(k, now).UnixMicro()), k.IsCalendar(), nil
 }
 
 // asideID returns the log id under which the set-aside entries of log id

@@ -19,7 +19,7 @@ import (
 // the budget (what was admitted before is then what the adjust says). At every step, for the window ending
 // now, the store counts at least every unit admitted in it (each unit until
 // its own admission plus the window), and no more than the limit was
-// admitted in it; a lease never admits across a daily reset.
+// admitted in it; a lease never admits across a daily or monthly reset.
 func (s suite) budgetLeases(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -30,6 +30,7 @@ func (s suite) budgetLeases(t *testing.T) {
 	}{
 		{"sliding", quota.Budget{Name: "units", Limit: 400, Window: quota.Sliding(time.Minute)}, T0, 300 * time.Millisecond},
 		{"daily", quota.Budget{Name: "units", Limit: 400, Window: quota.Daily(time.UTC)}, time.Date(2026, 11, 22, 23, 58, 0, 0, time.UTC), 300 * time.Millisecond},
+		{"monthly", quota.Budget{Name: "units", Limit: 400, Window: quota.Monthly(time.UTC)}, time.Date(2026, 11, 30, 23, 58, 0, 0, time.UTC), 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := s.store(t)
@@ -57,7 +58,7 @@ func (s suite) budgetLeases(t *testing.T) {
 			inWindow := func(now time.Time) (n int64) {
 				for _, a := range admitted {
 					counts := now.Before(tc.b.Window.Expiry(a.at)) // until its own admission plus the window
-					if tc.b.Window.IsDaily() {
+					if tc.b.Window.IsCalendar() {
 						counts = counts && !now.Before(tc.b.Window.Start(a.at))
 					}
 					if counts {

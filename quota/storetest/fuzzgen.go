@@ -64,8 +64,10 @@ func (p *program) window() quota.Window {
 		return quota.Sliding(time.Duration(p.in.i64()))
 	case 7, 8:
 		return quota.Daily(time.UTC)
-	case 9, 11, 12:
+	case 9, 11:
 		return quota.Daily(laZone)
+	case 12:
+		return quota.Monthly(laZone)
 	case 10:
 		return quota.Daily(howeZone)
 	case 13:

@@ -26,10 +26,11 @@ type granted struct {
 // on three budgets (two sliding windows and a daily one): charges of
 // one or several budgets, refunds (by reservation, and of every budget as a
 // refund by ID is), exhaustion marks set and cleared, adjustments, budgets
-// redefined with other windows (sliding, one longer than quota.DailyKeep,
-// and daily in three zones: what a daily log set aside must count after
-// it), and a clock that moves forward by minutes and now and then by
-// hours, across daily resets. After every step it compares the answers, and the usage and
+// redefined with other windows (sliding, one longer than quota.DailyKeep
+// and one longer than quota.MonthlyKeep, daily in three zones and monthly
+// in two: what a daily or monthly log set aside must count after it), and
+// a clock that moves forward by minutes, now and then by hours, and more
+// rarely by days, across daily and monthly resets. After every step it compares the answers, and the usage and
 // entries of the credential charged (of every credential every 25 steps):
 // they must be identical. A clock stepping back is not in the run (after
 // one, what each store had already dropped as expired depends on when it
@@ -73,6 +74,7 @@ func matchesMemory(t *testing.T, st quota.Store, seed uint64, move func(now time
 		quota.Sliding(5 * time.Minute), quota.Sliding(10 * time.Minute), quota.Sliding(time.Hour),
 		quota.Sliding(3 * time.Hour), quota.Daily(la), quota.Daily(time.UTC),
 		quota.Daily(tokyo), quota.Sliding(30 * time.Hour),
+		quota.Monthly(la), quota.Monthly(time.UTC), quota.Sliding(35 * 24 * time.Hour),
 	}
 	ref := quota.NewMemoryStore()
 	rng := rand.New(rand.NewPCG(seed, 99))
@@ -145,6 +147,10 @@ func matchesMemory(t *testing.T, st quota.Store, seed uint64, move func(now time
 			now = now.Add(time.Duration(rng.Int64N(int64(4 * time.Minute))))
 			if rng.IntN(50) == 0 {
 				now = now.Add(time.Duration(rng.IntN(30)) * time.Hour)
+			}
+			if rng.IntN(100) == 0 {
+				// days: from T0 (November 22nd), across a month's end
+				now = now.Add(time.Duration(1+rng.IntN(6)) * 24 * time.Hour)
 			}
 			if move != nil {
 				move(now)

@@ -8,8 +8,8 @@ import (
 // This file is the reference model of MatchesModel: the limiter's
 // semantics written down a second time, sharing no code with any store nor
 // with quota's window arithmetic (no MemoryStore, no Window.Start, Expiry
-// or NextReset): sliding cutoffs and local midnights are computed here from
-// time.Date alone. It keeps every entry ever recorded, and never prunes:
+// or NextReset): sliding cutoffs, local midnights and month starts are
+// computed here from time.Date alone. It keeps every entry ever recorded, and never prunes:
 // what a window counts is a filter over the whole log at the instant asked.
 //
 // The semantics it encodes (README "How it counts", DESIGN "Store
@@ -19,9 +19,10 @@ import (
 //     truncated to it.
 //   - An entry recorded at at counts at now when at >= start(now):
 //     now-d+1µs for Sliding(d), the local midnight that began now's day for
-//     Daily(loc). An entry stamped after now (the clock stepped back)
+//     Daily(loc), the local midnight of the 1st that began now's month for
+//     Monthly(loc). An entry stamped after now (the clock stepped back)
 //     counts. It stops counting at expiry(at): at+d, or the next local
-//     midnight after at.
+//     midnight (of a 1st, monthly) after at.
 //   - Take admits when every budget can pay: used+cost <= limit and no
 //     exhaustion mark after now. Otherwise a refusing budget's RetryAt is
 //     the expiry of the counted entry (oldest first) at which the units
@@ -38,7 +39,8 @@ import (
 //     one of N at now (none for 0) and clears the mark: used is N after it
 //     (the model takes no leases, whose held blocks an Adjust would keep).
 //   - Usage: used; remaining = limit-used, or 0 while marked; Reset the
-//     next local midnight (daily) or the expiry of the oldest counted entry
+//     next local midnight (daily), the next 1st's (monthly) or the expiry
+//     of the oldest counted entry
 //     (sliding; zero when none counts); ExhaustedUntil the mark while after
 //     now.
 
@@ -47,15 +49,27 @@ type modelBudget struct {
 	name  string
 	limit int64
 	slide time.Duration  // > 0: Sliding(slide)
-	loc   *time.Location // Daily(loc) when slide is 0
+	loc   *time.Location // Daily(loc) or Monthly(loc) when slide is 0
+	month bool           // Monthly(loc), not Daily(loc)
 }
 
-func (b *modelBudget) daily() bool { return b.slide == 0 }
+// calendar reports whether b resets at calendar boundaries (daily or
+// monthly).
+func (b *modelBudget) calendar() bool { return b.slide == 0 }
+
+// period returns the first instant of the calendar period (day or month)
+// n periods after t's.
+func (b *modelBudget) period(t time.Time, n int) time.Time {
+	if b.month {
+		return monthStart(t, b.loc, n)
+	}
+	return dayStart(t, b.loc, n)
+}
 
 // start returns the first instant that counts at now.
 func (b *modelBudget) start(now time.Time) time.Time {
-	if b.daily() {
-		return dayStart(now, b.loc, 0)
+	if b.calendar() {
+		return b.period(now, 0)
 	}
 	return now.Add(-b.slide + time.Microsecond)
 }
@@ -63,19 +77,32 @@ func (b *modelBudget) start(now time.Time) time.Time {
 // expiry returns the first instant at which an entry recorded at at no
 // longer counts.
 func (b *modelBudget) expiry(at time.Time) time.Time {
-	if b.daily() {
-		return dayStart(at, b.loc, 1)
+	if b.calendar() {
+		return b.period(at, 1)
 	}
 	return at.Add(b.slide)
 }
 
 // dayStart returns the first instant of the local day (in loc) days after
-// t's: its midnight, or, should a DST jump skip midnight that day, the
-// first instant whose local date is that day's (found by bisection, to the
-// µs). time.Date gives an instant of the wrong day for a skipped midnight.
+// t's (see dateStart).
 func dayStart(t time.Time, loc *time.Location, days int) time.Time {
 	y, m, d := t.In(loc).Date()
-	want := time.Date(y, m, d+days, 0, 0, 0, 0, time.UTC) // the date wanted, normalised
+	return dateStart(time.Date(y, m, d+days, 0, 0, 0, 0, time.UTC), loc)
+}
+
+// monthStart returns the first instant of the local month (in loc) months
+// after t's: of its 1st (see dateStart).
+func monthStart(t time.Time, loc *time.Location, months int) time.Time {
+	y, m, _ := t.In(loc).Date()
+	return dateStart(time.Date(y, m+time.Month(months), 1, 0, 0, 0, 0, time.UTC), loc)
+}
+
+// dateStart returns the first instant of the local date want (its year,
+// month and day, normalised, in UTC) in loc: its midnight, or, should a DST
+// jump skip that midnight, the first instant whose local date is want's
+// (found by bisection, to the µs). time.Date gives an instant of the wrong
+// day for a skipped midnight.
+func dateStart(want time.Time, loc *time.Location) time.Time {
 	wy, wm, wd := want.Date()
 	m0 := time.Date(wy, wm, wd, 0, 0, 0, 0, loc)
 	onOrAfter := func(x time.Time) bool {
@@ -203,8 +230,8 @@ func (m *model) usage(cred, b int, now time.Time) modelUsage {
 		u.remaining = 0
 	}
 	switch {
-	case bd.daily():
-		u.reset = dayStart(now, bd.loc, 1)
+	case bd.calendar():
+		u.reset = bd.period(now, 1)
 	case len(es) > 0:
 		u.reset = bd.expiry(es[0].at)
 	}
@@ -316,9 +343,10 @@ func (m *model) adjust(cred, b int, used int64, now time.Time) {
 //   - no live entry's expiry lies in it (an entry that expired by high
 //     stays expired at now', one still counted at high still counts);
 //   - no exhaustion mark ends in it;
-//   - no local midnight of any daily budget's zone lies in it (so an
-//     entry stamped after now' lies in now's day, and no store saw a day
-//     begin that now' is before).
+//   - no local midnight of any daily budget's zone, nor start of any
+//     monthly budget's month, lies in it (so an entry stamped after now'
+//     lies in now's day, and no store saw a day begin that now' is
+//     before).
 //
 // It returns the latest such instant at or before high: now' may equal it.
 func (m *model) backFloor() time.Time {
@@ -330,8 +358,8 @@ func (m *model) backFloor() time.Time {
 	}
 	for b := range m.budgets {
 		bd := &m.budgets[b]
-		if bd.daily() {
-			note(dayStart(m.high, bd.loc, 0))
+		if bd.calendar() {
+			note(bd.period(m.high, 0))
 		}
 		for cred := range m.logs {
 			lg := &m.logs[cred][b]

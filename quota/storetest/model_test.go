@@ -50,6 +50,50 @@ func TestModelDayStart(t *testing.T) {
 	}
 }
 
+// TestModelMonthStart checks the model's local months against instants
+// known apart: months of 28 to 31 days, a leap February, months with a DST
+// change, and months whose 1st's midnight a DST jump skips (they begin at
+// the jump) or gives twice (at the first).
+func TestModelMonthStart(t *testing.T) {
+	utc := func(y, m, d, h int) time.Time { return time.Date(y, time.Month(m), d, h, 0, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		zone       string
+		at         time.Time // an instant of the month
+		start, end time.Time
+	}{
+		{"UTC", utc(2026, 2, 14, 5), utc(2026, 2, 1, 0), utc(2026, 3, 1, 0)},                                             // 28 days
+		{"UTC", utc(2024, 2, 29, 23), utc(2024, 2, 1, 0), utc(2024, 3, 1, 0)},                                            // 29 days
+		{"UTC", utc(2026, 4, 30, 23), utc(2026, 4, 1, 0), utc(2026, 5, 1, 0)},                                            // 30 days
+		{"UTC", utc(2026, 12, 31, 23), utc(2026, 12, 1, 0), utc(2027, 1, 1, 0)},                                          // the year's end
+		{"Europe/Paris", utc(2026, 3, 29, 12), utc(2026, 2, 28, 23), utc(2026, 3, 31, 22)},                               // CET to CEST
+		{"Europe/Paris", utc(2026, 10, 31, 22), utc(2026, 9, 30, 22), utc(2026, 10, 31, 23)},                             // CEST to CET
+		{"Europe/Paris", utc(2026, 3, 31, 22), utc(2026, 3, 31, 22), utc(2026, 4, 30, 22)},                               // April's first µs
+		{"America/Asuncion", utc(2023, 10, 1, 3), utc(2023, 9, 1, 4), utc(2023, 10, 1, 4)},                               // ends at the jump
+		{"America/Asuncion", utc(2023, 10, 15, 0), utc(2023, 10, 1, 4), utc(2023, 11, 1, 3)},                             // begins at the jump
+		{"America/Havana", utc(2012, 4, 1, 5), utc(2012, 4, 1, 5), utc(2012, 5, 1, 4)},                                   // begins at the jump
+		{"Asia/Gaza", utc(2004, 9, 30, 21).Add(30 * time.Minute), utc(2004, 9, 30, 21), utc(2004, 10, 31, 22)},           // midnight twice: the first
+		{"Australia/Lord_Howe", utc(2026, 10, 10, 0), utc(2026, 9, 30, 13).Add(30 * time.Minute), utc(2026, 10, 31, 13)}, // +10:30 to +11
+	} {
+		loc, err := time.LoadLocation(tc.zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := modelBudget{loc: loc, month: true}
+		if got := b.start(tc.at); !got.Equal(tc.start) {
+			t.Errorf("%s at %v: month starts %v, want %v", tc.zone, tc.at, got.UTC(), tc.start)
+		}
+		if got := b.expiry(tc.at); !got.Equal(tc.end) {
+			t.Errorf("%s at %v: month ends %v, want %v", tc.zone, tc.at, got.UTC(), tc.end)
+		}
+		if got := b.start(tc.start); !got.Equal(tc.start) {
+			t.Errorf("%s: the month's first instant %v starts the month %v", tc.zone, tc.start, got.UTC())
+		}
+		if got := b.expiry(tc.end.Add(-time.Microsecond)); !got.Equal(tc.end) {
+			t.Errorf("%s: the month's last µs ends at %v, want %v", tc.zone, got.UTC(), tc.end)
+		}
+	}
+}
+
 // TestModelBackFloor checks the step-back rule: the clock steps back no
 // further than the latest instant at or before the high-water mark at which
 // an entry expires, a mark ends or a day begins.

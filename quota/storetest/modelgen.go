@@ -31,7 +31,8 @@ func genModelCase(budgets []modelBudget, seed uint64, steps int, margin time.Dur
 }
 
 // nextChange returns the first instant after t at which something the
-// model holds changes: a local midnight of a daily budget's zone, a live
+// model holds changes: a local midnight of a daily budget's zone (of a
+// 1st, a monthly budget's), a live
 // entry's expiry, a mark's end.
 func (s *modelSim) nextChange(t time.Time) time.Time {
 	var next time.Time
@@ -41,8 +42,8 @@ func (s *modelSim) nextChange(t time.Time) time.Time {
 		}
 	}
 	for b, bd := range s.budgets {
-		if bd.daily() {
-			note(dayStart(t, bd.loc, 1))
+		if bd.calendar() {
+			note(bd.period(t, 1))
 		}
 		for cred := range s.m.logs {
 			lg := &s.m.logs[cred][b]
@@ -245,8 +246,13 @@ func (s *modelSim) genForward(rng *rand.Rand, cred int) time.Duration {
 	now := s.decided()
 	var targets []time.Time
 	for b, bd := range s.budgets {
-		if bd.daily() {
-			targets = append(targets, dayStart(now, bd.loc, 1))
+		if bd.calendar() {
+			// (a month's end only when near: a run that jumped a month
+			// at a time would leave the day and DST changes it starts
+			// near)
+			if next := bd.period(now, 1); !bd.month || next.Sub(now) < 48*time.Hour {
+				targets = append(targets, next)
+			}
 			if _, end := now.In(bd.loc).ZoneBounds(); !end.IsZero() && end.Sub(now) < 48*time.Hour {
 				targets = append(targets, end)
 			}
@@ -258,7 +264,11 @@ func (s *modelSim) genForward(rng *rand.Rand, cred int) time.Duration {
 		}
 	}
 	if s.retry.After(now) {
-		targets = append(targets, s.retry, s.retry, s.retry)
+		targets = append(targets, s.retry)
+		if s.retry.Sub(now) < 48*time.Hour {
+			// (a far one, a monthly budget's 1st, now and then only)
+			targets = append(targets, s.retry, s.retry)
+		}
 	}
 	at := targets[rng.IntN(len(targets))]
 	at = at.Add([]time.Duration{-time.Second, -time.Microsecond, 0, 0, time.Microsecond}[rng.IntN(5)])

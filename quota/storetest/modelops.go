@@ -50,22 +50,26 @@ type ModelCase struct {
 }
 
 // modelSpec is the run's budgets, in definition order: sliding windows of
-// several lengths (one not a whole second) and daily ones in four zones,
-// two with DST.
+// several lengths (one not a whole second), daily ones in four zones, two
+// with DST, and monthly ones in two zones with DST, one whose DST jump
+// skipped midnight of a 1st (America/Asuncion, 2023-10-01).
 var modelSpec = []struct {
 	name  string
 	limit int64
 	slide time.Duration
 	zone  string
+	month bool // Monthly(zone), not Daily(zone)
 }{
-	{"s1m", 10, time.Minute, ""},
-	{"s7m", 40, 7*time.Minute + 3*time.Microsecond, ""},
-	{"s1h", 100, time.Hour, ""},
-	{"s6h", 400, 6 * time.Hour, ""},
-	{"la", 1000, 0, "America/Los_Angeles"},
-	{"london", 300, 0, "Europe/London"},
-	{"tokyo", 150, 0, "Asia/Tokyo"},
-	{"utc", 60, 0, "UTC"},
+	{"s1m", 10, time.Minute, "", false},
+	{"s7m", 40, 7*time.Minute + 3*time.Microsecond, "", false},
+	{"s1h", 100, time.Hour, "", false},
+	{"s6h", 400, 6 * time.Hour, "", false},
+	{"la", 1000, 0, "America/Los_Angeles", false},
+	{"london", 300, 0, "Europe/London", false},
+	{"tokyo", 150, 0, "Asia/Tokyo", false},
+	{"utc", 60, 0, "UTC", false},
+	{"mparis", 3000, 0, "Europe/Paris", true},
+	{"masu", 800, 0, "America/Asuncion", true},
 }
 
 // modelCreds are the run's credentials (fast fingerprints: see modelRun).
@@ -80,7 +84,7 @@ func modelBudgets() ([]modelBudget, []quota.Budget, error) {
 	var mb []modelBudget
 	var qb []quota.Budget
 	for _, s := range modelSpec {
-		b := modelBudget{name: s.name, limit: s.limit, slide: s.slide}
+		b := modelBudget{name: s.name, limit: s.limit, slide: s.slide, month: s.month}
 		w := quota.Sliding(s.slide)
 		if s.zone != "" {
 			loc, err := time.LoadLocation(s.zone)
@@ -88,6 +92,9 @@ func modelBudgets() ([]modelBudget, []quota.Budget, error) {
 				return nil, nil, err
 			}
 			b.loc, w = loc, quota.Daily(loc)
+			if s.month {
+				w = quota.Monthly(loc)
+			}
 		}
 		mb = append(mb, b)
 		qb = append(qb, quota.Budget{Name: s.name, Limit: s.limit, Window: w})
@@ -96,7 +103,9 @@ func modelBudgets() ([]modelBudget, []quota.Budget, error) {
 }
 
 // modelStarts are the instants runs start near (seed picks one): DST
-// changes in Los Angeles and London, Tokyo's and UTC's midnights.
+// changes in Los Angeles and London, Tokyo's and UTC's midnights, the ends
+// of months in Paris (one with a DST change) and Asuncion (where October
+// 2023 began at 01:00, DST skipping midnight).
 var modelStarts = []time.Time{
 	T0,
 	time.Date(2026, 3, 8, 7, 30, 0, 0, time.UTC),    // LA: 23:30 PST, the eve of spring forward (10:00 UTC)
@@ -105,6 +114,9 @@ var modelStarts = []time.Time{
 	time.Date(2026, 10, 24, 22, 50, 0, 0, time.UTC), // London: 23:50 BST, GMT returns at 01:00 UTC
 	time.Date(2026, 6, 30, 14, 55, 0, 0, time.UTC),  // Tokyo: 23:55 JST
 	time.Date(2026, 12, 31, 23, 50, 0, 0, time.UTC), // UTC: the year's end
+	time.Date(2026, 3, 31, 21, 50, 0, 0, time.UTC),  // Paris: 23:50 CEST, March (a DST month) ends at 22:00 UTC
+	time.Date(2026, 10, 31, 22, 50, 0, 0, time.UTC), // Paris: 23:50 CET, October (25h longer day) ends at 23:00 UTC
+	time.Date(2023, 10, 1, 3, 40, 0, 0, time.UTC),   // Asuncion: 23:40 on Sep 30; October begins at 01:00 -03 (04:00 UTC)
 }
 
 // String returns the op as a Go composite literal.

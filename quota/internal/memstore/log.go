@@ -66,12 +66,14 @@ func (n *nonceBuf) is(s, pfx string) bool {
 // in the log, uncounted, and count again if the window grows back. The
 // entries the current window counts are those from start(now) on.
 //
-// A log kept for a daily window does not drop the entries its day ends:
-// it sets them aside, in the ring just before head, out of the running
-// sum, and keeps each for DailyKeep after its instant (then drops it), so
-// that a budget redefined with another zone or a sliding window counts
-// them again (unarchive). Memory stays bounded: a daily log holds its
-// day's entries and DailyKeep's worth of set-aside ones at most.
+// A log kept for a calendar (daily or monthly) window does not drop the
+// entries its day (month) ends: it sets them aside, in the ring just before
+// head, out of the running sum, and keeps each for AsideKeep (DailyKeep,
+// MonthlyKeep) after its instant (then drops it), so that a budget
+// redefined with another zone or a sliding window counts them again
+// (unarchive). Memory stays bounded: a daily log holds its day's entries
+// and DailyKeep's worth of set-aside ones at most (a monthly log, a
+// month's and MonthlyKeep's worth).
 type memLog struct {
 	ring   []memEntry // len is a power of two (or 0)
 	head   int        // index of the oldest kept entry
@@ -81,7 +83,8 @@ type memLog struct {
 	exh    int64      // exhausted until, µs; 0 if not marked
 	window backend.Window
 	kept   backend.Window // what the log keeps entries for: window, unless shortened
-	// the daily window's current day, cached to skip zone arithmetic
+	// the calendar window's current day (month), cached to skip zone
+	// arithmetic
 	dayStart, dayEnd int64
 	// the latest instant the log was pruned at (µs): a decision on the
 	// host clock happens no earlier (see Store.take)
@@ -101,7 +104,7 @@ func (lg *memLog) aside(i int) *memEntry {
 	return &lg.ring[(lg.head-lg.old+i)&(len(lg.ring)-1)]
 }
 
-// unarchive puts the set-aside entries recorded in the last DailyKeep at
+// unarchive puts the set-aside entries recorded in the last AsideKeep at
 // now back in the log, and their costs in its sum (a definition change:
 // the new window may count them); the older ones go.
 func (lg *memLog) unarchive(now int64) {
@@ -114,10 +117,10 @@ func (lg *memLog) unarchive(now int64) {
 	lg.old = 0
 }
 
-// trimAside drops the set-aside entries recorded more than DailyKeep
-// before now.
+// trimAside drops the set-aside entries recorded more than AsideKeep of
+// the kept window (DailyKeep, MonthlyKeep) before now.
 func (lg *memLog) trimAside(now int64) {
-	from := now - backend.DailyKeep.Microseconds() + 1
+	from := now - backend.AsideKeep(lg.kept).Microseconds() + 1
 	for lg.old > 0 && lg.aside(0).at < from {
 		lg.old--
 	}
@@ -170,7 +173,7 @@ func (lg *memLog) use(w backend.Window, now int64) counted {
 		lg.window = w
 		lg.row = nil // its keep is the old window's
 	}
-	// what the old daily window set aside may count under the new one
+	// what the old calendar window set aside may count under the new one
 	lg.unarchive(now)
 	lg.prune(now)
 	if lg.sum == 0 {
@@ -205,14 +208,14 @@ func nowOr(t time.Time) time.Time {
 
 // start returns the first µs that counts at now.
 func (lg *memLog) start(now int64) int64 {
-	if !lg.window.IsDaily() {
+	if !lg.window.IsCalendar() {
 		return now - lg.window.Duration().Microseconds() + 1
 	}
 	return lg.day(now)
 }
 
-// day returns the start of the daily window's day holding now (µs),
-// cached with its end.
+// day returns the start of the calendar window's day (month) holding now
+// (µs), cached with its end.
 func (lg *memLog) day(now int64) int64 {
 	if now < lg.dayStart || now >= lg.dayEnd {
 		t := time.UnixMicro(now)
@@ -222,8 +225,8 @@ func (lg *memLog) day(now int64) int64 {
 	return lg.dayStart
 }
 
-// prune drops the entries the kept window no longer keeps at now (a daily
-// window sets them aside), and an exhaustion mark that has ended.
+// prune drops the entries the kept window no longer keeps at now (a
+// calendar window sets them aside), and an exhaustion mark that has ended.
 func (lg *memLog) prune(now int64) {
 	var start int64
 	if lg.kept.IsZero() || lg.kept.Equal(lg.window) {
@@ -235,13 +238,13 @@ func (lg *memLog) prune(now int64) {
 }
 
 // pruneBefore drops the entries recorded before start, and an exhaustion
-// mark that has ended by now. A log kept for a daily window sets them
-// aside instead, until DailyKeep after their instant (see memLog).
+// mark that has ended by now. A log kept for a calendar window sets them
+// aside instead, until AsideKeep after their instant (see memLog).
 func (lg *memLog) pruneBefore(start, now int64) {
 	lg.seen = max(lg.seen, now)
-	aside := lg.kept.IsDaily()
+	aside := lg.kept.IsCalendar()
 	if !aside {
-		lg.old = 0 // (none: a log that stops being daily takes them back)
+		lg.old = 0 // (none: a log that stops being calendar takes them back)
 	}
 	for lg.n > 0 {
 		e := lg.at(0)
@@ -321,7 +324,7 @@ func (lg *memLog) tally(b *backend.Budget, now int64, c counted) tally {
 	if lg.exh > now {
 		t.exh = lg.exh
 	}
-	if b.Window.IsDaily() {
+	if b.Window.IsCalendar() {
 		t.reset, t.hasReset = lg.dayEnd, true
 	} else {
 		for i := c.first; i < lg.n; i++ {
@@ -354,7 +357,7 @@ func (t *tally) fill(u *backend.Usage, b *backend.Budget) {
 func (lg *memLog) peek(b backend.Budget, now int64) (backend.Usage, int) {
 	lg.prune(now)
 	if lg.old > 0 && !b.Window.Equal(lg.window) {
-		// another window than the log's may count what its day set
+		// another window than the log's may count what its day (month) set
 		// aside; the next decision under the log's window sets them aside
 		// again
 		lg.unarchive(now)
@@ -364,7 +367,7 @@ func (lg *memLog) peek(b backend.Budget, now int64) (backend.Usage, int) {
 	if lg.exh > now {
 		u.ExhaustedUntil = time.UnixMicro(lg.exh)
 	}
-	if b.Window.IsDaily() {
+	if b.Window.IsCalendar() {
 		u.Reset = time.UnixMicro(b.Window.NextReset(time.UnixMicro(now)).UnixMicro())
 	} else {
 		for i := first; i < lg.n; i++ {

@@ -42,11 +42,11 @@ for j = 1, #held, 2 do
 end
 local e = 0
 if total > 0 then
-  -- the keys live until the newest entry expires; a daily log's
-  -- DAILYKEEP past that, as take.lua's, so that the next day's first
+  -- the keys live until the newest entry expires; a calendar log's
+  -- asidekeep past that, as take.lua's, so that the next period's first
   -- decision sets the entries aside (see lib/log.lua's setaside)
   e = expiry(4, last)
-  local ms = math.max(1, math.ceil((e + (r > 0 and DAILYKEEP or 0) - now) / 1000))
+  local ms = math.max(1, math.ceil((e + (r > 0 and asidekeep(ARGV[9]) or 0) - now) / 1000))
   redis.call('SET', KEYS[2], int(total), 'PX', ms)
   redis.call('PEXPIRE', KEYS[1], ms)
   redis.call('SET', KEYS[4], ARGV[9], 'PX', ms)

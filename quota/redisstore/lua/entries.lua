@@ -16,8 +16,8 @@ local kstart = alive(v[2], ARGV[7], start, now)
 load(KEYS[1], KEYS[2], kstart, v[1], KEYS[4], asidefor(v[2], ARGV[7]), now)
 local reply = {1, now}
 local all = redis.call('ZRANGEBYSCORE', KEYS[1], int(start), '+inf', 'WITHSCORES')
-if v[2] and v[2] ~= ARGV[7] and isdaily(v[2]) then
-  -- what the old daily window set aside counts too (see back), merged in
+if v[2] and v[2] ~= ARGV[7] and iscalendar(v[2]) then
+  -- what the old calendar window set aside counts too (see back), merged in
   -- the log's order: by score, then member
   local es = redis.call('ZRANGEBYSCORE', asidekey(KEYS[1]), int(math.max(start, kstart)), '+inf', 'WITHSCORES')
   if #es > 0 then

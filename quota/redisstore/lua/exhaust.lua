@@ -21,8 +21,8 @@ if not start then
   return {-1, now}
 end
 local lv = redis.call('MGET', KEYS[4], KEYS[5])
-if lv[2] and lv[2] ~= ARGV[9] and isdaily(lv[2]) then
-  lv[1] = back(KEYS[3], KEYS[4], lv[1], now) -- the daily window changed
+if lv[2] and lv[2] ~= ARGV[9] and iscalendar(lv[2]) then
+  lv[1] = back(KEYS[3], KEYS[4], lv[1], now, lv[2]) -- the calendar window changed
 end
 load(KEYS[3], KEYS[4], alive(lv[2], ARGV[9], start, now), lv[1], KEYS[2], asidefor(lv[2], ARGV[9]), now)
 keepwin(KEYS[3], KEYS[5], retain(lv[2], ARGV[9]), lv[2], now)

@@ -29,8 +29,8 @@ for b = 1, n do
   -- expired entries go first, so an out-of-window reservation is not found
   local v = redis.call('MGET', sum, KEYS[2 * n + b])
   local w = ARGV[3 + 6 * n + b]
-  if v[2] and v[2] ~= w and isdaily(v[2]) then
-    v[1] = back(log, sum, v[1], now) -- the daily window changed
+  if v[2] and v[2] ~= w and iscalendar(v[2]) then
+    v[1] = back(log, sum, v[1], now, v[2]) -- the calendar window changed
   end
   load(log, sum, alive(v[2], w, start, now), v[1], KEYS[#KEYS], asidefor(v[2], w), now)
   keepwin(log, KEYS[2 * n + b], retain(v[2], w), v[2], now)

@@ -57,7 +57,7 @@
 -- The keys' lifetimes are not renewed on every admission: the marker's
 -- k:NAME says until when the log, sum and keep keys are known to live,
 -- and they are renewed (for twice the window, a sliding window's; until
--- DAILYKEEP past the reset, a daily one's) only when an admission needs them to live
+-- asidekeep past the reset, a calendar one's) only when an admission needs them to live
 -- longer, or when one of them was found missing.
 
 -- what decide read before it left the decision here: read again only
@@ -219,10 +219,10 @@ for d = 1, n do
     u, o, kept, held, empty = total, false, w, total, false
     had = redis.call('EXISTS', KEYS[k]) == 1
   else
-    if v[3] and v[3] ~= w and isdaily(v[3]) then
-      -- the daily window changed: what it set aside may count now
+    if v[3] and v[3] ~= w and iscalendar(v[3]) then
+      -- the calendar window changed: what it set aside may count now
       -- (v is a fresh table: MGET's reply, or decide's, not used again)
-      v[1] = back(KEYS[k], KEYS[k + 1], v[1], now)
+      v[1] = back(KEYS[k], KEYS[k + 1], v[1], now, v[3])
     end
     kept = retain(v[3], w)
     local kstart = alive(v[3], w, start, now)
@@ -463,19 +463,20 @@ for d = 1, n do
   -- the keys must live until the newest entry leaves the window and the
   -- kept window; idle keys vanish
   -- (see lifetime.lua)
-  local ms = lifetime(win, r, now)
   local w = ARGV[a + D_WID]
+  local ms = lifetime(win, r, now, w)
   if kept ~= w then
     ms = keepms(kept, w, ms)
   end
   -- k:NAME says until when the keys are known to live: renew their
   -- lifetimes when that is short of what this entry needs, or when a key
-  -- was missing. A daily log's keys live until DAILYKEEP past the reset
+  -- was missing. A calendar log's keys live until asidekeep past the reset
   -- (see lib/log.lua's setaside), so they are renewed once a day; a sliding log's for twice what the entry needs,
   -- so that a steady stream renews them once a window (an idle log's
   -- keys go within twice its window). SET with PX writes the new sum and
   -- its lifetime in one call.
-  local need, claim = r + DAILYKEEP, r + DAILYKEEP
+  local need = r + (asidekeep(w) or 0)
+  local claim = need
   if win > 0 or kept ~= w then
     -- (less the millisecond a PEXPIRE rounds to: k:NAME never claims
     -- more than the keys' TTL gives)

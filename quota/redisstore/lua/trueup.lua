@@ -53,8 +53,8 @@ if lost then
 end
 
 local lv = redis.call('MGET', sum, keep)
-if lv[2] and lv[2] ~= w and isdaily(lv[2]) then
-  lv[1] = back(log, sum, lv[1], now) -- the daily window changed
+if lv[2] and lv[2] ~= w and iscalendar(lv[2]) then
+  lv[1] = back(log, sum, lv[1], now, lv[2]) -- the calendar window changed
 end
 local kstart = alive(lv[2], w, start, now)
 local total, oldest = load(log, sum, kstart, lv[1], mk, asidefor(lv[2], w), now)
@@ -108,7 +108,7 @@ if added ~= 0 then
     if win > 0 then
       ms = math.ceil((tonumber(newest[2]) + win - now) / 1000) + math.ceil(win / 10000)
     else
-      ms = math.ceil((r + DAILYKEEP - now) / 1000)
+      ms = math.ceil((r + (asidekeep(w) or DAILYKEEP) - now) / 1000)
     end
     ms = math.max(1, keepms(kept, w, ms), redis.call('PTTL', log))
     redis.call('PEXPIRE', log, ms)

@@ -24,8 +24,8 @@ for b = 1, n do
   local kstart = alive(v[3], w, start, now)
   local u, o = load(KEYS[k], KEYS[k + 1], kstart, v[1], KEYS[#KEYS], asidefor(v[3], w), now)
   u, o = counted(KEYS[k], start, kstart, u, o)
-  if v[3] and v[3] ~= w and isdaily(v[3]) then
-    -- what the old daily window set aside counts too
+  if v[3] and v[3] ~= w and iscalendar(v[3]) then
+    -- what the old calendar window set aside counts too
     u, o = asideused(KEYS[k], math.max(start, kstart), u, o)
   end
   reply[#reply + 1] = u

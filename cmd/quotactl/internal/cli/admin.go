@@ -30,8 +30,9 @@ func newCmdExhaust(g *globals, runF func(context.Context, *exhaustOptions) error
 		Long: `Mark a credential's budget spent until a time, for every process sharing the
 store: takes are refused (exit 3) until then. Use it when the upstream says the
 quota is spent though the meter has units left. --until is an RFC 3339 time
-(2026-11-23T08:00:00Z), a duration from now (2h), or "reset": a daily
-budget's next reset, or, for a sliding window, one window length from now.
+(2026-11-23T08:00:00Z), a duration from now (2h), or "reset": a daily or
+monthly budget's next reset, or, for a sliding window, one window length from
+now.
 A time later than the store can keep (2255-06-05) marks it until then, and
 exhaust prints that time. 'quotactl adjust' or 'quotactl reset' clears the mark.
 
@@ -61,7 +62,7 @@ JSON fields: api, budget, owner, credential, fingerprint, until.`,
 // parseUntil reads --until against now and the budget's window.
 func parseUntil(s string, now time.Time, b quota.Budget) (time.Time, error) {
 	if strings.EqualFold(s, "reset") {
-		if b.Window.IsDaily() {
+		if b.Window.IsCalendar() {
 			return b.Window.NextReset(now), nil
 		}
 		return now.Add(b.Window.Duration()), nil

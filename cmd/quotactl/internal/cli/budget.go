@@ -37,17 +37,20 @@ type budgetSetOptions struct {
 	Limit       int64
 	Window      string // --window DURATION
 	Daily       string // --daily ZONE
+	Monthly     string // --monthly ZONE
 }
 
 func newCmdBudgetSet(g *globals, runF func(context.Context, *budgetSetOptions) error) *cobra.Command {
 	opts := &budgetSetOptions{globals: g}
 	c := &cobra.Command{
-		Use:   "set API/BUDGET --limit N (--window DURATION | --daily ZONE | --owner NAME)",
+		Use:   "set API/BUDGET --limit N (--window DURATION | --daily ZONE | --monthly ZONE | --owner NAME)",
 		Short: "Define a budget, or change its limit or window, or an owner's limit",
 		Long: `Define a budget of an API in the store, or replace its definition: a limit of
 units over a sliding window (--window 24h: exact over any trailing 24 hours) or
 a daily window that resets at local midnight in a time zone (--daily
-America/Los_Angeles, as the YouTube Data API does). Usage already recorded is
+America/Los_Angeles, as the YouTube Data API does), or a monthly one that
+resets at local midnight on the 1st of each month (--monthly Europe/Paris,
+as upstreams that bill by the calendar month do). Usage already recorded is
 kept: a shorter window counts less of it, and a longer one, set again, counts
 it all again.
 
@@ -65,12 +68,13 @@ operator's limit of an owner beats every other (a program's, one learned from
 the upstream), in every process sharing the store, within a second, until
 'quotactl budget delete API/BUDGET --owner NAME' removes it.
 
-JSON fields: api, budget, limit, window ("sliding:24h0m0s" or
-"daily:America/Los_Angeles"), source ("operator"), limit_source
+JSON fields: api, budget, limit, window ("sliding:24h0m0s",
+"daily:America/Los_Angeles" or "monthly:Europe/Paris"), source ("operator"), limit_source
 ("operator"); with --owner: api, budget, owner, limit, limit_source.`,
 		Example: `  quotactl budget set youtube/units --limit 10000 --daily America/Los_Angeles
   quotactl budget set youtube/search --limit 100 --daily America/Los_Angeles
   quotactl budget set github/core --limit 5000 --window 1h
+  quotactl budget set openai/tokens --limit 2000000 --monthly UTC
   quotactl budget set youtube/units --owner audited-project --limit 1000000`,
 		Args: exactArgs(1, "one API/BUDGET argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -91,14 +95,21 @@ JSON fields: api, budget, limit, window ("sliding:24h0m0s" or
 	c.Flags().StringVar(&opts.Owner, "owner", "", "set this owner's limit alone (its name, or a credential's fingerprint)")
 	c.Flags().StringVar(&opts.Window, "window", "", "a sliding window's length, e.g. 24h or 90m")
 	c.Flags().StringVar(&opts.Daily, "daily", "", "a daily window's time zone (IANA name), e.g. America/Los_Angeles or UTC")
+	c.Flags().StringVar(&opts.Monthly, "monthly", "", "a monthly window's time zone (IANA name), e.g. Europe/Paris or UTC")
 	return c
 }
 
-// parseWindow reads --window or --daily (exactly one).
-func parseWindow(window, daily string) (quota.Window, error) {
+// parseWindow reads --window, --daily or --monthly (exactly one).
+func parseWindow(window, daily, monthly string) (quota.Window, error) {
+	given := 0
+	for _, f := range []string{window, daily, monthly} {
+		if f != "" {
+			given++
+		}
+	}
 	switch {
-	case window != "" && daily != "":
-		return quota.Window{}, usageErrorf("give --window or --daily, not both")
+	case given > 1:
+		return quota.Window{}, usageErrorf("give only one of --window, --daily and --monthly")
 	case window != "":
 		d, err := time.ParseDuration(window)
 		if err != nil {
@@ -109,16 +120,31 @@ func parseWindow(window, daily string) (quota.Window, error) {
 		}
 		return quota.Sliding(d), nil
 	case daily != "":
-		if strings.EqualFold(daily, "local") {
-			return quota.Window{}, usageErrorf("--daily %q: name the zone (such as America/Los_Angeles or UTC) so every host agrees", daily)
-		}
-		loc, err := time.LoadLocation(daily)
+		loc, err := windowZone("--daily", daily)
 		if err != nil {
-			return quota.Window{}, usageErrorf("--daily %q: unknown time zone (want an IANA name such as America/Los_Angeles or UTC)", daily)
+			return quota.Window{}, err
 		}
 		return quota.Daily(loc), nil
+	case monthly != "":
+		loc, err := windowZone("--monthly", monthly)
+		if err != nil {
+			return quota.Window{}, err
+		}
+		return quota.Monthly(loc), nil
 	}
-	return quota.Window{}, usageErrorf("missing window: give --window DURATION or --daily ZONE")
+	return quota.Window{}, usageErrorf("missing window: give --window DURATION, --daily ZONE or --monthly ZONE")
+}
+
+// windowZone reads the zone flag gives: an IANA name, not "Local".
+func windowZone(flag, zone string) (*time.Location, error) {
+	if strings.EqualFold(zone, "local") {
+		return nil, usageErrorf("%s %q: name the zone (such as America/Los_Angeles or UTC) so every host agrees", flag, zone)
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, usageErrorf("%s %q: unknown time zone (want an IANA name such as America/Los_Angeles or UTC)", flag, zone)
+	}
+	return loc, nil
 }
 
 type budgetJSON struct {
@@ -141,7 +167,7 @@ func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 	if opts.Owner != "" {
 		return ownerLimitSetRun(ctx, opts)
 	}
-	w, err := parseWindow(opts.Window, opts.Daily)
+	w, err := parseWindow(opts.Window, opts.Daily, opts.Monthly)
 	if err != nil {
 		return err
 	}

@@ -72,10 +72,14 @@ func jsonTime(t time.Time) *time.Time {
 }
 
 // windowText says what a window is in words: "day, reset at midnight
-// America/Los_Angeles", "sliding 24h".
+// America/Los_Angeles", "month, reset on the 1st at midnight Europe/Paris",
+// "sliding 24h".
 func windowText(w quota.Window) string {
-	if w.IsDaily() {
+	switch {
+	case w.IsDaily():
 		return "day, reset at midnight " + w.Location().String()
+	case w.IsMonthly():
+		return "month, reset on the 1st at midnight " + w.Location().String()
 	}
 	return "sliding " + compact(w.Duration())
 }

@@ -37,11 +37,11 @@ entries that still count), bucketed by --every, as a horizontal bar chart:
 one line per bucket with its start time, a bar and the units. Without
 --every, the bucket is the shortest of 1s, 5s, 10s, 30s, 1m, 5m, 10m, 15m,
 30m, 1h, 2h, 3h, 6h, 12h and 24h that gives the window at most 24 buckets
-(1h for a 24h or daily window, 5m for a sliding hour), as the dashboard's
-charts.
+(1h for a 24h or daily window, 5m for a sliding hour; a day for a monthly
+window), as the dashboard's charts.
 
-Hours are counted in the budget's own zone (a daily budget resets at its
-midnight), else in the display zone. Bars are to the scale of the limit: a
+Hours are counted in the budget's own zone (a daily or monthly budget resets
+at its midnight), else in the display zone. Bars are to the scale of the limit: a
 full bar is a bucket that spent the whole limit. Below the chart, the units
 each method and each job spent in the window (the store keeps them per hour).
 Budgets are kept per owner: the chart is the owner's, every credential of

@@ -25,7 +25,7 @@ func newCmdStatus(g *globals, runF func(context.Context, *statusOptions) error) 
 		Use:   "status [API] [--label L | --owner NAME]",
 		Short: "Show what is used and left of every budget, per owner",
 		Long: `Show, per API, owner and budget: units used of the limit, units remaining, a
-usage bar, when capacity next frees up (a daily budget's reset, or when a
+usage bar, when capacity next frees up (a daily or monthly budget's reset, or when a
 sliding window's oldest entry leaves it), and until when the budget is marked
 spent, with "(store loss)" when the mark is the limiter's reaction to a store
 that lost recorded usage (a Redis restarted without persistence, flushed,
@@ -210,11 +210,11 @@ func apiScope(api string) string {
 	return api
 }
 
-// nextFree says when capacity next comes back: a daily budget's reset, or
-// when a sliding window's oldest entry leaves it.
+// nextFree says when capacity next comes back: a daily or monthly budget's
+// reset, or when a sliding window's oldest entry leaves it.
 func (g *globals) nextFree(u quota.Usage) string {
 	switch {
-	case u.Window.IsDaily():
+	case u.Window.IsCalendar():
 		return "reset " + g.when(u.Window.NextReset(g.now()))
 	case u.Reset.IsZero():
 		return "-"

@@ -77,7 +77,7 @@ func usageText(u quota.Usage, width int) string {
 type statusLayout struct {
 	bar      int  // cells inside the usage bar
 	absolute bool // times with their date, and a SPENT UNTIL column
-	reset    bool // "reset in 4h" rather than "in 4h" for daily budgets
+	reset    bool // "reset in 4h" rather than "in 4h" for daily and monthly budgets
 	cut      int  // identity cells cut to this many characters (0: never)
 	brief    bool // one identity column (statusRow.Brief)
 	compact  bool // two lines per budget
@@ -193,9 +193,9 @@ func (g *globals) nextFreeIn(u quota.Usage, l statusLayout) string {
 		return g.nextFree(u)
 	}
 	switch {
-	case u.Window.IsDaily() && l.reset:
+	case u.Window.IsCalendar() && l.reset:
 		return "reset " + relative(u.Window.NextReset(g.now()).Sub(g.now()))
-	case u.Window.IsDaily():
+	case u.Window.IsCalendar():
 		return relative(u.Window.NextReset(g.now()).Sub(g.now()))
 	case u.Reset.IsZero():
 		return "-"

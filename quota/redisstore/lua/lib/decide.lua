@@ -83,7 +83,7 @@ local function decide(k)
   local u, e, bm = tonumber(mv[2]) or 0, tonumber(mv[3]) or 0, tonumber(mv[4]) or 0
   local life = tonumber(mv[6]) or 0
   -- what k:NAME must cover for an admission not to renew the keys
-  local _, need = lifetime(win, r, now)
+  local _, need = lifetime(win, r, now, ARGV[S_WID])
   local first, at, drop, oldest -- a sliding log's oldest entries
   if win > 0 then
     -- the k+1 oldest entries: in steady state about one expires per decision

@@ -6,15 +6,17 @@
 -- millisecond a PEXPIRE rounds to): a sliding log's until the newest
 -- entry leaves the window, and a tenth of it more, as a held entry (a
 -- lease's block, at most a tenth of the window ahead) outlives a later
--- entry by up to its hold; a daily log's until DAILYKEEP past the reset,
--- as the next day's first decision sets the day's entries aside for
--- DAILYKEEP past their time (log.lua's setaside).
-local function lifetime(win, r, now)
+-- entry by up to its hold; a calendar log's (window id w) until its
+-- asidekeep past the reset, as the next period's first decision sets the
+-- period's entries aside for that long past their time (log.lua's
+-- setaside).
+local function lifetime(win, r, now, w)
   if win > 0 then
     local ms = math.ceil(win / 1000) + math.ceil(win / 10000)
     return ms, now + (ms - 1) * 1000
   end
-  return math.max(1, math.ceil((r + DAILYKEEP - now) / 1000)), r + DAILYKEEP
+  local keep = asidekeep(w) or DAILYKEEP
+  return math.max(1, math.ceil((r + keep - now) / 1000)), r + keep
 end
 
 -- keephash makes the hash key live at least until the instant until (µs):

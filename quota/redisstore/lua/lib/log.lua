@@ -62,22 +62,22 @@ local function zadd(key, flat)
 end
 
 -- setaside adds the entries of flat (MEMBER, SCORE, ..., oldest first),
--- which a log kept for a daily window drops at now, to its set-aside
--- entries, drops those set aside more than DAILYKEEP before now, and makes
--- the key live DAILYKEEP past the newest.
-local function setaside(log, flat, now)
+-- which a log kept for a calendar window drops at now, to its set-aside
+-- entries, drops those set aside more than keep (its asidekeep) before
+-- now, and makes the key live keep past the newest.
+local function setaside(log, flat, now, keep)
   local old = asidekey(log)
   zadd(old, flat)
-  redis.call('ZREMRANGEBYSCORE', old, '-inf', '(' .. int(now - DAILYKEEP + 1))
-  local ms = math.ceil((tonumber(flat[#flat]) + DAILYKEEP - now) / 1000)
+  redis.call('ZREMRANGEBYSCORE', old, '-inf', '(' .. int(now - keep + 1))
+  local ms = math.ceil((tonumber(flat[#flat]) + keep - now) / 1000)
   if ms >= 1 and redis.call('PTTL', old) < ms then
     redis.call('PEXPIRE', old, ms)
   end
 end
 
 -- prune drops the entries of log recorded before start and returns the
--- units they held; with aside (a log kept for a daily window, now given)
--- it sets them aside (setaside).
+-- units they held; with aside (a log kept for a calendar window: its
+-- asidekeep, now given) it sets them aside (setaside).
 local function prune(log, start, aside, now)
   local cutoff = '(' .. int(start) -- exclusive: scores < start
   local freed = 0
@@ -87,7 +87,7 @@ local function prune(log, start, aside, now)
       freed = freed + cost(gone[j])
     end
     if #gone > 0 then
-      setaside(log, gone, now)
+      setaside(log, gone, now, aside)
     end
   else
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', cutoff)) do
@@ -98,26 +98,30 @@ local function prune(log, start, aside, now)
   return freed
 end
 
--- isdaily reports whether window id w (false: not known) is a daily one.
-local function isdaily(w)
-  return w and string.sub(w, 1, 1) == 'D'
+-- iscalendar reports whether window id w (false: not known) is a calendar
+-- (daily or monthly) one.
+local function iscalendar(w)
+  return asidekeep(w) and true
 end
 
--- asidefor reports whether a log kept for window id kept (false: not
+-- asidefor returns whether a log kept for window id kept (false: not
 -- known, taken as w) sets aside what it prunes when used with window w:
--- when it is kept for w, a daily window.
+-- when it is kept for w, a calendar window; then for how long (asidekeep),
+-- else false.
 local function asidefor(kept, w)
-  return (not kept or kept == w) and isdaily(w)
+  return (not kept or kept == w) and asidekeep(w)
 end
 
--- back puts the set-aside entries of log recorded in the last DAILYKEEP
--- at now back into it, and drops the others: the log's daily window
+-- back puts the set-aside entries of log recorded in the last keep (the
+-- asidekeep of kept, the calendar window id the log was kept for) at now
+-- back into it, and drops the others: the log's calendar window
 -- changed (its keep key holds another id than the budget's), and the new
 -- window may count them. v is sum's value as read before (false when
 -- missing); it returns it as it is now (false: load recounts the log).
-local function back(log, sum, v, now)
+local function back(log, sum, v, now, kept)
+  local keep = asidekeep(kept) or DAILYKEEP
   local old = asidekey(log)
-  local es = redis.call('ZRANGEBYSCORE', old, int(now - DAILYKEEP + 1), '+inf', 'WITHSCORES')
+  local es = redis.call('ZRANGEBYSCORE', old, int(now - keep + 1), '+inf', 'WITHSCORES')
   redis.call('DEL', old)
   if #es == 0 then
     return v
@@ -128,8 +132,8 @@ local function back(log, sum, v, now)
   for j = 1, #es, 2 do
     add = add + cost(es[j])
   end
-  -- the log lives at least DAILYKEEP past the newest entry put back
-  local ms = math.ceil((tonumber(es[#es]) + DAILYKEEP - now) / 1000)
+  -- the log lives at least keep past the newest entry put back
+  local ms = math.ceil((tonumber(es[#es]) + keep - now) / 1000)
   local pttl = redis.call('PTTL', log)
   if not had or pttl >= 0 and pttl < ms then
     redis.call('PEXPIRE', log, math.max(1, ms))

@@ -62,3 +62,17 @@ local function exhausted(v, now)
   end
   return until_
 end
+
+-- asidekeep returns how long a log kept for window id w (false: not known)
+-- keeps an entry after its score, set aside once its period ended:
+-- DAILYKEEP ('D', daily), MONTHLYKEEP ('M', monthly), or false (sliding,
+-- or not known: nothing set aside).
+local function asidekeep(w)
+  local k = w and string.sub(w, 1, 1)
+  if k == 'D' then
+    return DAILYKEEP
+  elseif k == 'M' then
+    return MONTHLYKEEP
+  end
+  return false
+end
