@@ -314,6 +314,10 @@ func TestStatusDrift(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("drift of %s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
 // TestMonthlyHistory: a monthly budget's chart counts days from the 1st's
 // midnight in the budget's own zone, whatever the display zone, with the
 // entries of the month in their days.
