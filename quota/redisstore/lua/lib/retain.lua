@@ -1,17 +1,22 @@
 -- retain.lua: the window a log keeps its entries for.
 --
 -- Window ids, one per budget from the Go side: 'S' .. µs for a sliding
--- window, 'D' .. zone for a daily one. A log keeps its entries for the
+-- window, 'D' .. zone for a daily one, 'M' .. zone for a monthly one. A log keeps its entries for the
 -- window in its keep key: the budget's window, or, after the window was
 -- shortened, a longer sliding span, so that entries a longer window would
 -- still count survive a definition change (quota.Retain).
 
--- retention returns how far back window id w can count (µs).
+-- retention returns how far back window id w can count (µs): a daily
+-- window DAILYKEEP (the longest a local day can count back), a monthly one
+-- MONTHLYKEEP (the longest month, as quota's retention).
 local function retention(w)
-  if string.sub(w, 1, 1) == 'S' then
+  local k = string.sub(w, 1, 1)
+  if k == 'S' then
     return tonumber(string.sub(w, 2))
+  elseif k == 'M' then
+    return MONTHLYKEEP
   end
-  return DAILYKEEP -- the longest a local day can count back
+  return DAILYKEEP
 end
 
 -- retain returns the id of the window a log kept for kept (false: not
