@@ -163,6 +163,21 @@ func (s suite) trueUpExpiry(t *testing.T) {
 	}
 	res = trueUp(t, tu, backend.TrueUpRequest{Budget: day, Used: 10, Until: now.Add(time.Hour), Nonce: "d2", Now: midnight.Add(time.Hour)})
 	checkTrueUp(t, "daily, the next day", res, 0, 0, 0)
+	// monthly: until the 1st's midnight in the budget's zone
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	month := quota.Budget{Name: "month", Limit: 1000, Window: quota.Monthly(paris)}
+	first := time.Date(2026, 12, 1, 0, 0, 0, 0, paris)
+	res = trueUp(t, tu, backend.TrueUpRequest{Budget: month, Used: 70, Until: first, Nonce: "m1", Now: now})
+	checkTrueUp(t, "monthly", res, 0, 70, 70)
+	if u := storeUsed(t, st, tuOwner, month, first.Add(-time.Microsecond)); u.Used != 70 {
+		t.Fatalf("monthly, a µs before the 1st: used %d; want 70", u.Used)
+	}
+	if u := storeUsed(t, st, tuOwner, month, first); u.Used != 0 {
+		t.Fatalf("monthly, on the 1st: used %d; want 0", u.Used)
+	}
 }
 
 // trueUpRefuses: a take the true-up makes unpayable is refused with
