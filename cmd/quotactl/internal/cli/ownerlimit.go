@@ -15,8 +15,8 @@ import (
 
 // ownerLimitSetRun is 'budget set API/BUDGET --owner NAME --limit N'.
 func ownerLimitSetRun(ctx context.Context, opts *budgetSetOptions) error {
-	if opts.Window != "" || opts.Daily != "" {
-		return usageErrorf("--owner sets an owner's limit: the budget keeps its window (drop --window and --daily)")
+	if opts.Window != "" || opts.Daily != "" || opts.Monthly != "" {
+		return usageErrorf("--owner sets an owner's limit: the budget keeps its window (drop --window, --daily and --monthly)")
 	}
 	if err := backend.CheckName("owner", opts.Owner); err != nil {
 		return usageErrorf("--owner %q: owner names are letters, digits, '.', '_' and '-', starting with a letter or digit (at most 64)", opts.Owner)

@@ -135,6 +135,7 @@ func TestBudgetOwnerLimitBadInput(t *testing.T) {
 		{[]string{"other/units", "--owner", "p", "--limit", "5"}, "no budget other/units in the store"},
 		{[]string{"youtube/units", "--owner", "bad owner", "--limit", "5"}, `--owner "bad owner"`},
 		{[]string{"youtube/units", "--owner", "p", "--limit", "5", "--window", "1h"}, "keeps its window"},
+		{[]string{"youtube/units", "--owner", "p", "--limit", "5", "--monthly", "UTC"}, "keeps its window"},
 		{[]string{"youtube/units", "--owner", "p"}, "missing --limit"},
 	} {
 		r := e.run(append([]string{"budget", "set"}, c.args...)...)
