@@ -163,20 +163,27 @@ func (s suite) trueUpExpiry(t *testing.T) {
 	}
 	res = trueUp(t, tu, backend.TrueUpRequest{Budget: day, Used: 10, Until: now.Add(time.Hour), Nonce: "d2", Now: midnight.Add(time.Hour)})
 	checkTrueUp(t, "daily, the next day", res, 0, 0, 0)
-	// monthly: until the 1st's midnight in the budget's zone
-	paris, err := time.LoadLocation("Europe/Paris")
-	if err != nil {
-		t.Fatal(err)
-	}
-	month := quota.Budget{Name: "month", Limit: 1000, Window: quota.Monthly(paris)}
-	first := time.Date(2026, 12, 1, 0, 0, 0, 0, paris)
-	res = trueUp(t, tu, backend.TrueUpRequest{Budget: month, Used: 70, Until: first, Nonce: "m1", Now: now})
+	// monthly: until the 1st's midnight, whatever Until says
+	month := quota.Budget{Name: "month", Limit: 1000, Window: quota.Monthly(time.UTC)}
+	first := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	res = trueUp(t, tu, backend.TrueUpRequest{Budget: month, Used: 70, Until: now.Add(time.Hour), Nonce: "m1", Now: now})
 	checkTrueUp(t, "monthly", res, 0, 70, 70)
+	if !res.Usage.Reset.Equal(first) {
+		t.Fatalf("monthly true-up: reset %v; want %v", res.Usage.Reset, first)
+	}
 	if u := storeUsed(t, st, tuOwner, month, first.Add(-time.Microsecond)); u.Used != 70 {
 		t.Fatalf("monthly, a µs before the 1st: used %d; want 70", u.Used)
 	}
 	if u := storeUsed(t, st, tuOwner, month, first); u.Used != 0 {
-		t.Fatalf("monthly, on the 1st: used %d; want 0", u.Used)
+		t.Fatalf("monthly, at the 1st: used %d; want 0", u.Used)
+	}
+	// the month's entry is kept MonthlyKeep after its instant: a sliding
+	// window of 30 days set in the next month counts it again
+	res = trueUp(t, tu, backend.TrueUpRequest{Budget: month, Used: 5, Until: first.Add(48 * time.Hour), Nonce: "m2", Now: first.Add(time.Hour)})
+	checkTrueUp(t, "monthly, the next month", res, 0, 5, 5)
+	slid := quota.Budget{Name: "month", Limit: 1000, Window: quota.Sliding(30 * 24 * time.Hour)}
+	if u := storeUsed(t, st, tuOwner, slid, first.Add(2*time.Hour)); u.Used != 75 {
+		t.Fatalf("monthly redefined as 30 days in the next month: used %d; want 75 (the set-aside 70 and 5)", u.Used)
 	}
 }
 
