@@ -1,3 +1,11 @@
+//go:build clients
+
+// The proxy's clients in other languages: python3 (standard library) and
+// curl, run as real processes. Behind the build tag "clients", as the
+// dashboard's browser tests are behind "browser", so that go test ./...
+// needs Go alone; .ci/run installs both programs and runs these with
+// -tags clients, and a missing program fails them.
+
 package proxy_test
 
 import (
@@ -15,20 +23,15 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// need returns the path of a program the test runs as a client. Missing,
-// it fails the test under CI=true (CI installs it) and skips it otherwise,
-// saying so.
+// need returns the path of a program the test runs as a client; a missing
+// one fails the test (.ci/run installs python3 and curl).
 func need(t *testing.T, prog string) string {
 	t.Helper()
 	p, err := exec.LookPath(prog)
-	if err == nil {
-		return p
+	if err != nil {
+		t.Fatalf("%s is not on PATH: these tests (-tags clients) run it as a client of the proxy; install it", prog)
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not on PATH, and CI=true: CI must install it (.ci/run)", prog)
-	}
-	t.Skipf("%s is not on PATH: this test runs it as a client of the proxy (CI installs it and fails without it)", prog)
-	return ""
+	return p
 }
 
 // ytProxy serves a proxy in front of a YouTube simulator whose project has
@@ -111,26 +114,5 @@ func TestCurlThroughProxy(t *testing.T) {
 	}
 	if sim.QuotaExceeded() != 0 || sim.Used(key, "units") != 5 {
 		t.Errorf("upstream: %d quota errors, %d units used; want 0 and 5", sim.QuotaExceeded(), sim.Used(key, "units"))
-	}
-}
-
-// Google's own client library, pointed at the proxy with client_options,
-// reads the proxy's refusal as YouTube's quotaExceeded and stops.
-func TestGoogleAPIPythonClientThroughProxy(t *testing.T) {
-	py := need(t, "python3")
-	if out, err := exec.Command(py, "-c", "import googleapiclient").CombinedOutput(); err != nil {
-		t.Skipf("google-api-python-client is not installed (pip install google-api-python-client): %s", strings.TrimSpace(string(out)))
-	}
-	const key = "AIzaSy-google-client"
-	sim, base := ytProxy(t, 4, "", key)
-	cmd := exec.Command(py, "testdata/google_client.py")
-	cmd.Env = append(os.Environ(), youtubeAPIEnv+"="+base, "YOUTUBE_KEY="+key)
-	out, err := cmd.CombinedOutput()
-	t.Logf("python3 testdata/google_client.py:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "stopped after 4 calls: HTTP 403 ['quotaExceeded']") {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if sim.QuotaExceeded() != 0 || sim.Used(key, "units") != 4 {
-		t.Errorf("upstream: %d quota errors, %d units used; want 0 and 4", sim.QuotaExceeded(), sim.Used(key, "units"))
 	}
 }
