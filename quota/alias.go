@@ -35,6 +35,14 @@ type (
 // MaxLimit is the largest limit a Budget may have, on every store: 2^53-1.
 const MaxLimit = backend.MaxLimit
 
+// DefaultUnit is the unit of a Budget that declares none (Budget.Unit):
+// "units".
+const DefaultUnit = backend.DefaultUnit
+
+// UnitUSDMicro is the unit of a Budget counted in micro-dollars (a spend
+// budget): "usd-micro", shown by the tools as dollars.
+const UnitUSDMicro = backend.UnitUSDMicro
+
 // Sliding returns a window that counts the units of the last d, exactly, at
 // every instant. d is a whole number of microseconds, > 0.
 func Sliding(d time.Duration) Window { return backend.Sliding(d) }

@@ -52,3 +52,48 @@ func TestOtherProgramsDefinitionWarned(t *testing.T) {
 		t.Errorf("second program's log: %q; want one warning naming the budget, its limit 300 and the recorded 100", warn)
 	}
 }
+
+// TestOverrideKeepsUnit: an operator who sets a budget's limit (quotactl
+// budget set, which names no unit) keeps the unit the program declared, in
+// the catalog and in the definition in force; one that names a unit sets
+// it.
+func TestOverrideKeepsUnit(t *testing.T) {
+	ctx := context.Background()
+	st := quota.NewMemoryStore()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	l, err := quota.New(st, "openai", []quota.Budget{{Name: "tokens", Limit: 30000, Window: quota.Sliding(time.Minute), Unit: "tokens"}},
+		quota.WithClock(func() time.Time { return now }), quota.WithOverrideRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Take(ctx, quota.Credential{Secret: "k"}, quota.Units("tokens", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := quota.SetOverride(ctx, st, "openai", quota.Budget{Name: "tokens", Limit: 20000, Window: quota.Sliding(time.Minute)}, now); err != nil {
+		t.Fatal(err)
+	}
+	apis, err := st.List(ctx)
+	if err != nil || len(apis) != 1 || len(apis[0].Budgets) != 1 || apis[0].Budgets[0].Unit != "tokens" || apis[0].Budgets[0].Limit != 20000 {
+		t.Fatalf("catalog after an override without a unit: %+v, %v; want limit 20000 in tokens", apis, err)
+	}
+	if _, err := l.Take(ctx, quota.Credential{Secret: "k"}, quota.Units("tokens", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if b := l.Budgets()[0]; b.Unit != "tokens" || b.Limit != 20000 {
+		t.Errorf("definition in force %+v; want the override's limit in the program's unit", b)
+	}
+	over, err := quota.Overrides(ctx, st, "openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := map[string]quota.Override{"tokens": {Budget: quota.Budget{Name: "tokens", Limit: 10, Window: quota.Sliding(time.Minute)}}}
+	if got, _ := quota.ApplyOverrides(l.Budgets(), bare); got[0].Unit != "tokens" {
+		t.Errorf("an override recorded before units: unit %q, want the program's", got[0].Unit)
+	}
+	if err := quota.SetOverride(ctx, st, "openai", quota.Budget{Name: "tokens", Limit: 20000, Window: quota.Sliding(time.Minute), Unit: "tok"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if over, err = quota.Overrides(ctx, st, "openai"); err != nil || over["tokens"].Unit != "tok" {
+		t.Errorf("an override naming its unit: %+v, %v", over, err)
+	}
+}

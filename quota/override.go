@@ -85,7 +85,8 @@ func Overrides(ctx context.Context, st Store, api string) (map[string]Override, 
 
 // SetOverride records an operator's definition of budget b of api in st,
 // taking precedence over any program's (see Overrides), and records it in
-// the catalog too. st must be a StateStore (every store of this module is).
+// the catalog too. A b that declares no unit takes the unit the catalog
+// records for the budget, if any. st must be a StateStore (every store of this module is).
 // Concurrent SetOverride and RemoveOverride calls on one API, in any
 // processes sharing st, each take effect: they take turns (see
 // updateOverrides).
@@ -96,6 +97,16 @@ func SetOverride(ctx context.Context, st Store, api string, b Budget, at time.Ti
 	if err := backend.ValidateBudgets([]Budget{b}); err != nil {
 		return err
 	}
+	if b.Unit == "" {
+		// An operator who changes a limit keeps the unit the catalog
+		// records (the program's): the tools go on showing tokens as
+		// tokens.
+		unit, err := recordedUnit(ctx, st, api, b.Name)
+		if err != nil {
+			return err
+		}
+		b.Unit = unit
+	}
 	if _, err := updateOverrides(ctx, st, api, func(over map[string]Override) bool {
 		over[b.Name] = Override{Budget: b, SetAt: at.UTC()}
 		return true
@@ -103,6 +114,26 @@ func SetOverride(ctx context.Context, st Store, api string, b Budget, at time.Ti
 		return err
 	}
 	return st.DefineBudgets(ctx, api, []Budget{b})
+}
+
+// recordedUnit returns the unit the catalog of st records for budget of
+// api: "" when it records none, or no such budget.
+func recordedUnit(ctx context.Context, st Store, api, budget string) (string, error) {
+	apis, err := st.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range apis {
+		if a.Name != api {
+			continue
+		}
+		for _, rec := range a.Budgets {
+			if rec.Name == budget {
+				return rec.Unit, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // RemoveOverride removes the operator's definition of budget of api, if
@@ -201,7 +232,9 @@ func acquireOverrides(ctx context.Context, ss StateStore, key string) (backend.S
 }
 
 // ApplyOverrides returns budgets with the definitions of over in place of
-// those of the same name, and which of them come from an override.
+// those of the same name, and which of them come from an override. An
+// override that declares no unit (Budget.Unit) keeps the unit of the
+// budget it replaces.
 func ApplyOverrides(budgets []Budget, over map[string]Override) ([]Budget, map[string]Source) {
 	out := slices.Clone(budgets)
 	src := make(map[string]Source, len(out))
@@ -209,6 +242,9 @@ func ApplyOverrides(budgets []Budget, over map[string]Override) ([]Budget, map[s
 		src[b.Name] = SourceProgram
 		if o, ok := over[b.Name]; ok {
 			out[i], src[b.Name] = o.Budget, SourceOperator
+			if o.Unit == "" {
+				out[i].Unit = b.Unit // an override set before units keeps the program's
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(over)) {
@@ -295,6 +331,9 @@ func (l *Limiter) loadOverrides(ctx context.Context, now int64) {
 func (l *Limiter) def(b Budget) Budget {
 	if o := l.over.Load(); o != nil && o.byName != nil {
 		if ob, ok := o.byName[b.Name]; ok {
+			if ob.Unit == "" {
+				ob.Unit = b.Unit // an override set before units keeps the program's
+			}
 			return ob
 		}
 	}

@@ -115,7 +115,7 @@ func TestCredentialNeverPrinted(t *testing.T) {
 	}
 	apis, _ := st.List(context.Background())
 	fp = quota.DefaultFingerprint(secret)
-	if fmt.Sprint(apis) != fmt.Sprintf("[{yt [{units 1 sliding:1h0m0s}] [{%s yt-key-1 %s}]}]", fp, fp) {
+	if fmt.Sprint(apis) != fmt.Sprintf("[{yt [{units 1 sliding:1h0m0s }] [{%s yt-key-1 %s}]}]", fp, fp) {
 		t.Fatalf("stored catalog = %v", apis)
 	}
 }

@@ -17,10 +17,34 @@ type Budget struct {
 	// Window is the span the limit applies to: Sliding(d), Daily(loc) or
 	// Monthly(loc).
 	Window Window `json:"window"`
+	// Unit says what the budget counts, for people reading it: "requests",
+	// "tokens", "points", UnitUSDMicro (micro-dollars, shown as dollars).
+	// Empty: DefaultUnit. It is a name like a budget's (letters, digits,
+	// '.', '_' and '-'). It changes no decision: two definitions that
+	// differ only in their unit count the same, and stores written before
+	// units existed read as DefaultUnit.
+	Unit string `json:"unit,omitempty"`
+}
+
+// DefaultUnit is the unit of a budget that declares none: "units", as the
+// YouTube Data API names its own.
+const DefaultUnit = "units"
+
+// UnitUSDMicro is the unit of a budget counted in micro-dollars (millionths
+// of a US dollar), such as a spend budget: the tools show it as dollars.
+const UnitUSDMicro = "usd-micro"
+
+// UnitOf returns the unit b counts: Unit, or DefaultUnit when b declares
+// none.
+func (b Budget) UnitOf() string {
+	if b.Unit == "" {
+		return DefaultUnit
+	}
+	return b.Unit
 }
 
 // Validate reports whether b is a valid definition: a valid name, a limit
-// from 1 to MaxLimit and a valid window. The error wraps ErrInvalid.
+// from 1 to MaxLimit, a valid window and, when set, a valid unit. The error wraps ErrInvalid.
 func (b Budget) Validate() error {
 	if err := checkName("budget", b.Name); err != nil {
 		return err
@@ -33,6 +57,11 @@ func (b Budget) Validate() error {
 	}
 	if err := b.Window.validate(); err != nil {
 		return invalidf("budget %q: %v", b.Name, trimInvalid(err))
+	}
+	if b.Unit != "" {
+		if err := checkName("unit", b.Unit); err != nil {
+			return invalidf("budget %q: %v", b.Name, trimInvalid(err))
+		}
 	}
 	return nil
 }

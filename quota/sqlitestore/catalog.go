@@ -29,9 +29,9 @@ func (s *Store) DefineBudgets(ctx context.Context, api string, budgets []backend
 			return err
 		}
 		for _, b := range budgets {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO budgets (api, name, "limit", "window") VALUES (?, ?, ?, ?)
-				ON CONFLICT (api, name) DO UPDATE SET "limit" = excluded."limit", "window" = excluded."window"`,
-				api, b.Name, b.Limit, b.Window.String()); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO budgets (api, name, "limit", "window", unit) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (api, name) DO UPDATE SET "limit" = excluded."limit", "window" = excluded."window", unit = excluded.unit`,
+				api, b.Name, b.Limit, b.Window.String(), b.Unit); err != nil {
 				return err
 			}
 		}
@@ -134,7 +134,17 @@ func (s *Store) List(ctx context.Context) ([]backend.APIInfo, error) {
 		}
 		rows.Close()
 
-		rows, err = tx.QueryContext(ctx, `SELECT api, name, "limit", "window" FROM budgets ORDER BY api, name`)
+		// A file written before units, opened read-only, has no unit
+		// column: its budgets have the default unit.
+		var units int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('budgets') WHERE name = 'unit'`).Scan(&units); err != nil {
+			return err
+		}
+		unitCol := `''`
+		if units > 0 {
+			unitCol = "unit"
+		}
+		rows, err = tx.QueryContext(ctx, `SELECT api, name, "limit", "window", `+unitCol+` FROM budgets ORDER BY api, name`)
 		if err != nil {
 			return err
 		}
@@ -142,7 +152,7 @@ func (s *Store) List(ctx context.Context) ([]backend.APIInfo, error) {
 		for rows.Next() {
 			var api, win string
 			var b backend.Budget
-			if err := rows.Scan(&api, &b.Name, &b.Limit, &win); err != nil {
+			if err := rows.Scan(&api, &b.Name, &b.Limit, &win, &b.Unit); err != nil {
 				return err
 			}
 			if b.Window, err = backend.ParseWindow(win); err != nil {
@@ -178,4 +188,41 @@ func (s *Store) List(ctx context.Context) ([]backend.APIInfo, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ensureUnit adds the budgets' unit column to a file made before units
+// existed (same schema version: a column older builds ignore; one that
+// redefines a budget keeps its recorded unit). The check and the change are
+// one immediate transaction, so that two processes opening the file at once
+// add it once.
+func (s *Store) ensureUnit(ctx context.Context, conn *sql.Conn) error {
+	has := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) (bool, error) {
+		var n int
+		err := q.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('budgets') WHERE name = 'unit'`).Scan(&n)
+		return n > 0, err
+	}
+	if ok, err := has(conn); err != nil {
+		return s.openErr(err)
+	} else if ok {
+		return nil
+	}
+	tx, err := conn.BeginTx(ctx, nil) // immediate: the DSN of init says so
+	if err != nil {
+		return s.openErr(err)
+	}
+	defer tx.Rollback()
+	if ok, err := has(tx); err != nil {
+		return s.openErr(err)
+	} else if ok {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `ALTER TABLE budgets ADD COLUMN unit TEXT NOT NULL DEFAULT ''`); err != nil {
+		return s.openErr(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.openErr(err)
+	}
+	return nil
 }

@@ -34,6 +34,9 @@ func (s *Store) ensureTables(ctx context.Context, conn *sql.Conn) error {
 	if err := s.ensureLeases(ctx, conn); err != nil {
 		return err
 	}
+	if err := s.ensureUnit(ctx, conn); err != nil {
+		return err
+	}
 	var n int
 	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'changes'`).Scan(&n); err != nil {
 		return s.openErr(err)

@@ -155,3 +155,63 @@ func TestMigrationDuplicateLabels(t *testing.T) {
 		t.Fatalf("label-only take after the fix: %+v, %v; want 703", r, err)
 	}
 }
+
+// TestMigrationBeforeUnits: a file written before budgets had units (no
+// unit column) reads, read-only, with every budget in the default unit;
+// opened for writing it gains the column in place, keeps its budgets
+// (default unit) and records the units defined afterwards; an older build
+// that redefines a budget (writing no unit) keeps the recorded unit.
+func TestMigrationBeforeUnits(t *testing.T) {
+	ctx := context.Background()
+	_, path := openFixture(t) // version 1, migrated to 4 with the unit column
+	db := rawDB(t, path)
+	if _, err := db.Exec(`ALTER TABLE budgets DROP COLUMN unit`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	ro, err := sqlitestore.Open(path, sqlitestore.WithReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	apis, err := ro.List(ctx)
+	if err != nil || len(apis) != 1 || len(apis[0].Budgets) != 2 {
+		t.Fatalf("read-only List of a file without units = %+v, %v", apis, err)
+	}
+	for _, b := range apis[0].Budgets {
+		if b.Unit != "" || b.UnitOf() != quota.DefaultUnit {
+			t.Errorf("budget %s read with unit %q", b.Name, b.Unit)
+		}
+	}
+
+	st, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatalf("open a file without the unit column: %v", err)
+	}
+	defer st.Close()
+	if err := st.DefineBudgets(ctx, "openai", []quota.Budget{{Name: "tokens", Limit: 30000, Window: quota.Sliding(time.Minute), Unit: "tokens"}}); err != nil {
+		t.Fatal(err)
+	}
+	// An older build redefines it: its statement names no unit.
+	if _, err := rawDB(t, path).Exec(`INSERT INTO budgets (api, name, "limit", "window") VALUES ('openai', 'tokens', 40000, 'sliding:1m0s')
+		ON CONFLICT (api, name) DO UPDATE SET "limit" = excluded."limit", "window" = excluded."window"`); err != nil {
+		t.Fatal(err)
+	}
+	apis, err = st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]quota.Budget{}
+	for _, a := range apis {
+		for _, b := range a.Budgets {
+			got[a.Name+"/"+b.Name] = b
+		}
+	}
+	if b := got["openai/tokens"]; b.Unit != "tokens" || b.Limit != 40000 {
+		t.Errorf("openai/tokens = %+v; want unit tokens kept, limit 40000", b)
+	}
+	if b := got["youtube/units"]; b.Unit != "" || b.Limit != 10000 {
+		t.Errorf("youtube/units = %+v; want the recorded budget, no unit", b)
+	}
+}

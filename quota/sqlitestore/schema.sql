@@ -14,6 +14,7 @@ CREATE TABLE budgets (
 	name     TEXT    NOT NULL,
 	"limit"  INTEGER NOT NULL,
 	"window" TEXT    NOT NULL, -- quota.Window text form: sliding:24h0m0s, daily:America/Los_Angeles, monthly:Europe/Paris
+	unit     TEXT    NOT NULL DEFAULT '', -- quota.Budget.Unit, '' for the default; added to older files at open (ensureUnit)
 	PRIMARY KEY (api, name)
 ) WITHOUT ROWID;
 

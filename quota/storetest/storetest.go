@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"Expiry", s.expiry},
 		{"Isolation", s.isolation},
 		{"Catalog", s.catalog},
+		{"Units", s.units},
 		{"OwnersShareUsage", s.ownersShare},
 		{"OwnerLimits", s.ownerLimits},
 		{"RotationKeepsUsage", s.rotation},
