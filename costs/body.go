@@ -291,12 +291,20 @@ func (t *Table) ActualUnits(est RequestEstimate, u Usage) (map[string]int64, err
 // format charges it, before the call the price of the request's bound
 // (Price.MaxCost), after it the price of its usage (Price.Cost), in
 // prices. The budget is added to the table's budgets, so the Limiter built
-// from them has it; the table's Spec does not carry it.
+// from them has it; the table's Spec does not carry it. b's Unit is
+// quota.UnitUSDMicro (set when empty). It replaces a spend budget the
+// table declares (Spec.Spend).
 func (t *Table) WithSpend(b quota.Budget, prices *Prices) (*Table, error) {
 	if prices == nil {
 		return nil, fmt.Errorf("%w: costs: WithSpend: nil price table", quota.ErrInvalid)
 	}
+	if b.Unit == "" {
+		b.Unit = quota.UnitUSDMicro
+	} else if b.Unit != quota.UnitUSDMicro {
+		return nil, fmt.Errorf("%w: costs: WithSpend: budget %q has unit %q: a spend budget counts %s", quota.ErrInvalid, b.Name, b.Unit, quota.UnitUSDMicro)
+	}
 	spec := t.Spec()
+	spec.Spend = nil
 	spec.Budgets = append(spec.Budgets, b)
 	nt, err := New(spec)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/backend"
 )
 
 type specDecoder struct {
@@ -50,7 +51,7 @@ func (d *specDecoder) fields(n *node, field string, known []string, fn func(key 
 
 func (d *specDecoder) spec(root *node) (Spec, error) {
 	var s Spec
-	err := d.fields(root, "", []string{"api", "source", "hosts", "owner", "refusal", "credential", "budgets", "default", "methods", "responses", "reports"}, func(key string, v *node, f string) error {
+	err := d.fields(root, "", []string{"api", "source", "hosts", "owner", "refusal", "credential", "budgets", "spend", "default", "methods", "responses", "reports"}, func(key string, v *node, f string) error {
 		var err error
 		switch key {
 		case "api":
@@ -67,6 +68,8 @@ func (d *specDecoder) spec(root *node) (Spec, error) {
 			s.Credential, err = d.str(v, f)
 		case "budgets":
 			s.Budgets, err = d.budgets(v, f)
+		case "spend":
+			s.Spend, err = d.spend(v, f)
 		case "default":
 			s.Default, err = d.cost(v, f)
 		case "methods":
@@ -176,7 +179,7 @@ func (d *specDecoder) budgets(n *node, field string) ([]quota.Budget, error) {
 		d.lines[f] = it.line
 		var b quota.Budget
 		var hasWindow, hasLimit bool
-		err := d.fields(it, f, []string{"name", "limit", "window"}, func(key string, v *node, f string) error {
+		err := d.fields(it, f, []string{"name", "limit", "window", "unit"}, func(key string, v *node, f string) error {
 			var err error
 			switch key {
 			case "name":
@@ -186,12 +189,9 @@ func (d *specDecoder) budgets(n *node, field string) ([]quota.Budget, error) {
 				b.Limit, err = d.int(v, f)
 			case "window":
 				hasWindow = true
-				var s string
-				if s, err = d.str(v, f); err == nil {
-					if b.Window, err = quota.ParseWindow(s); err != nil {
-						err = d.errf(v, f, "%s", trimInvalid(err))
-					}
-				}
+				b.Window, err = d.window(v, f)
+			case "unit":
+				b.Unit, err = d.unit(v, f)
 			}
 			return err
 		})
@@ -209,6 +209,32 @@ func (d *specDecoder) budgets(n *node, field string) ([]quota.Budget, error) {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// window reads a window as quota.ParseWindow does.
+func (d *specDecoder) window(n *node, field string) (quota.Window, error) {
+	s, err := d.str(n, field)
+	if err != nil {
+		return quota.Window{}, err
+	}
+	w, err := quota.ParseWindow(s)
+	if err != nil {
+		return quota.Window{}, d.errf(n, field, "%s", trimInvalid(err))
+	}
+	return w, nil
+}
+
+// unit reads a budget's unit: a name such as tokens, requests, points or
+// usd-micro.
+func (d *specDecoder) unit(n *node, field string) (string, error) {
+	s, err := d.str(n, field)
+	if err != nil {
+		return "", err
+	}
+	if err := backend.CheckName("unit", s); err != nil {
+		return "", d.errf(n, field, "%s, e.g. tokens, requests, points or %s", trimInvalid(err), quota.UnitUSDMicro)
+	}
+	return s, nil
 }
 
 // strMap reads a non-empty mapping of strings to strings (numbers are read

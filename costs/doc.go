@@ -29,7 +29,11 @@
 //	  - name: units                # letters, digits, '.', '_', '-'
 //	    limit: 10000               # units per window, > 0
 //	    window: daily:America/Los_Angeles   # or sliding:24h, or monthly:UTC
+//	    unit: units                # what it counts: tokens, requests, points... (optional; default units)
 //	  - {name: search, limit: 100, window: "daily:America/Los_Angeles"}
+//	spend:                         # a budget counted in money (optional; see Spend)
+//	  budget: {name: spend, limit_usd: 500, window: "monthly:America/Los_Angeles"}
+//	  prices: openai               # a built-in price table, or a file beside this one
 //	default: {units: 1}            # cost of a request matching no method (optional)
 //	methods:                       # method name -> routes and cost
 //	  videos.list:

@@ -23,13 +23,15 @@ func Load(path string) (*Table, error) {
 // Parse reads a cost table from data. name is the file name used in errors;
 // its extension picks the format (".json", or ".yaml"/".yml"); for another
 // name, data starting with '{' is read as JSON, anything else as YAML. A
-// bad table is a *SpecError naming the line and field.
+// price file the table's spend section names (Spend.Prices) is read
+// relative to name's directory. A bad table is a *SpecError naming the
+// line and field.
 func Parse(name string, data []byte) (*Table, error) {
 	spec, lines, err := parseSpec(name, data)
 	if err != nil {
 		return nil, err
 	}
-	t, err := New(spec)
+	t, err := newTable(spec, filepath.Dir(name))
 	if err != nil {
 		var se *SpecError
 		if errors.As(err, &se) {

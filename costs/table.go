@@ -68,6 +68,9 @@ type Spec struct {
 	// Reports say how to read, from every response, where the account
 	// stands (see ReportSpec and quota.Reporter).
 	Reports []ReportSpec `json:"reports,omitempty"`
+	// Spend, when set, adds a budget counted in money to Budgets, priced
+	// from a price table (see Spend and Table.WithSpend).
+	Spend *Spend `json:"spend,omitempty"`
 }
 
 // Method is one API method: its name, the routes that call it and what one
@@ -226,7 +229,11 @@ func (t *Table) HoldMethods() []string {
 // field: an invalid API, host or budget, a method without routes or cost, a cost
 // naming an unknown budget or larger than the budget's limit (it could never
 // be paid), a bad or duplicate route, a bad response rule.
-func New(spec Spec) (*Table, error) {
+func New(spec Spec) (*Table, error) { return newTable(spec, "") }
+
+// newTable is New, with a Spend's price file relative to dir ("": the
+// working directory).
+func newTable(spec Spec, dir string) (*Table, error) {
 	if err := backend.CheckName("api", spec.API); err != nil {
 		return nil, specErrorf("api", "%s", trimInvalid(err))
 	}
@@ -282,6 +289,9 @@ func New(spec Spec) (*Table, error) {
 		Reports: cloneReports(spec.Reports),
 	}
 	sort.Slice(t.spec.Methods, func(i, j int) bool { return t.spec.Methods[i].Name < t.spec.Methods[j].Name })
+	if spec.Spend != nil {
+		return t.declareSpend(*spec.Spend, dir)
+	}
 	return t, nil
 }
 
@@ -442,6 +452,10 @@ func (t *Table) Spec() Spec {
 	s.Default = maps.Clone(s.Default)
 	s.Methods = t.Methods()
 	s.Responses = cloneRules(s.Responses)
+	if s.Spend != nil {
+		sp := *s.Spend
+		s.Spend = &sp
+	}
 	return s
 }
 
