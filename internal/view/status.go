@@ -27,8 +27,13 @@ type Status struct {
 	// Source says whose definition is in force: "program" (the limiter's)
 	// or "operator" ('quotactl budget set').
 	Source quota.Source `json:"source"`
-	Used   int64        `json:"used"`
-	Limit  int64        `json:"limit"`
+	// Unit is what Used, Limit and Remaining count: the budget's unit
+	// ("tokens", "requests", "usd-micro" for micro-dollars), "units" when
+	// it declares none (see quota.Budget.Unit). Amount and UsedOf show
+	// them.
+	Unit  string `json:"unit"`
+	Used  int64  `json:"used"`
+	Limit int64  `json:"limit"`
 	// LimitSource says where the owner's limit comes from: "program" (the
 	// program's definition of the budget, or its limit for this owner),
 	// "operator" ('quotactl budget set', of the budget or --owner) or
@@ -150,7 +155,7 @@ func (r *Reader) Status(ctx context.Context, apis ...API) ([]Status, error) {
 		if len(a.Owners) == 0 {
 			// Nothing charged yet: every budget is whole.
 			for _, b := range a.Budgets {
-				out = append(out, Status{API: a.Name, Budget: b.Name, Window: b.Window.String(), Source: a.Source(b.Name), LimitSource: a.Source(b.Name), Limit: b.Limit, Remaining: b.Limit})
+				out = append(out, Status{API: a.Name, Budget: b.Name, Window: b.Window.String(), Source: a.Source(b.Name), LimitSource: a.Source(b.Name), Unit: b.UnitOf(), Limit: b.Limit, Remaining: b.Limit})
 			}
 			continue
 		}
@@ -233,9 +238,10 @@ func statusOf(a API, o Owner, u quota.Usage, now time.Time) Status {
 	for i, c := range o.Credentials {
 		creds[i] = Credential{Label: c.Label, Fingerprint: c.ID}
 	}
+	b, _ := a.Budget(u.Budget)
 	return Status{
 		API: a.Name, Owner: o.Account, OwnerName: o.Name, Credentials: creds, Credential: first.Label, Fingerprint: first.ID,
-		Budget: u.Budget, Window: u.Window.String(), Source: a.Source(u.Budget),
+		Budget: u.Budget, Window: u.Window.String(), Source: a.Source(u.Budget), Unit: b.UnitOf(),
 		Used: u.Used, Limit: u.Limit, Remaining: u.Remaining, Reset: jsonTime(u.Reset), ExhaustedUntil: jsonTime(u.ExhaustedUntil),
 		StoreLoss: u.StoreLoss && !u.ExhaustedUntil.IsZero(), Percent: Percent(u), ResetSeconds: ResetSeconds(u, now),
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 )
@@ -38,6 +40,7 @@ type budgetSetOptions struct {
 	Window      string // --window DURATION
 	Daily       string // --daily ZONE
 	Monthly     string // --monthly ZONE
+	Unit        string // --unit UNIT; empty: the one recorded
 }
 
 func newCmdBudgetSet(g *globals, runF func(context.Context, *budgetSetOptions) error) *cobra.Command {
@@ -60,6 +63,10 @@ gives quota.New for the same budget, in every process sharing the store
 delete' removes it. 'budget list' and 'status --json' say which definition
 applies (source: operator or program).
 
+--unit says what the budget counts (tokens, requests, points; usd-micro for
+micro-dollars, which status shows as dollars): without it, the budget keeps
+the unit recorded for it (a program's, from its cost table), else units.
+
 With --owner NAME, set the limit of that owner alone (an owner's name, or the
 fingerprint of a credential that is its own owner), for an upstream that
 grants it another (a YouTube project after a quota audit, GitHub Enterprise
@@ -69,12 +76,13 @@ the upstream), in every process sharing the store, within a second, until
 'quotactl budget delete API/BUDGET --owner NAME' removes it.
 
 JSON fields: api, budget, limit, window ("sliding:24h0m0s",
-"daily:America/Los_Angeles" or "monthly:Europe/Paris"), source ("operator"), limit_source
+"daily:America/Los_Angeles" or "monthly:Europe/Paris"), unit, source ("operator"), limit_source
 ("operator"); with --owner: api, budget, owner, limit, limit_source.`,
 		Example: `  quotactl budget set youtube/units --limit 10000 --daily America/Los_Angeles
   quotactl budget set youtube/search --limit 100 --daily America/Los_Angeles
   quotactl budget set github/core --limit 5000 --window 1h
-  quotactl budget set openai/tokens --limit 2000000 --monthly UTC
+  quotactl budget set openai/tokens --limit 2000000 --monthly UTC --unit tokens
+  quotactl budget set openai/spend --limit 500000000 --monthly UTC --unit usd-micro
   quotactl budget set youtube/units --owner audited-project --limit 1000000`,
 		Args: exactArgs(1, "one API/BUDGET argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,6 +104,7 @@ JSON fields: api, budget, limit, window ("sliding:24h0m0s",
 	c.Flags().StringVar(&opts.Window, "window", "", "a sliding window's length, e.g. 24h or 90m")
 	c.Flags().StringVar(&opts.Daily, "daily", "", "a daily window's time zone (IANA name), e.g. America/Los_Angeles or UTC")
 	c.Flags().StringVar(&opts.Monthly, "monthly", "", "a monthly window's time zone (IANA name), e.g. Europe/Paris or UTC")
+	c.Flags().StringVar(&opts.Unit, "unit", "", "what the budget counts, e.g. tokens, requests, points or usd-micro (default: the unit recorded, else units)")
 	return c
 }
 
@@ -153,6 +162,7 @@ type budgetJSON struct {
 	Owner  string       `json:"owner,omitempty"` // a row of one owner's limit
 	Limit  int64        `json:"limit"`
 	Window string       `json:"window,omitempty"`
+	Unit   string       `json:"unit,omitempty"`
 	Source quota.Source `json:"source,omitempty"` // whose definition of the budget
 	// LimitSource is where the limit comes from: program, operator or
 	// upstream.
@@ -171,7 +181,10 @@ func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 	if err != nil {
 		return err
 	}
-	b := quota.Budget{Name: opts.Budget, Limit: opts.Limit, Window: w}
+	b := quota.Budget{Name: opts.Budget, Limit: opts.Limit, Window: w, Unit: opts.Unit}
+	if opts.Unit != "" && backend.CheckName("unit", opts.Unit) != nil {
+		return usageErrorf("--unit %q: a unit is letters, digits, '.', '_' and '-', such as tokens, requests or usd-micro", opts.Unit)
+	}
 	if err := backend.ValidateBudgets([]quota.Budget{b}); err != nil {
 		return err
 	}
@@ -182,10 +195,22 @@ func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 	if err := quota.SetOverride(ctx, st, opts.API, b, opts.now()); err != nil {
 		return err
 	}
-	if opts.json {
-		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String(), Source: quota.SourceOperator, LimitSource: quota.SourceOperator})
+	if b.Unit == "" {
+		// SetOverride kept the unit recorded, if any: say that one.
+		over, err := quota.Overrides(ctx, st, opts.API)
+		if err != nil {
+			return err
+		}
+		b.Unit = over[b.Name].Unit
 	}
-	_, err = fmt.Fprintf(opts.io.Out, "%s/%s: %d units per %s\n", opts.API, b.Name, b.Limit, windowText(w))
+	if opts.json {
+		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String(), Unit: b.UnitOf(), Source: quota.SourceOperator, LimitSource: quota.SourceOperator})
+	}
+	limit := strconv.FormatInt(b.Limit, 10) + " units"
+	if !view.IsDefaultUnit(b.Unit) {
+		limit = view.Amount(b.Limit, b.Unit)
+	}
+	_, err = fmt.Fprintf(opts.io.Out, "%s/%s: %s per %s\n", opts.API, b.Name, limit, windowText(w))
 	return err
 }
 
@@ -211,7 +236,7 @@ in) or "program" (quota.WithOwnerLimits). A learned limit not applied is
 shown beside it. On these rows the OWNER column names the owner; it is "-"
 on a budget's own row, and absent when no owner has a limit of its own.
 
-JSON: an array of {api, budget, limit, window, source, limit_source}, and
+JSON: an array of {api, budget, limit, window, unit, source, limit_source}, and
 for an owner's row {api, budget, owner, limit, limit_source, learned_limit}
 (learned_limit: what the upstream last reported, applied or not).`,
 		Args: exactArgs(0, "no arguments"),
@@ -237,7 +262,7 @@ func budgetListRun(ctx context.Context, opts *budgetListOptions) error {
 	for _, a := range apis {
 		for _, b := range a.Budgets {
 			src := opts.source(a.Name, b.Name)
-			out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Limit: b.Limit, Window: b.Window.String(), Source: src, LimitSource: src})
+			out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Limit: b.Limit, Window: b.Window.String(), Unit: b.UnitOf(), Source: src, LimitSource: src})
 			for _, lf := range owners[a.Name] {
 				if lf.Budget == b.Name {
 					out = append(out, budgetJSON{API: a.Name, Budget: b.Name, Owner: lf.Owner, Limit: lf.Limit, LimitSource: lf.Source, LearnedLimit: lf.Learned})

@@ -33,7 +33,7 @@ func TestBudgetSetListDelete(t *testing.T) {
 	}
 	var set budgetJSON
 	decode(t, out.String(), &set)
-	if set != (budgetJSON{API: "github", Budget: "core", Limit: 5000, Window: "sliding:1h0m0s", Source: quota.SourceOperator, LimitSource: quota.SourceOperator}) {
+	if set != (budgetJSON{API: "github", Budget: "core", Limit: 5000, Window: "sliding:1h0m0s", Unit: "units", Source: quota.SourceOperator, LimitSource: quota.SourceOperator}) {
 		t.Errorf("budget set --json = %+v", set)
 	}
 
@@ -44,8 +44,8 @@ func TestBudgetSetListDelete(t *testing.T) {
 	var list []budgetJSON
 	decode(t, out.String(), &list)
 	want := []budgetJSON{
-		{API: "github", Budget: "core", Limit: 5000, Window: "sliding:1h0m0s", Source: "operator", LimitSource: "operator"},
-		{API: "youtube", Budget: "units", Limit: 10000, Window: "daily:America/Los_Angeles", Source: "operator", LimitSource: "operator"},
+		{API: "github", Budget: "core", Limit: 5000, Window: "sliding:1h0m0s", Unit: "units", Source: "operator", LimitSource: "operator"},
+		{API: "youtube", Budget: "units", Limit: 10000, Window: "daily:America/Los_Angeles", Unit: "units", Source: "operator", LimitSource: "operator"},
 	}
 	if len(list) != 2 || list[0] != want[0] || list[1] != want[1] {
 		t.Errorf("budget list = %+v, want %+v", list, want)

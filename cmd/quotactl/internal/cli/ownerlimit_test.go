@@ -51,7 +51,7 @@ func TestBudgetOwnerLimits(t *testing.T) {
 	var list []budgetJSON
 	decode(t, e.ok("--json", "budget", "list"), &list)
 	want := []budgetJSON{
-		{API: "youtube", Budget: "units", Limit: 100, Window: "daily:UTC", Source: "operator", LimitSource: "operator"},
+		{API: "youtube", Budget: "units", Limit: 100, Window: "daily:UTC", Unit: "units", Source: "operator", LimitSource: "operator"},
 		{API: "youtube", Budget: "units", Owner: "audited", Limit: 1000000, LimitSource: "operator"},
 		{API: "youtube", Budget: "units", Owner: "prog-owner", Limit: 500, LimitSource: "program", LearnedLimit: 900},
 		{API: "youtube", Budget: "units", Owner: "token", Limit: 7, LimitSource: "upstream", LearnedLimit: 7},

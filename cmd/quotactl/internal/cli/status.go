@@ -24,7 +24,10 @@ func newCmdStatus(g *globals, runF func(context.Context, *statusOptions) error) 
 	c := &cobra.Command{
 		Use:   "status [API] [--label L | --owner NAME]",
 		Short: "Show what is used and left of every budget, per owner",
-		Long: `Show, per API, owner and budget: units used of the limit, units remaining, a
+		Long: `Show, per API, owner and budget: what is used of the limit and what remains,
+in the budget's unit ("1,234 / 30,000 tokens", "28,766 tokens"; a budget
+counted in micro-dollars, unit usd-micro, as dollars: "$12.34 / $500.00"; a
+budget in the default unit, units, as bare numbers: "9600/10000"), a
 usage bar, when capacity next frees up (a daily or monthly budget's reset, or when a
 sliding window's oldest entry leaves it), and until when the budget is marked
 spent, with "(store loss)" when the mark is the limiter's reaction to a store
@@ -56,9 +59,11 @@ owner's own limit, and learned_limit is what the upstream last reported
 (applied or not).
 
 JSON: an array of {api, owner, credentials: [{label, fingerprint}],
-credential, fingerprint, budget, window, source, used, limit, limit_source,
+credential, fingerprint, budget, window, source, unit, used, limit, limit_source,
 own_limit, learned_limit, remaining, reset, exhausted_until, store_loss, percent, reset_seconds}; credential and
-fingerprint are the owner's first credential (labelled ones first); reset
+fingerprint are the owner's first credential (labelled ones first); unit
+is what used, limit and remaining count ("tokens"; "usd-micro":
+micro-dollars; "units" when the budget declares none); reset
 and exhausted_until are RFC 3339 times, absent when there is none;
 store_loss is true while the exhausted_until mark is a store-loss reaction,
 absent otherwise; percent is the share of the limit that cannot be spent
@@ -115,7 +120,7 @@ func statusRun(ctx context.Context, opts *statusOptions) error {
 			continue
 		}
 		out = append(out, st)
-		row := statusRow{API: st.API, Who: []string{"-", "-"}, Brief: "-", Budget: st.Budget, Usage: st.Usage(), Whole: st.Owner == ""}
+		row := statusRow{API: st.API, Who: []string{"-", "-"}, Brief: "-", Budget: st.Budget, Usage: st.Usage(), Unit: st.Unit, Whole: st.Owner == ""}
 		if st.Owner != "" {
 			row.Who = []string{view.AccountName(st.Owner), credNames(st.Credentials, ",")}
 			row.Brief = briefOwner(st)

@@ -24,8 +24,21 @@ type statusRow struct {
 	Brief  string
 	Budget string
 	Usage  quota.Usage
+	// Unit is the budget's unit (view.Status.Unit).
+	Unit string
 	// Whole is a budget nothing was charged to yet: no next-free time.
 	Whole bool
+}
+
+// amounts are the USED and LEFT cells of r: "1,234 / 30,000 tokens" and
+// "28,766 tokens", dollars for micro-dollars (view.UsedOf, view.Amount); in
+// the default unit, bare numbers as before units ("9600/10000", "400").
+func (r statusRow) amounts() (used, left string) {
+	u := r.Usage
+	if view.IsDefaultUnit(r.Unit) {
+		return fmt.Sprintf("%d/%d", u.Used, u.Limit), strconv.FormatInt(u.Remaining, 10)
+	}
+	return view.UsedOf(u.Used, u.Limit, r.Unit), view.Amount(u.Remaining, r.Unit)
 }
 
 // statusTable collects status rows and prints them to fit the terminal.
@@ -184,8 +197,8 @@ func (g *globals) statusCells(r statusRow, l statusLayout) []string {
 		// is when capacity returns.
 		next = until
 	}
-	return append(cells, r.Budget, fmt.Sprintf("%d/%d", u.Used, u.Limit), strconv.FormatInt(u.Remaining, 10),
-		usageText(u, l.bar), next, until)
+	used, left := r.amounts()
+	return append(cells, r.Budget, used, left, usageText(u, l.bar), next, until)
 }
 
 func (g *globals) nextFreeIn(u quota.Usage, l statusLayout) string {
@@ -225,7 +238,8 @@ func (g *globals) printCompact(w io.Writer, t *statusTable, l statusLayout, widt
 	for _, r := range t.rows {
 		who := cut(cmp.Or(r.Brief, strings.Join(r.Who, " ")), l.cut)
 		cells := g.statusCells(r, l)
-		parts := []string{usageText(r.Usage, l.bar), fmt.Sprintf("%d/%d", r.Usage.Used, r.Usage.Limit), fmt.Sprintf("%d left", r.Usage.Remaining)}
+		used, left := r.amounts()
+		parts := []string{usageText(r.Usage, l.bar), used, left + " left"}
 		if next := cells[len(cells)-2]; next != "-" {
 			parts = append(parts, next)
 		}

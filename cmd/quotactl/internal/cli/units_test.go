@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/quota"
+)
+
+// TestStatusUnits: status shows each budget's amounts in its unit: tokens
+// as tokens, a spend budget (micro-dollars) as dollars, a budget in the
+// default unit as bare numbers, on a terminal, piped and in JSON. The
+// budgets are a program's, defined from a cost table file with a spend
+// section (as an enrichment job's would be), and an operator's set with
+// --unit.
+func TestStatusUnits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	table, err := costs.Load("../../../../costs/testdata/spend/enrich.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, _ := e.g()
+	l, err := quota.New(g.store, table.API, table.Budgets, quota.WithClock(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := quota.Credential{Secret: "sk-enrich", Label: "enrich"}
+	if _, err := l.Take(context.Background(), job, quota.Charge{Method: "chat.completions", Units: map[string]int64{"requests": 1, "tokens": 1234, "spend": 12_340_000}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.ok("budget", "set", "shop/points", "--limit", "2000", "--window", "20s", "--unit", "points"); out != "shop/points: 2,000 points per sliding 20s\n" {
+		t.Errorf("budget set --unit printed %q", out)
+	}
+	e.ok("budget", "set", "youtube/units", "--limit", "10000", "--daily", "America/Los_Angeles")
+	e.vars["K"] = "shpat-key"
+	e.ok("take", "shop", "--credential-env", "K", "--label", "shop-1", "--cost", "7", "--budget", "points")
+
+	e.tty = true
+	e.vars["COLUMNS"] = "200"
+	out := e.ok("status")
+	for _, want := range []string{
+		`openai +\S+ +enrich +requests +1 / 500 requests +499 requests `,
+		`openai +\S+ +enrich +spend +\$12\.34 / \$500\.00 +\$487\.66 `,
+		`openai +\S+ +enrich +tokens +1,234 / 30,000 tokens +28,766 tokens `,
+		`shop +\S+ +shop-1 +points +7 / 2,000 points +1,993 points `,
+		`youtube +- +- +units +0/10000 +10000 `,
+	} {
+		if !regexpLine(out, `^`+want) {
+			t.Errorf("status on a terminal:\n%s\nwant a line matching %q", out, want)
+		}
+	}
+	if strings.Contains(out, "units") && regexpLine(out, `(tokens|spend|requests|points) .*\bunits\b`) {
+		t.Errorf("a budget with a unit of its own shown in units:\n%s", out)
+	}
+	e.vars["COLUMNS"] = "40" // two lines per budget: the amounts in their unit too
+	out = e.ok("status", "openai")
+	for _, want := range []string{"$12.34 / $500.00", "$487.66 left", "1,234 / 30,000 tokens", "28,766 tokens left"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status at 40 columns:\n%s\nwant %q", out, want)
+		}
+	}
+
+	e.tty = false
+	out = e.ok("status", "openai")
+	if !strings.Contains(out, "\tspend\t$12.34 / $500.00\t$487.66\t") || !strings.Contains(out, "\ttokens\t1,234 / 30,000 tokens\t28,766 tokens\t") {
+		t.Errorf("status piped:\n%s", out)
+	}
+	var rows []statusJSON
+	decode(t, e.ok("--json", "status"), &rows)
+	units := map[string]string{}
+	for _, r := range rows {
+		units[r.API+"/"+r.Budget] = r.Unit
+		if r.API+"/"+r.Budget == "openai/spend" && (r.Used != 12_340_000 || r.Limit != 500_000_000) {
+			t.Errorf("spend in JSON: used %d of %d; want micro-dollars", r.Used, r.Limit)
+		}
+	}
+	for b, want := range map[string]string{"openai/tokens": "tokens", "openai/spend": quota.UnitUSDMicro, "openai/requests": "requests", "shop/points": "points", "youtube/units": quota.DefaultUnit} {
+		if units[b] != want {
+			t.Errorf("status --json: %s has unit %q, want %q", b, units[b], want)
+		}
+	}
+
+	// An operator's new limit keeps the program's unit.
+	if out := e.ok("budget", "set", "openai/tokens", "--limit", "40000", "--window", "1m"); out != "openai/tokens: 40,000 tokens per sliding 1m\n" {
+		t.Errorf("budget set without --unit printed %q", out)
+	}
+	e.clock.Add(time.Second)
+	if out := e.ok("status", "openai"); !strings.Contains(out, "\ttokens\t1,234 / 40,000 tokens\t38,766 tokens\t") {
+		t.Errorf("status after budget set:\n%s", out)
+	}
+	if r := e.run("budget", "set", "openai/tokens", "--limit", "1", "--window", "1m", "--unit", "US dollars"); r.code != ExitUsage || !strings.Contains(r.errOut, "--unit") {
+		t.Errorf("a bad --unit: exit %d, %q", r.code, r.errOut)
+	}
+}
