@@ -41,6 +41,7 @@ type mainView struct {
 type rowView struct {
 	API, Owner, OwnerTitle, Budget, Window string
 	Creds                                  string // a named owner's credentials
+	Unit                                   string // what Used, Limit and Remaining count (view.Amount shows them)
 	Used, Limit, Remaining                 int64
 	LimitFrom                              string // where the limit comes from: "program", "operator (owner)", ...
 	Drift                                  int64  // units the upstream reported that the meter had not counted, this window
@@ -101,6 +102,7 @@ const (
 
 type chartView struct {
 	Anchor, API, Owner, Budget, Zone, Window string
+	Unit                                     string
 	Used, Limit                              int64
 	Percent                                  int64
 	State                                    string
@@ -131,31 +133,18 @@ type tickView struct {
 type legendView struct {
 	Name, Class string
 	Units       int64
+	Unit        string
 }
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"num": num,
-	"f":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"num":    num,
+	"amount": view.Amount,
+	"f":      func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 }
 
 // num formats n with thousands separators: 10,000.
-func num(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func num(n int64) string { return view.Group(n) }
 
 // credNames lists a named owner's credentials ("yt-key-1, yt-key-2"); empty
 // for a credential that is its own owner.
@@ -207,7 +196,7 @@ func (h *Handler) view(s *Snapshot) *mainView {
 	for _, st := range s.Status {
 		r := rowView{
 			API: st.API, Owner: ownerName(st), OwnerTitle: st.Fingerprint, Creds: credNames(st), Budget: st.Budget,
-			Window: windowText(st.Window), Used: st.Used, Limit: st.Limit, Remaining: st.Remaining,
+			Window: windowText(st.Window), Unit: st.Unit, Used: st.Used, Limit: st.Limit, Remaining: st.Remaining,
 			Percent: st.Percent, Fill: st.Percent, ResetIn: "-", ResetAt: "", SpentUntil: "",
 		}
 		r.LimitFrom, r.LimitTitle = limitFrom(st)
@@ -242,14 +231,16 @@ func (h *Handler) view(s *Snapshot) *mainView {
 	}
 	byKey := map[string]Status{}
 	owners := map[string]string{} // api/account: the owner's name
+	units := map[string]string{}  // api/budget: its unit
 	for _, st := range s.Status {
 		byKey[st.API+"/"+st.Fingerprint+"/"+st.Budget] = st
 		owners[st.API+"/"+st.Owner] = ownerName(st)
+		units[st.API+"/"+st.Budget] = st.Unit
 	}
 	for _, hist := range s.History {
 		v.Charts = append(v.Charts, h.chart(hist, byKey[hist.API+"/"+hist.Fingerprint+"/"+hist.Budget], now))
 	}
-	v.Crossings = h.crossViews(s.Thresholds.Crossings, owners, now)
+	v.Crossings = h.crossViews(s.Thresholds.Crossings, owners, units, now)
 	for _, j := range s.Jobs {
 		v.Jobs = append(v.Jobs, h.jobView(j, now))
 	}
@@ -259,7 +250,7 @@ func (h *Handler) view(s *Snapshot) *mainView {
 // crossViews lays out crossings one line per budget, its levels in order;
 // the budget that crossed its highest level last comes first. owners names
 // the owner of each API/account.
-func (h *Handler) crossViews(crossings []Crossing, owners map[string]string, now time.Time) []crossView {
+func (h *Handler) crossViews(crossings []Crossing, owners, units map[string]string, now time.Time) []crossView {
 	type group struct {
 		view   crossView
 		latest time.Time
@@ -277,7 +268,7 @@ func (h *Handler) crossViews(crossings []Crossing, owners map[string]string, now
 		st := state(c.Percent, c.Percent >= 100)
 		g.view.Levels = append(g.view.Levels, levelView{
 			Percent: c.Percent, At: c.At.In(h.loc).Format("15:04"), Used: c.Used, Limit: c.Limit, State: st,
-			Title: fmt.Sprintf("%d%% reached at %s (%s): %s of %s", c.Percent, c.At.In(h.loc).Format("Jan 2 15:04:05 MST"), relative(c.At.Sub(now)), num(c.Used), num(c.Limit)),
+			Title: fmt.Sprintf("%d%% reached at %s (%s): %s of %s", c.Percent, c.At.In(h.loc).Format("Jan 2 15:04:05 MST"), relative(c.At.Sub(now)), view.Amount(c.Used, units[c.API+"/"+c.Budget]), view.Amount(c.Limit, units[c.API+"/"+c.Budget])),
 		})
 		g.view.State, g.view.Latest, g.latest = st, relative(c.At.Sub(now)), c.At
 	}
@@ -350,7 +341,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	}
 	c := chartView{
 		Anchor: anchor(hist.API, hist.Fingerprint, hist.Budget), API: hist.API, Owner: ownerName(st),
-		Budget: hist.Budget, Zone: hist.Zone, Window: windowText(hist.Window), Used: hist.Used, Limit: hist.Limit,
+		Budget: hist.Budget, Zone: hist.Zone, Window: windowText(hist.Window), Unit: st.Unit, Used: hist.Used, Limit: hist.Limit,
 		Percent: st.Percent, State: state(st.Percent, st.Spent()),
 		W: chartW, H: chartH, PlotLeft: chartLeft, PlotRight: chartW - chartRight, PlotTop: chartTop, PlotBottom: chartTop + plotH,
 	}
@@ -373,6 +364,9 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	}
 
 	methods, class, legend := methodClasses(hist)
+	for i := range legend {
+		legend[i].Unit = st.Unit
+	}
 	c.Legend = legend
 	var cum int64
 	path := []string{fmt.Sprintf("M%.1f %.1f", float64(chartLeft), y(0))}
@@ -380,7 +374,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	for i, b := range hist.Buckets {
 		x := chartLeft + sw*float64(i) + (sw-barW)/2
 		start := b.Start.In(loc)
-		title := fmt.Sprintf("%s–%s %s: %s units in %d call%s", start.Format("15:04"), b.End.In(loc).Format("15:04"), start.Format("MST"), num(b.Units), b.Calls, plural(b.Calls))
+		title := fmt.Sprintf("%s–%s %s: %s in %d call%s", start.Format("15:04"), b.End.In(loc).Format("15:04"), start.Format("MST"), view.Quantity(b.Units, st.Unit), b.Calls, plural(b.Calls))
 		if b.Units > peak.Units {
 			peak = b
 		}
@@ -393,7 +387,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 			}
 			t := title
 			if sg.name != "" {
-				t += fmt.Sprintf("; %s: %s", sg.name, num(sg.units))
+				t += fmt.Sprintf("; %s: %s", sg.name, view.Amount(sg.units, st.Unit))
 			}
 			c.Bars = append(c.Bars, rectView{X: x, Y: top, W: barW, H: bottom - top, Class: sg.class, Title: t})
 			base += sg.units
@@ -407,7 +401,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	c.NowX = chartLeft + sw*(float64(nowOff)/float64(every))
 	c.NowX = min(max(c.NowX, chartLeft), chartW-chartRight)
 
-	c.XTicks, c.YTicks = ticks(hist, first, every, slots, loc, y)
+	c.XTicks, c.YTicks = ticks(hist, st.Unit, first, every, slots, loc, y)
 	c.Every = "hour"
 	if every != time.Hour {
 		c.Every = compact(every)
@@ -415,7 +409,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 	for _, j := range slices.Sorted(maps.Keys(hist.Jobs)) {
 		c.Jobs = append(c.Jobs, spentView{Budget: j, Units: hist.Jobs[j]})
 	}
-	c.Peak = peakText(peak, c.Every, every, hist.Limit, loc)
+	c.Peak = peakText(peak, c.Every, every, hist.Limit, st.Unit, loc)
 	return c
 }
 
@@ -492,7 +486,7 @@ func bucketSegs(b Bucket, methods []string, class map[string]string) []seg {
 // ticks returns a chart's axis labels: times along the bottom (every 3
 // hours of an hourly chart, else about 8 labels), and 0, 50% and 100% of
 // the limit up the side.
-func ticks(hist History, first time.Time, every time.Duration, slots int, loc *time.Location, y func(int64) float64) (xs, ys []tickView) {
+func ticks(hist History, unit string, first time.Time, every time.Duration, slots int, loc *time.Location, y func(int64) float64) (xs, ys []tickView) {
 	step := (slots + 7) / 8
 	for i := 0; i < slots; i++ {
 		t := first.Add(time.Duration(i) * every).In(loc)
@@ -504,7 +498,7 @@ func ticks(hist History, first time.Time, every time.Duration, slots int, loc *t
 	}
 	for _, f := range []int64{0, 50, 100} {
 		units := hist.Limit * f / 100
-		ys = append(ys, tickView{X: chartLeft - 6, Y: y(units), X1: chartLeft, X2: chartW - chartRight, Label: num(units)})
+		ys = append(ys, tickView{X: chartLeft - 6, Y: y(units), X1: chartLeft, X2: chartW - chartRight, Label: view.Scale(units, unit)})
 	}
 	return xs, ys
 }
@@ -513,14 +507,14 @@ func ticks(hist History, first time.Time, every time.Duration, slots int, loc *t
 func slot(slots int) float64 { return float64(plotW) / float64(slots) }
 
 // peakText names a chart's busiest bucket.
-func peakText(peak Bucket, name string, every time.Duration, limit int64, loc *time.Location) string {
+func peakText(peak Bucket, name string, every time.Duration, limit int64, unit string, loc *time.Location) string {
 	switch {
 	case peak.Units <= 0:
 		return ""
 	case every != time.Hour:
-		return fmt.Sprintf("busiest %s from %s (%s units, %d%% of the limit)", name, peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/limit)
+		return fmt.Sprintf("busiest %s from %s (%s, %d%% of the limit)", name, peak.Start.In(loc).Format("15:04 MST"), view.Quantity(peak.Units, unit), peak.Units*100/limit)
 	}
-	return fmt.Sprintf("busiest hour %s (%s units, %d%% of the limit)", peak.Start.In(loc).Format("15:04 MST"), num(peak.Units), peak.Units*100/limit)
+	return fmt.Sprintf("busiest hour %s (%s, %d%% of the limit)", peak.Start.In(loc).Format("15:04 MST"), view.Quantity(peak.Units, unit), peak.Units*100/limit)
 }
 
 // seg is one method's part of an hour's bar.
@@ -576,8 +570,8 @@ func limitFrom(st Status) (short, title string) {
 		short, title = src+" (owner)", "this owner's own limit, from the "+src
 	}
 	if st.LearnedLimit > 0 && st.LimitSource != quota.SourceUpstream {
-		short += "; upstream says " + num(st.LearnedLimit)
-		title += "; the upstream reported " + num(st.LearnedLimit) + ", not applied"
+		short += "; upstream says " + view.Amount(st.LearnedLimit, st.Unit)
+		title += "; the upstream reported " + view.Amount(st.LearnedLimit, st.Unit) + ", not applied"
 	}
 	return short, title
 }

@@ -14,7 +14,8 @@ import (
 // default unit (quota.DefaultUnit, or none declared) shows the number
 // alone, as the tools did before budgets had units.
 
-// Amount shows n of unit: "1,234 tokens", "$12.34" for micro-dollars,
+// Amount shows n of unit: "1,234 tokens" ("1 token": a unit named in the
+// plural, with an s, loses it for one), "$12.34" for micro-dollars,
 // "1,234" in the default unit.
 func Amount(n int64, unit string) string {
 	switch unit {
@@ -23,7 +24,33 @@ func Amount(n int64, unit string) string {
 	case "", quota.DefaultUnit:
 		return Group(n)
 	}
-	return Group(n) + " " + unit
+	return Group(n) + " " + one(n, unit)
+}
+
+// one is unit for n of it: "1 token" of the plural "tokens".
+func one(n int64, unit string) string {
+	if (n == 1 || n == -1) && len(unit) > 1 && strings.HasSuffix(unit, "s") && !strings.HasSuffix(unit, "ss") {
+		return unit[:len(unit)-1]
+	}
+	return unit
+}
+
+// Quantity shows n of unit in a sentence, naming the default unit too:
+// "1,234 tokens", "$12.34", "9,700 units".
+func Quantity(n int64, unit string) string {
+	if IsDefaultUnit(unit) {
+		return Group(n) + " " + one(n, quota.DefaultUnit)
+	}
+	return Amount(n, unit)
+}
+
+// Scale shows n of unit in a narrow place (a chart's axis): dollars for
+// micro-dollars, else the number alone.
+func Scale(n int64, unit string) string {
+	if unit == quota.UnitUSDMicro {
+		return Dollars(n)
+	}
+	return Group(n)
 }
 
 // UsedOf shows used of limit in unit: "1,234 / 30,000 tokens", "$12.34 /

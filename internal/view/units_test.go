@@ -17,6 +17,8 @@ func TestAmounts(t *testing.T) {
 	}{
 		{1234, "tokens", "1,234 tokens"},
 		{0, "requests", "0 requests"},
+		{1, "requests", "1 request"},
+		{1, "ss", "1 ss"},
 		{1234567, "points", "1,234,567 points"},
 		{9700, quota.DefaultUnit, "9,700"},
 		{9700, "", "9,700"},
@@ -48,5 +50,14 @@ func TestAmounts(t *testing.T) {
 		if got := UsedOf(c.used, c.limit, c.unit); got != c.want {
 			t.Errorf("UsedOf(%d, %d, %q) = %q, want %q", c.used, c.limit, c.unit, got, c.want)
 		}
+	}
+	if got := Quantity(9700, "") + ", " + Quantity(1, ""); got != "9,700 units, 1 unit" {
+		t.Errorf("Quantity in the default unit = %q", got)
+	}
+	if got := Quantity(1234, "tokens"); got != "1,234 tokens" {
+		t.Errorf("Quantity of tokens = %q", got)
+	}
+	if got, want := Scale(250_000_000, quota.UnitUSDMicro)+" "+Scale(15000, "tokens"), "$250.00 15,000"; got != want {
+		t.Errorf("Scale = %q, want %q", got, want)
 	}
 }
