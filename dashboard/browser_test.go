@@ -212,3 +212,53 @@ func openPage(t *testing.T, url string) context.Context {
 	}
 	return ctx
 }
+
+// TestBrowserShowsUnits: in Chromium, an enrichment job's budgets show in
+// their units: tokens as tokens, its monthly spend in dollars, in the
+// budget rows and the chart captions; YouTube's units stay bare numbers.
+func TestBrowserShowsUnits(t *testing.T) {
+	w := seed(t)
+	chargeEnrich(t, w)
+	srv := serve(t, w)
+	ctx := openPage(t, srv.URL+"/")
+	rowsJSON, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify([...document.querySelectorAll("tr.budget")].map(tr => ({
+			API: tr.dataset.api, Owner: tr.querySelector("td.owner .oname").textContent, Budget: tr.dataset.budget,
+			Used: tr.querySelector('[data-field="used"]').textContent,
+			Limit: tr.querySelector('[data-field="limit"]').textContent,
+			Remaining: tr.querySelector('[data-field="remaining"]').textContent,
+		})))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []shownRow
+	if err := json.Unmarshal([]byte(rowsJSON), &rows); err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]string{}
+	for _, r := range rows {
+		shown[r.API+"/"+r.Owner+"/"+r.Budget] = r.Used + " | " + r.Limit + " | " + r.Remaining
+	}
+	for k, want := range map[string]string{
+		"openai/enrich/tokens":   "1,234 tokens | 30,000 tokens | 28,766 tokens",
+		"openai/enrich/spend":    "$12.34 | $500.00 | $487.66",
+		"openai/enrich/requests": "1 request | 500 requests | 499 requests",
+		"youtube/yt-key-1/units": "9,700 | 10,000 | 300",
+	} {
+		if shown[k] != want {
+			t.Errorf("%s shows %q, want %q (all: %v)", k, shown[k], want, shown)
+		}
+	}
+	captions, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('figure.chart[data-api="openai"] figcaption')].map(c => c.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(captions, "\n")
+	for _, want := range []string{"1,234 tokens of 30,000 tokens (4%)", "$12.34 of $500.00 (2%)"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the openai charts' captions lack %q:\n%s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "units") {
+		t.Errorf("an openai chart caption says units:\n%s", joined)
+	}
+}
