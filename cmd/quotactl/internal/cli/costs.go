@@ -267,7 +267,10 @@ openai or anthropic table, a GraphQL request for shopify-admin): what a
 Transport takes before sending it, per budget (the prompt's bound, never
 below what the provider counts, plus the output ceiling), and what it may
 cost in micro-dollars at the model's price (--prices: a built-in price table,
-openai or anthropic, or a file; default: the one named like the table's API).
+openai or anthropic, or a file; default: the price table of the table's spend
+budget, else the one named like the table's API). Each budget's units are
+shown in its unit ("116 tokens"; a spend budget, which a table file declares
+in its spend section, in dollars).
 --method names the table's method when the body fits several; without it
 the body's fields decide (messages: a chat, max_output_tokens or
 instructions: a response, input: embeddings). A body whose tokens cannot be

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/view"
 )
 
 // bodyEstimateJSON is costs estimate --body --json.
@@ -63,14 +64,14 @@ func costsEstimateBodyRun(opts *costsEstimateOptions) error {
 	out := bodyEstimateJSON{Table: name, API: tb.API, Method: m.Name, Format: string(m.Body.Format), Units: est.Charge.Units}
 	if t := est.Tokens; t != nil {
 		out.Model, out.InputTokens, out.OutputTokens = t.Model, t.Input, t.Output
-		if err := opts.spendBound(&out, tb.API, *t); err != nil {
+		if err := opts.spendBound(&out, tb, *t); err != nil {
 			return err
 		}
 	}
 	if opts.json {
 		return opts.printJSON(out)
 	}
-	return printBodyEstimate(opts, out)
+	return printBodyEstimate(opts, tb, out)
 }
 
 func readBodyFile(path string, stdin io.Reader) ([]byte, error) {
@@ -167,12 +168,17 @@ func bodyRequest(tb *costs.Table, m costs.Method, body []byte) (*http.Request, e
 	return req, nil
 }
 
-// spendBound prices the request's bound with --prices (default: the
-// built-in price table named like the API, when there is one).
-func (opts *costsEstimateOptions) spendBound(out *bodyEstimateJSON, api string, t costs.TokenEstimate) error {
+// spendBound prices the request's bound with --prices (default: the price
+// table of the table's spend budget, else the built-in price table named
+// like the API, when there is one).
+func (opts *costsEstimateOptions) spendBound(out *bodyEstimateJSON, tb *costs.Table, t costs.TokenEstimate) error {
 	var p *costs.Prices
 	var err error
+	api := tb.API
+	_, declared, spends := tb.Spend()
 	switch {
+	case opts.Prices == "" && spends:
+		p = declared
 	case opts.Prices != "" && slices.Contains(costs.BuiltinPriceNames(), opts.Prices):
 		p, err = costs.BuiltinPrices(opts.Prices)
 	case opts.Prices != "":
@@ -200,7 +206,7 @@ func (opts *costsEstimateOptions) spendBound(out *bodyEstimateJSON, api string, 
 	return nil
 }
 
-func printBodyEstimate(opts *costsEstimateOptions, out bodyEstimateJSON) error {
+func printBodyEstimate(opts *costsEstimateOptions, tb *costs.Table, out bodyEstimateJSON) error {
 	w := opts.io.Out
 	if opts.io.TTY {
 		model := ""
@@ -209,9 +215,13 @@ func printBodyEstimate(opts *costsEstimateOptions, out bodyEstimateJSON) error {
 		}
 		fmt.Fprintf(w, "Request body %s: %s %s (%s%s), cost table %s\n", opts.Body, out.API, out.Method, out.Format, model, out.Table)
 	}
+	unit := map[string]string{}
+	for _, b := range tb.Budgets {
+		unit[b.Name] = b.Unit
+	}
 	t := &table{header: []string{"BUDGET", "UNITS"}}
 	for _, b := range slices.Sorted(maps.Keys(out.Units)) {
-		t.add(b, fmt.Sprint(out.Units[b]))
+		t.add(b, view.Amount(out.Units[b], unit[b])) // "116 tokens"; a spend budget in dollars
 	}
 	if err := t.print(w, opts.io.TTY); err != nil {
 		return err

@@ -28,7 +28,21 @@ func TestCostsEstimateBody(t *testing.T) {
 		t.Fatalf("estimate %+v", got)
 	}
 	out := e.ok("costs", "estimate", "openai", "--body", chat)
-	for _, want := range []string{"tokens\t116", "requests\t1", "input tokens (bound): 66", "spend (bound): 40 micro-dollars ($0.000040)"} {
+	for _, want := range []string{"tokens\t116 tokens", "requests\t1 request", "input tokens (bound): 66", "spend (bound): 40 micro-dollars ($0.000040)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not say %q:\n%s", want, out)
+		}
+	}
+	// A table file with a spend section: the spend budget is charged the
+	// bound's price, in dollars, from the table's own price table.
+	enrich := "../../../../costs/testdata/spend/enrich.yaml"
+	got = bodyEstimateJSON{}
+	decode(t, e.ok("--json", "costs", "estimate", "--table", enrich, "--body", chat), &got)
+	if got.Units["spend"] != 40 || got.Units["tokens"] != 116 || got.MicroDollars == nil || *got.MicroDollars != 40 {
+		t.Fatalf("estimate with the table's spend budget: %+v", got)
+	}
+	out = e.ok("costs", "estimate", "--table", enrich, "--body", chat)
+	for _, want := range []string{"spend\t$0.00004\n", "tokens\t116 tokens", "spend (bound): 40 micro-dollars ($0.000040)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output does not say %q:\n%s", want, out)
 		}
