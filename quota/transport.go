@@ -246,7 +246,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // meter meters and sends a request that is not part of a redirect chain.
 func (t *Transport) meter(req *http.Request) (*http.Response, error) {
-	ch, err := t.pricer.Price(req)
+	var est Estimate
+	var err error
+	if bp, ok := t.pricer.(BodyPricer); ok {
+		est, err = bp.EstimateCall(req)
+	} else {
+		est.Charge, err = t.pricer.Price(req)
+	}
+	ch := est.Charge
 	if err != nil {
 		if errors.Is(err, ErrForeignHost) {
 			return t.foreign(req, err)
@@ -273,7 +280,7 @@ func (t *Transport) meter(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	return t.roundTrip(req, cred, ch)
+	return t.roundTrip(req, cred, est)
 }
 
 // context returns the context the limiter calls for req are made under:
