@@ -74,12 +74,13 @@ const (
 	// caller did not opt in to).
 	EventLimitLearned
 	// EventSettle is a Transport's estimated call (BodyPricer) settled to
-	// what its response said it cost. Usage holds each budget charged with
-	// Cost the units it finally counts; Outcome is OutcomeSettled (the
-	// actual within the estimate; Units is the units given back),
-	// OutcomeExcess (above it on some budget: Units is the excess recorded
-	// with Limiter.ChargeExcess) or OutcomeKept (the body was closed before
-	// it said its cost, or said none: the estimate stays; Err says why).
+	// what its response said it cost. Outcome OutcomeSettled: Usage holds
+	// each budget charged, Cost the units it counts after the settle.
+	// OutcomeExcess, one event per budget that cost more than its estimate
+	// (after the settled one): Budget names it and Units is the excess
+	// recorded on top (Limiter.ChargeExcess; Err when that failed).
+	// OutcomeKept: the body was closed before it said its cost, or said
+	// none; the estimate stays and Err says why.
 	EventSettle
 )
 
@@ -165,8 +166,7 @@ type Event struct {
 	// Report is the upstream's report of an EventReport or EventTrueUp.
 	Report *Report
 	// Units is the units an EventTrueUp added (or removed), the limit an
-	// EventLimitLearned learned, or what an EventSettle gave back or
-	// recorded above the estimate.
+	// EventLimitLearned learned, or the excess of an EventSettle.
 	Units int64
 	// Context is the context of the call that caused the event, for
 	// tracing adapters (the parent span). It may be done by delivery time:

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -106,42 +108,41 @@ func (a *attempt) settle(res *Reservation, units map[string]int64, why error) {
 		return
 	}
 	back, excess := map[string]int64{}, map[string]int64{}
-	var given, over int64
 	for _, u := range res.Usage {
 		n, ok := units[u.Budget]
 		switch {
 		case !ok || n == u.Cost:
 		case n < u.Cost:
 			back[u.Budget] = max(n, 0)
-			given += u.Cost - max(n, 0)
 		default:
 			excess[u.Budget] = n - u.Cost
-			over += n - u.Cost
 		}
 	}
 	if len(back) > 0 {
 		if err := l.Settle(ctx, res, back); err != nil {
-			given = 0
 			t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: settle failed: the estimate stays",
 				slog.String("api", l.api), slog.String("method", res.Method), slog.Any("credential", a.cred),
 				slog.String("error", a.scrub(err.Error())))
 		}
 	}
-	e.Outcome, e.Units = OutcomeSettled, given
+	var failed error
 	if len(excess) > 0 {
-		e.Outcome, e.Units = OutcomeExcess, over
-		if _, err := l.ChargeExcess(ctx, res, excess); err != nil {
-			e.Err = err
+		if _, failed = l.ChargeExcess(ctx, res, excess); failed != nil {
 			t.log.LogAttrs(a.ctx, slog.LevelError, "quota: transport: the call cost more than its estimate and the excess could not be recorded",
 				slog.String("api", l.api), slog.String("method", res.Method), slog.Any("credential", a.cred),
-				slog.Int64("excess", over), slog.String("error", a.scrub(err.Error())))
-		} else {
-			t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: the call cost more than its estimate: the excess is counted",
-				slog.String("api", l.api), slog.String("method", res.Method), slog.Int64("excess", over))
+				slog.String("error", a.scrub(failed.Error())))
 		}
 	}
-	e.Time, e.Usage = l.eventTime(), cloneUsage(res.Usage) // (Settle and ChargeExcess updated the costs)
-	l.emit(l.observers(a.ctx), e)
+	obs := l.observers(a.ctx)
+	e.Outcome, e.Time, e.Usage = OutcomeSettled, l.eventTime(), cloneUsage(res.Usage) // (Settle and ChargeExcess updated the costs)
+	l.emit(obs, e)
+	for _, name := range slices.Sorted(maps.Keys(excess)) {
+		x := e
+		x.Outcome, x.Budget, x.Units, x.Err = OutcomeExcess, name, excess[name], failed
+		l.emit(obs, x)
+		t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: the call cost more than its estimate: the excess is counted",
+			slog.String("api", l.api), slog.String("method", res.Method), slog.String("budget", name), slog.Int64("excess", excess[name]))
+	}
 }
 
 func cloneUsage(us []Usage) []Usage { return append([]Usage(nil), us...) }

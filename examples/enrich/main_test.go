@@ -177,7 +177,7 @@ func TestExcessCounted(t *testing.T) {
 			var excess int64
 			res, err := enrich(t.Context(), io.Discard, config{store: store, upstream: sim.URL(), records: 10, usd: 500, clock: fixed,
 				observer: quota.ObserverFunc(func(e quota.Event) {
-					if e.Kind == quota.EventSettle && e.Outcome == quota.OutcomeExcess {
+					if e.Kind == quota.EventSettle && e.Outcome == quota.OutcomeExcess && e.Budget == "tokens" {
 						mu.Lock()
 						excess += e.Units
 						mu.Unlock()
