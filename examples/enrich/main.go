@@ -85,7 +85,7 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 		defer sim.Close()
 		cfg.upstream = sim.URL()
 	}
-	res, err := enrich(ctx, out, cfg)
+	res, err := enrich(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -94,14 +94,20 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 		b := sim.Billed(project)
 		fmt.Fprintf(out, "OpenAI billed %d tokens, %s\n", b.LimitedInputTokens()+b.OutputTokens, dollars(sim.Dollars(project)))
 	}
-	fmt.Fprintf(out, "the store counts %d tokens this minute, %s of $%.2f this month\n", res.tokens, dollars(res.spend), cfg.usd)
+	fmt.Fprintf(out, "the store counts %d tokens this minute, %s of %s this month\n", res.tokens, dollars(res.spend), dollars(int64(cfg.usd*1e6)))
 	if res.refusal != nil {
 		fmt.Fprintf(out, "stopped: budget %q spent, capacity returns in %s\n", res.refusal.Budget, res.refusal.RetryAfter.Round(time.Second))
 	}
 	return nil
 }
 
-func dollars(micro int64) string { return fmt.Sprintf("$%d.%06d", micro/1e6, micro%1e6) }
+// dollars prints micro-dollars as dollars, to the cent when that is exact.
+func dollars(micro int64) string {
+	if micro%10_000 == 0 {
+		return fmt.Sprintf("$%d.%02d", micro/1e6, micro%1e6/10_000)
+	}
+	return fmt.Sprintf("$%d.%06d", micro/1e6, micro%1e6)
+}
 
 // meter returns the metered client and its limiter: the openai table for
 // the upstream's host, with a monthly spend budget priced from the
@@ -146,7 +152,7 @@ func meter(ctx context.Context, cfg config, store quota.Store, wire http.RoundTr
 	return client, lim, nil
 }
 
-func enrich(ctx context.Context, out io.Writer, cfg config) (*result, error) {
+func enrich(ctx context.Context, cfg config) (*result, error) {
 	store, err := storeurl.Open(ctx, cfg.store)
 	if err != nil {
 		return nil, err
@@ -160,7 +166,7 @@ func enrich(ctx context.Context, out io.Writer, cfg config) (*result, error) {
 	res := &result{}
 	for i := cfg.first; cfg.records == 0 || i < cfg.first+cfg.records; i++ {
 		stream := i%2 == 1
-		summary, err := complete(ctx, client, cfg.upstream, fmt.Sprintf("record %d: order #%d, 3 items, shipped to Lisbon", i, 1000+i), stream)
+		_, err := complete(ctx, client, cfg.upstream, fmt.Sprintf("record %d: order #%d, 3 items, shipped to Lisbon", i, 1000+i), stream)
 		if errors.As(err, &res.refusal) {
 			break // a budget is spent: stop cleanly, resume on the next run
 		}
@@ -170,9 +176,6 @@ func enrich(ctx context.Context, out io.Writer, cfg config) (*result, error) {
 		res.calls++
 		if stream {
 			res.streamed++
-		}
-		if i%20 == 0 {
-			fmt.Fprintf(out, "record %d: %.40s\n", i, summary)
 		}
 	}
 	res.limited = wire.limited.Load()

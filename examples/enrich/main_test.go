@@ -60,7 +60,7 @@ func TestSettleExact(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sim := openaisim.New(openaisim.WithProject(project, apiKey), openaisim.WithClock(fixed))
 			defer sim.Close()
-			res, err := enrich(t.Context(), io.Discard, config{store: store, upstream: sim.URL(), records: 40, usd: 500, clock: fixed})
+			res, err := enrich(t.Context(), config{store: store, upstream: sim.URL(), records: 40, usd: 500, clock: fixed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func TestExcessCounted(t *testing.T) {
 			defer sim.Close()
 			var mu sync.Mutex
 			var excess int64
-			res, err := enrich(t.Context(), io.Discard, config{store: store, upstream: sim.URL(), records: 10, usd: 500, clock: fixed,
+			res, err := enrich(t.Context(), config{store: store, upstream: sim.URL(), records: 10, usd: 500, clock: fixed,
 				observer: quota.ObserverFunc(func(e quota.Event) {
 					if e.Kind == quota.EventSettle && e.Outcome == quota.OutcomeExcess && e.Budget == "tokens" {
 						mu.Lock()
