@@ -16,6 +16,7 @@ import (
 
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/internal/anthropicsim"
+	"github.com/quotactl/quotactl/internal/openaisim"
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/internal/shopifysim"
 	"github.com/quotactl/quotactl/quota"
@@ -241,5 +242,39 @@ func spendOther(t *testing.T, sim *shopifysim.Server, points int64) {
 	}
 	if sim.Throttled() != 0 {
 		t.Fatal("the other app was throttled")
+	}
+}
+
+// TestOpenAIRoutesSettle: Responses (streamed and not) and Embeddings
+// settle to the tokens the simulator billed, as Chat Completions do
+// (examples/enrich).
+func TestOpenAIRoutesSettle(t *testing.T) {
+	for name, st := range settleStores(t) {
+		t.Run(name, func(t *testing.T) {
+			sim := openaisim.New(openaisim.WithProject("proj", "sk-proj"), openaisim.WithClock(fixedClock))
+			defer sim.Close()
+			cred := quota.Credential{Secret: "sk-proj", Owner: "proj"}
+			client, lim := meteredClient(t, st, "openai", sim.Host(), cred, nil)
+			send := func(path string, body map[string]any) {
+				b, _ := json.Marshal(body)
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, sim.URL()+path, bytes.NewReader(b))
+				req.Header.Set("Authorization", "Bearer sk-proj")
+				resp, err := client.Do(req)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: %v %v", path, resp, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			for i := range 4 {
+				send("/v1/responses", map[string]any{"model": "gpt-4.1-mini", "input": fmt.Sprintf("Summarize order %d.", i),
+					"max_output_tokens": 300, "stream": i%2 == 1})
+				send("/v1/embeddings", map[string]any{"model": "text-embedding-3-small", "input": fmt.Sprintf("order %d, 3 items", i)})
+			}
+			b := sim.Billed("proj")
+			if got := usedOf(t, lim, cred); got["tokens"] != b.LimitedInputTokens()+b.OutputTokens || got["requests"] != 8 || got["tokens"] == 0 {
+				t.Fatalf("the store counts %v; the simulator billed %d tokens in 8 requests", got, b.LimitedInputTokens()+b.OutputTokens)
+			}
+		})
 	}
 }
