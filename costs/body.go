@@ -386,3 +386,43 @@ func (t *Table) BodyFormatOf(req *http.Request) (BodyFormat, error) {
 	}
 	return r.m.Body.Format, nil
 }
+
+var _ quota.BodyPricer = (*Table)(nil)
+
+// EstimateCall implements quota.BodyPricer: the charge EstimateRequest gives,
+// and for a method priced by its body the reader of its actual cost from
+// the response (a UsageScanner; ActualUnits), which a quota.Transport
+// settles the charge to. A Shopify GraphQL call also has its successful
+// responses peeked, for THROTTLED errors (HTTP 200) and throttleStatus
+// reports.
+func (t *Table) EstimateCall(req *http.Request) (quota.Estimate, error) {
+	est, err := t.EstimateRequest(req)
+	if err != nil || est.Body == nil {
+		return quota.Estimate{Charge: est.Charge}, err
+	}
+	return quota.Estimate{
+		Charge: est.Charge,
+		Peek:   est.Body.Format == ShopifyGraphQL,
+		Actual: func(resp *http.Response) quota.Actual {
+			return &actualCost{t: t, est: est, scan: NewUsageScanner(est.Body.Format, resp.Header.Get("Content-Type"))}
+		},
+	}, nil
+}
+
+// actualCost reads a call's actual cost from its response body.
+type actualCost struct {
+	t    *Table
+	est  RequestEstimate
+	scan *UsageScanner
+}
+
+func (a *actualCost) Write(p []byte) (int, error) { return a.scan.Write(p) }
+
+// Units returns the call's cost per budget once the body said its usage.
+func (a *actualCost) Units() (map[string]int64, error) {
+	u, err := a.scan.Usage()
+	if err != nil {
+		return nil, err
+	}
+	return a.t.ActualUnits(a.est, u)
+}

@@ -3,6 +3,7 @@ package costs
 import (
 	"encoding/json"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -118,6 +119,9 @@ func normLimit(s string) string {
 // Responses no rule matches, and responses to a host the table does not
 // price (Spec.Hosts), give the zero Verdict.
 func (t *Table) Classify(req *http.Request, resp *http.Response, body []byte) quota.Verdict {
+	if resp != nil && resp.StatusCode < 400 && t.pricesHost(req) {
+		return t.classifyGraphQL(req, body)
+	}
 	if resp == nil || resp.StatusCode < 400 || len(t.spec.Responses) == 0 || !t.pricesHost(req) {
 		return quota.Verdict{}
 	}
@@ -260,4 +264,27 @@ func (t *Table) charged(req *http.Request, names []string) []string {
 		}
 	}
 	return out
+}
+
+// classifyGraphQL reads a successful response of a method priced as a
+// Shopify GraphQL query: a THROTTLED error (sent with HTTP 200) says the
+// query-cost budgets cannot pay it now, until the bucket has restored the
+// points it lacked (Verdict.RetryAfter, from throttleStatus and the
+// requested cost; zero when they are not said: the budgets' window).
+func (t *Table) classifyGraphQL(req *http.Request, body []byte) quota.Verdict {
+	r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery)
+	if r == nil || r.m.Body == nil || r.m.Body.Format != ShopifyGraphQL || len(body) == 0 {
+		return quota.Verdict{}
+	}
+	u, err := ReadUsage(ShopifyGraphQL, body)
+	if err != nil || !u.Throttled {
+		return quota.Verdict{}
+	}
+	v := quota.Verdict{Exhausted: slices.Clone(r.m.Body.QueryCost), Reason: "THROTTLED"}
+	if ts := u.Throttle; ts != nil && ts.RestoreRate > 0 && u.RequestedQueryCost > 0 {
+		lack := float64(u.RequestedQueryCost) - ts.CurrentlyAvailable
+		ms := math.Ceil(max(lack, 0) / ts.RestoreRate * 1000)
+		v.RetryAfter = time.Duration(min(ms, float64(time.Hour/time.Millisecond))) * time.Millisecond // (a window is shorter anyway)
+	}
+	return v
 }

@@ -14,16 +14,18 @@ const (
 
 // The ways a credential may travel to an upstream (Spec.Credential).
 const (
-	CredentialBearer    = "bearer"         // Authorization: Bearer SECRET
-	CredentialKey       = "key"            // the "key" query parameter
-	CredentialGoogleKey = "x-goog-api-key" // the X-Goog-Api-Key header
+	CredentialBearer    = "bearer"                 // Authorization: Bearer SECRET
+	CredentialKey       = "key"                    // the "key" query parameter
+	CredentialGoogleKey = "x-goog-api-key"         // the X-Goog-Api-Key header
+	CredentialAPIKey    = "x-api-key"              // the X-Api-Key header (Anthropic)
+	CredentialShopify   = "x-shopify-access-token" // the X-Shopify-Access-Token header
 )
 
 // Refusals and CredentialForms list the values Spec.Refusal and
 // Spec.Credential take, the default first.
 var (
 	Refusals        = []string{RefusalProblem, RefusalGoogle, RefusalGitHub}
-	CredentialForms = []string{CredentialBearer, CredentialKey, CredentialGoogleKey}
+	CredentialForms = []string{CredentialBearer, CredentialKey, CredentialGoogleKey, CredentialAPIKey, CredentialShopify}
 )
 
 // Refusal returns the shape a metering proxy answers a refused call in

@@ -51,6 +51,10 @@ func TestRefusalAndCredentialFields(t *testing.T) {
 			refusal, cred = costs.RefusalGoogle, costs.CredentialKey
 		case name == "github":
 			refusal = costs.RefusalGitHub
+		case name == "anthropic":
+			cred = costs.CredentialAPIKey
+		case name == "shopify-admin":
+			cred = costs.CredentialShopify
 		}
 		if yt.Refusal() != refusal || yt.Credential() != cred {
 			t.Errorf("%s: refusal %q credential %q, want %q and %q", name, yt.Refusal(), yt.Credential(), refusal, cred)

@@ -19,10 +19,11 @@ const (
 	ReportOpenAI    = "openai"           // x-ratelimit-*-requests/-tokens (report.OpenAI)
 	ReportAnthropic = "anthropic"        // anthropic-ratelimit-* (report.Anthropic)
 	ReportGoogle    = "google-errorinfo" // google.rpc.ErrorInfo error bodies (report.GoogleErrorInfo)
+	ReportShopify   = "shopify"          // extensions.cost.throttleStatus of GraphQL bodies (report.Shopify)
 )
 
 // ReportFormats are the formats a ReportSpec may name.
-var ReportFormats = []string{ReportGitHub, ReportIETF, ReportOpenAI, ReportAnthropic, ReportGoogle}
+var ReportFormats = []string{ReportGitHub, ReportIETF, ReportOpenAI, ReportAnthropic, ReportGoogle, ReportShopify}
 
 // ReportSpec declares how to read one kind of upstream report from the
 // API's responses: the format, and which local budget each upstream scope
@@ -103,6 +104,10 @@ func (t *Table) Reports(req *http.Request, resp *http.Response, body []byte, now
 			if resp.StatusCode >= 400 {
 				readings, problems = report.GoogleErrorInfo(body, now)
 			}
+		case ReportShopify:
+			// (the Transport peeks a GraphQL call's successful responses:
+			// quota.Estimate.Peek)
+			readings, problems = report.Shopify(body, now)
 		}
 		ignored = append(ignored, problems...)
 		for _, r := range readings {

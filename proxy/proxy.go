@@ -319,7 +319,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	out := pr.Out
 	out.URL.RawQuery = dropKeys(out.URL.RawQuery)
-	out.Header.Del("X-Goog-Api-Key")
+	for _, h := range bearer.KeyHeaders {
+		out.Header.Del(h)
+	}
 	if isBearer(out.Header.Get("Authorization")) {
 		out.Header.Del("Authorization")
 	}
@@ -329,16 +331,16 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 			out.URL.RawQuery += "&"
 		}
 		out.URL.RawQuery += "key=" + url.QueryEscape(p.secret)
-	case costs.CredentialGoogleKey:
-		out.Header.Set("X-Goog-Api-Key", p.secret)
+	case costs.CredentialGoogleKey, costs.CredentialAPIKey, costs.CredentialShopify:
+		out.Header.Set(p.form, p.secret) // the form is the header's name
 	default:
 		out.Header.Set("Authorization", "Bearer "+p.secret)
 	}
 }
 
 // credentials returns the credentials r carries as a quota.Transport reads
-// them: every "key" query parameter, X-Goog-Api-Key header and Bearer
-// token, non-empty.
+// them: every "key" query parameter, API-key header (bearer.KeyHeaders)
+// and Bearer token, non-empty.
 func credentials(r *http.Request) []string {
 	var out []string
 	for _, kv := range strings.Split(r.URL.RawQuery, "&") {
@@ -351,7 +353,7 @@ func credentials(r *http.Request) []string {
 		for _, v := range vs {
 			switch {
 			case v == "":
-			case strings.EqualFold(k, "X-Goog-Api-Key"):
+			case bearer.IsKeyHeader(k):
 				out = append(out, v)
 			case strings.EqualFold(k, "Authorization") && isBearer(v):
 				out = append(out, strings.TrimSpace(v[7:]))

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/anthropicsim"
 	"github.com/quotactl/quotactl/internal/ytsim"
 	"github.com/quotactl/quotactl/proxy"
 	"github.com/quotactl/quotactl/quota"
@@ -261,6 +262,24 @@ func TestHeldCredential(t *testing.T) {
 		}
 		if sim.Requests() != before {
 			t.Errorf("a request with another key reached the upstream")
+		}
+	})
+	t.Run("x-api-key", func(t *testing.T) {
+		const ant = "sk-ant-held-0003"
+		sim := anthropicsim.New(anthropicsim.WithOrganization("org", ant))
+		defer sim.Close()
+		table, _ := costs.Builtin("anthropic")
+		e := start(t, table, sim.URL(), func(c *proxy.Config) { c.Credential = ant })
+		msg := `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
+		if r := do(t, http.MethodPost, e.url+"/v1/messages", strings.NewReader(msg)); r.status != 200 {
+			t.Fatalf("no key: %d %s", r.status, r.body)
+		}
+		if sim.Requests() != 1 {
+			t.Fatalf("upstream received %d calls, want 1 with the held key", sim.Requests())
+		}
+		r := do(t, http.MethodPost, e.url+"/v1/messages", strings.NewReader(msg), "X-Api-Key", "sk-ant-foreign")
+		if r.status != http.StatusForbidden || strings.Contains(r.body, ant) || sim.Requests() != 1 {
+			t.Errorf("another x-api-key: %d %s; %d upstream calls", r.status, r.body, sim.Requests())
 		}
 	})
 	t.Run("bearer", func(t *testing.T) {

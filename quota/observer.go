@@ -73,14 +73,23 @@ const (
 	// learned limit, and Outcome is "applied" or "recorded" (a raise the
 	// caller did not opt in to).
 	EventLimitLearned
+	// EventSettle is a Transport's estimated call (BodyPricer) settled to
+	// what its response said it cost. Outcome OutcomeSettled: Usage holds
+	// each budget charged, Cost the units it counts after the settle.
+	// OutcomeExcess, one event per budget that cost more than its estimate
+	// (after the settled one): Budget names it and Units is the excess
+	// recorded on top (Limiter.ChargeExcess; Err when that failed).
+	// OutcomeKept: the body was closed before it said its cost, or said
+	// none; the estimate stays and Err says why.
+	EventSettle
 )
 
 var kindNames = [...]string{"", "decision", "threshold", "refund", "exhaust", "store_error", "store_loss",
-	"report", "true_up", "report_ignored", "limit_learned"}
+	"report", "true_up", "report_ignored", "limit_learned", "settle"}
 
 // String returns the kind's name: "decision", "threshold", "refund",
 // "exhaust", "store_error", "store_loss", "report", "true_up",
-// "report_ignored" or "limit_learned".
+// "report_ignored", "limit_learned" or "settle".
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
 		return kindNames[k]
@@ -102,6 +111,12 @@ const (
 	// recorded (a raise the Limiter was not told to take, WithLearnedRaises).
 	OutcomeApplied  Outcome = "applied"
 	OutcomeRecorded Outcome = "recorded"
+
+	// Of an EventSettle: settled within the estimate, an excess recorded
+	// above it, or the estimate kept (the cost never read).
+	OutcomeSettled Outcome = "settled"
+	OutcomeExcess  Outcome = "excess"
+	OutcomeKept    Outcome = "kept"
 )
 
 // Event is one thing a Limiter reports to its Observers. Which fields are
@@ -150,8 +165,8 @@ type Event struct {
 	Err error
 	// Report is the upstream's report of an EventReport or EventTrueUp.
 	Report *Report
-	// Units is the units an EventTrueUp added (or removed), or the limit an
-	// EventLimitLearned learned.
+	// Units is the units an EventTrueUp added (or removed), the limit an
+	// EventLimitLearned learned, or the excess of an EventSettle.
 	Units int64
 	// Context is the context of the call that caused the event, for
 	// tracing adapters (the parent span). It may be done by delivery time:

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"io"
 	"net/http"
 	"time"
 )
@@ -26,7 +27,8 @@ func (f PricerFunc) Price(req *http.Request) (Charge, error) { return f(req) }
 // implements Classifier uses it (costs.Table does); WithClassifier sets
 // another.
 //
-// The Transport calls Classify only for responses with a status >= 400,
+// The Transport calls Classify for responses with a status >= 400, and
+// for successful ones of calls whose Estimate asks it (Estimate.Peek),
 // with up to the first 64 KiB of the body (the response body still holds
 // all of it). It must be safe for concurrent use.
 type Classifier interface {
@@ -47,6 +49,10 @@ type Verdict struct {
 	// window's next reset. A later Until is not taken: nothing an upstream
 	// says marks a budget spent for longer than its own window.
 	Until time.Time
+	// RetryAfter, when Until is zero, is how long after the response the
+	// upstream says its budget can pay again (Shopify's THROTTLED: the
+	// points missing over the restore rate); Until is then now plus it.
+	RetryAfter time.Duration
 	// Transient marks a failure worth retrying (for example Google's 403
 	// userRateLimitExceeded, or a 429 whose quota limit is per minute).
 	Transient bool
@@ -77,4 +83,45 @@ type OwnerKind interface {
 // trip. costs.Table implements it.
 type Holder interface {
 	HoldMethods() []string
+}
+
+// BodyPricer is a Pricer some of whose methods cost what the response
+// says: an LLM call's tokens, a GraphQL query's calculated cost. A
+// Transport over a BodyPricer calls EstimateCall instead of Price, takes the
+// estimate before sending, and settles to the actual once the response
+// body has been read (see Transport: estimate, then settle). costs.Table
+// is one.
+type BodyPricer interface {
+	Pricer
+	// EstimateCall prices req, reading its body when its method is priced by
+	// it (an upper bound: never below what the upstream bills), and leaves
+	// req ready to send with its body whole. It must be safe for concurrent
+	// use.
+	EstimateCall(req *http.Request) (Estimate, error)
+}
+
+// Estimate is a BodyPricer's price of one request.
+type Estimate struct {
+	// Charge is what the Transport takes before sending.
+	Charge Charge
+	// Actual, when not nil, returns a reader of what the call really cost
+	// for its successful response (status < 400), which the Transport
+	// settles the charge to; nil: Charge is the cost.
+	Actual func(resp *http.Response) Actual
+	// Peek makes the Transport read up to 64 KiB of a successful response
+	// before returning it, and give them to the Classifier and the
+	// Reporter as it does an error's: for an API that answers errors with
+	// 200 (GraphQL: Shopify's THROTTLED).
+	Peek bool
+}
+
+// Actual reads what a call cost from its response body, fed to it as the
+// caller reads the body.
+type Actual interface {
+	io.Writer
+	// Units returns what the call cost per budget of the charge once the
+	// body has said it (a JSON body's usage, a stream's final usage
+	// event); an error says why not yet (a stream stopped half way), and
+	// then the charge stays as it is.
+	Units() (map[string]int64, error)
 }

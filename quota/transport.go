@@ -22,7 +22,8 @@ import (
 //     oauth2.googleapis.com) is no call of the API: it is charged to none
 //     of its budgets, and sent through the base RoundTripper unmetered (not
 //     retried, not classified) when it carries no credential the Transport
-//     meters — no "key" query parameter, X-Goog-Api-Key header or
+//     meters — no "key" query parameter, API-key header (X-Goog-Api-Key,
+//     X-Api-Key, X-Shopify-Access-Token) or
 //     "Authorization: Bearer" token, and not the WithCredential secret in
 //     its URL or headers. One that carries such a credential is not sent:
 //     the error wraps ErrForeignHost. Whether the host serves the API under
@@ -32,7 +33,8 @@ import (
 //     the request through a client without this Transport. The Transport
 //     never adds a credential to a request, nor moves one to another host;
 //  2. identifies the credential it is billed to: a fixed one (WithCredential),
-//     else the "key" query parameter, else the X-Goog-Api-Key header, else an
+//     else the "key" query parameter, else the X-Goog-Api-Key, X-Api-Key
+//     (Anthropic) or X-Shopify-Access-Token header, else an
 //     "Authorization: Bearer" token; and the owner whose budgets it spends
 //     (WithOwnerFunc, the credential's Owner, the limiter's WithOwner; over
 //     a Pricer whose budgets are kept per owner, such as the YouTube table,
@@ -67,7 +69,7 @@ import (
 // One logical call is charged once: the requests http.Client makes to
 // follow a redirect are sent without another charge, and a redirect to
 // another host (host and port) than the chain's first request named never
-// carries the credential — the X-Goog-Api-Key and Authorization headers
+// carries the credential — the API-key headers and Authorization
 // (their names compared ignoring case), the "key" query parameter and any
 // header holding the WithCredential secret are removed before it is sent,
 // and a hop whose URL holds that secret is not sent (ErrForeignHost). The Transport
@@ -246,7 +248,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // meter meters and sends a request that is not part of a redirect chain.
 func (t *Transport) meter(req *http.Request) (*http.Response, error) {
-	ch, err := t.pricer.Price(req)
+	var est Estimate
+	var err error
+	if bp, ok := t.pricer.(BodyPricer); ok {
+		est, err = bp.EstimateCall(req)
+	} else {
+		est.Charge, err = t.pricer.Price(req)
+	}
+	ch := est.Charge
 	if err != nil {
 		if errors.Is(err, ErrForeignHost) {
 			return t.foreign(req, err)
@@ -273,7 +282,7 @@ func (t *Transport) meter(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	return t.roundTrip(req, cred, ch)
+	return t.roundTrip(req, cred, est)
 }
 
 // context returns the context the limiter calls for req are made under:

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/quotactl/quotactl/internal/bearer"
 	"github.com/quotactl/quotactl/internal/rawquery"
 	"github.com/quotactl/quotactl/quota/backend"
 )
@@ -42,8 +43,8 @@ func (t *Transport) carried(req *http.Request) string {
 		for _, v := range vs {
 			switch {
 			case v == "":
-			case strings.EqualFold(k, "X-Goog-Api-Key"):
-				return "an X-Goog-Api-Key header"
+			case bearer.IsKeyHeader(k):
+				return "an " + http.CanonicalHeaderKey(k) + " header"
 			case strings.EqualFold(k, "Authorization") && len(v) > 7 && strings.EqualFold(v[:7], "bearer ") && strings.TrimSpace(v[7:]) != "":
 				return "a Bearer token"
 			}
@@ -90,7 +91,7 @@ func (t *Transport) redirect(req *http.Request) (*http.Response, error) {
 		// Header keys compared ignoring case: a header set by index
 		// (req.Header["x-goog-api-key"]) is not canonical, and http.Client
 		// copies it to every hop as it is; the upstream reads it all the same.
-		if strings.EqualFold(k, "X-Goog-Api-Key") || strings.EqualFold(k, "Authorization") {
+		if bearer.IsKeyHeader(k) || strings.EqualFold(k, "Authorization") {
 			delete(out.Header, k)
 			continue
 		}
@@ -172,14 +173,16 @@ func (t *Transport) credentialOf(req *http.Request) (Credential, error) {
 	if v, ok := rawquery.Lookup(req.URL.RawQuery, "key"); ok && v != "" {
 		return Credential{Secret: v, Label: label}, nil
 	}
-	if v := req.Header.Get("X-Goog-Api-Key"); v != "" {
-		return Credential{Secret: v, Label: label}, nil
+	for _, h := range bearer.KeyHeaders {
+		if v := req.Header.Get(h); v != "" {
+			return Credential{Secret: v, Label: label}, nil
+		}
 	}
 	if v := req.Header.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
 		if tok := strings.TrimSpace(v[7:]); tok != "" {
 			return Credential{Secret: tok, Label: label}, nil
 		}
 	}
-	return Credential{}, fmt.Errorf("%w: quota: transport: %s %s carries no credential (a key parameter, an X-Goog-Api-Key header or a Bearer token); give one with WithCredential",
+	return Credential{}, fmt.Errorf("%w: quota: transport: %s %s carries no credential (a key parameter, an X-Goog-Api-Key, X-Api-Key or X-Shopify-Access-Token header, or a Bearer token); give one with WithCredential",
 		ErrInvalid, req.Method, req.URL.Path)
 }

@@ -224,6 +224,8 @@ func TestTransportForeignHostWithCredentialIsNotSent(t *testing.T) {
 		{"second key parameter", nil, "http://evil.example/v1/items?key=&key=" + hostsSecret, nil, "a key parameter"},
 		{"escaped key name", nil, "http://evil.example/v1/items?%6Bey=" + hostsSecret, nil, "a key parameter"},
 		{"api key header set by index", nil, "http://evil.example/v1/items", func(r *http.Request) { r.Header["x-goog-api-key"] = []string{hostsSecret} }, "an X-Goog-Api-Key header"},
+		{"anthropic key header", nil, "http://evil.example/v1/items", func(r *http.Request) { r.Header["x-api-key"] = []string{hostsSecret} }, "an X-Api-Key header"},
+		{"shopify token header", nil, "http://evil.example/v1/items", func(r *http.Request) { r.Header.Set("X-Shopify-Access-Token", hostsSecret) }, "an X-Shopify-Access-Token header"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newHostsEnv(t, c.opts...)
@@ -406,6 +408,16 @@ func TestTransportRedirectStripsEveryCarriedCredential(t *testing.T) {
 		}},
 		{name: "secret in a header of its own", to: "http://evil.example/x?hop=1", opts: withCred, set: func(r *http.Request) {
 			r.Header.Set("X-Api-Key", hostsSecret)
+		}},
+		{name: "anthropic key header, no fixed credential", to: "http://evil.example/x?hop=1", set: func(r *http.Request) {
+			r.Header.Set("X-Api-Key", hostsSecret)
+		}},
+		{name: "shopify token header", to: "http://evil.example/x?hop=1", set: func(r *http.Request) {
+			r.Header.Set("X-Shopify-Access-Token", hostsSecret)
+		}},
+		{name: "shopify token header set by index, beside a bearer", to: "http://evil.example/x?hop=1", set: func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+hostsSecret)
+			r.Header["x-shopify-access-token"] = []string{other}
 		}},
 		{name: "secret in a cookie, to a subdomain", to: "http://sub.api.example.com/x?hop=1", opts: withCred, set: func(r *http.Request) {
 			r.Header.Set("Cookie", "session="+hostsSecret)

@@ -26,10 +26,12 @@ type attempt struct {
 	ctx    context.Context
 	cred   Credential
 	charge Charge
+	est    Estimate // the BodyPricer's, when it priced the call
 }
 
-func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*http.Response, error) {
-	a := &attempt{t: t, req: req, ctx: t.context(req), cred: cred, charge: ch}
+func (t *Transport) roundTrip(req *http.Request, cred Credential, est Estimate) (*http.Response, error) {
+	ch := est.Charge
+	a := &attempt{t: t, req: req, ctx: t.context(req), cred: cred, charge: ch, est: est}
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	var (
 		bo    backoff.BackOff
@@ -80,7 +82,7 @@ func (t *Transport) roundTrip(req *http.Request, cred Credential, ch Charge) (*h
 				return nil, err
 			}
 			if !retry || !replayable {
-				return resp, nil
+				return a.settling(resp, res), nil
 			}
 			wait = ra
 		}
@@ -156,7 +158,17 @@ func (a *attempt) send(req *http.Request) (*http.Response, bool, error) {
 // honour), or an error replacing it when the upstream says a budget is spent.
 func (a *attempt) judge(resp *http.Response, res *Reservation) (retry bool, wait time.Duration, err error) {
 	if resp.StatusCode < 400 {
-		a.report(resp, res, nil)
+		var body []byte
+		if a.est.Peek {
+			body = peekBody(resp)
+		}
+		a.report(resp, res, body)
+		if a.est.Peek && a.t.classifier != nil {
+			if v := a.t.classifier.Classify(a.req, resp, body); len(v.Exhausted) > 0 {
+				drain(resp)
+				return false, 0, a.exhausted(res, v, resp.StatusCode)
+			}
+		}
 		return false, 0, nil
 	}
 	var body []byte
@@ -209,6 +221,9 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 		until := b.Window.NextReset(now)
 		if until.IsZero() {
 			until = now.Add(b.Window.Duration())
+		}
+		if v.Until.IsZero() && v.RetryAfter > 0 {
+			v.Until = now.Add(v.RetryAfter)
 		}
 		if v.Until.After(now) && v.Until.Before(until) {
 			until = v.Until // the upstream resets sooner (Verdict.Until)

@@ -66,3 +66,12 @@ func FuzzErrorInfo(f *testing.F) {
 		check(t, rs)
 	})
 }
+
+func FuzzShopify(f *testing.F) {
+	f.Add([]byte(`{"data":{},"extensions":{"cost":{"requestedQueryCost":12,"actualQueryCost":7,"throttleStatus":{"maximumAvailable":2000.0,"currentlyAvailable":1993,"restoreRate":100.0}}}}`))
+	f.Add([]byte(`{"extensions":{"cost":{"throttleStatus":{"maximumAvailable":1e300,"currentlyAvailable":0,"restoreRate":1e-300}}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rs, _ := Shopify(body, now)
+		check(t, rs)
+	})
+}

@@ -151,3 +151,32 @@ func TestGoogleErrorInfo(t *testing.T) {
 		t.Fatal("a body that is not JSON is not reported")
 	}
 }
+
+// TestShopify: throttleStatus is the bucket's size, what it holds, and the
+// instant it is full again; a body without one says nothing, and values
+// out of range are a problem, never a reading.
+func TestShopify(t *testing.T) {
+	rs, problems := Shopify([]byte(`{"data":{},"extensions":{"cost":{"requestedQueryCost":12,"actualQueryCost":7,
+		"throttleStatus":{"maximumAvailable":2000.0,"currentlyAvailable":1493.5,"restoreRate":100.0}}}}`), now)
+	if len(problems) != 0 || len(rs) != 1 {
+		t.Fatalf("Shopify = %+v, %v", rs, problems)
+	}
+	r := rs[0]
+	if r.Scope != "cost" || r.Limit != 2000 || r.Remaining != 1493 || r.Used != -1 || !r.Reset.Equal(now.Add(6*time.Second)) {
+		t.Fatalf("reading %+v; want cost 2000, remaining 1493, reset in 6 s ((2000-1493.5)/100 rounded up)", r)
+	}
+	for _, body := range []string{``, `{}`, `{"data":{}}`, `{"extensions":{"cost":{}}}`, `not json`} {
+		if rs, problems := Shopify([]byte(body), now); len(rs)+len(problems) != 0 {
+			t.Errorf("Shopify(%q) = %+v, %v; want nothing said", body, rs, problems)
+		}
+	}
+	for _, body := range []string{
+		`{"extensions":{"cost":{"throttleStatus":{"maximumAvailable":100,"currentlyAvailable":200,"restoreRate":1}}}}`,
+		`{"extensions":{"cost":{"throttleStatus":{"maximumAvailable":-1,"currentlyAvailable":0,"restoreRate":1}}}}`,
+		`{"extensions":{"cost":{"throttleStatus":{"currentlyAvailable":0,"restoreRate":1}}}}`,
+	} {
+		if rs, problems := Shopify([]byte(body), now); len(rs) != 0 || len(problems) != 1 {
+			t.Errorf("Shopify(%s) = %+v, %v; want one problem", body, rs, problems)
+		}
+	}
+}

@@ -24,3 +24,22 @@ func Check(h http.Header, header, token string) bool {
 	scheme, tok, ok := strings.Cut(auth, " ")
 	return ok && token != "" && strings.EqualFold(scheme, "Bearer") && Equal(strings.TrimSpace(tok), token)
 }
+
+// KeyHeaders are the request headers upstreams read an API key from, as
+// is (not "Bearer KEY"): Google's X-Goog-Api-Key, Anthropic's X-Api-Key,
+// Shopify's X-Shopify-Access-Token. A quota.Transport meters the key one
+// carries and strips them from a redirect to another host; the metering
+// proxy refuses a foreign one.
+var KeyHeaders = []string{"X-Goog-Api-Key", "X-Api-Key", "X-Shopify-Access-Token"}
+
+// IsKeyHeader reports whether name is one of KeyHeaders, ignoring case (a
+// header set by index is not canonical, and reaches the upstream all the
+// same).
+func IsKeyHeader(name string) bool {
+	for _, h := range KeyHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
+}

@@ -52,6 +52,13 @@ type TrueUpRequest struct {
 	// count. A zero Until, or one at or before now, lowers nothing either.
 	Lower bool
 	Since time.Time
+	// Add (a call's cost above what was charged for it: Limiter.ChargeExcess)
+	// adds Used units as they are, whatever the count: one entry stamped at
+	// now, counted as an admission at now would be, recorded in Breakdown
+	// under Method and Job rather than UnmeteredMethod. Until, Lower and
+	// Since are ignored; Used 0 adds nothing.
+	Add         bool
+	Method, Job string
 }
 
 // TrueUpResult says what a TrueUp did.
@@ -83,6 +90,10 @@ func CheckTrueUp(req *TrueUpRequest) error {
 		return invalidf("true-up: used %d for budget %q: must be at most %d", req.Used, req.Budget.Name, int64(MaxLimit))
 	case req.Nonce == "":
 		return invalidf("true-up: empty nonce for budget %q", req.Budget.Name)
+	case req.Add && req.Lower:
+		return invalidf("true-up: add and lower for budget %q: an added excess never lowers", req.Budget.Name)
+	case !req.Add && (req.Method != "" || req.Job != ""):
+		return invalidf("true-up: method or job for budget %q: only an add is recorded under its call's method", req.Budget.Name)
 	}
 	return nil
 }
@@ -92,6 +103,19 @@ func CheckTrueUp(req *TrueUpRequest) error {
 // TrueUpRequest.Until), and false when the true-up records nothing (until
 // zero, or at or before now).
 func TrueUpAt(w Window, now, until time.Time) (time.Time, bool) {
+	return trueUpAt(w, now, until)
+}
+
+// TrueUpStamp is TrueUpAt for req: an add (TrueUpRequest.Add) is stamped
+// at now, and records nothing only when it adds no units.
+func TrueUpStamp(req *TrueUpRequest, now time.Time) (time.Time, bool) {
+	if req.Add {
+		return time.UnixMicro(now.UnixMicro()), req.Used > 0
+	}
+	return trueUpAt(req.Budget.Window, now, req.Until)
+}
+
+func trueUpAt(w Window, now, until time.Time) (time.Time, bool) {
 	n := now.UnixMicro()
 	if until.IsZero() {
 		return time.Time{}, false

@@ -26,6 +26,8 @@
 //	quota.store_losses         counter {api, budget}
 //	quota.upstream_reports     counter {api, budget, owner}
 //	quota.trueup_units         counter {api, budget, owner}: units the upstream counted that the meter had not (drift)
+//	quota.settles              counter {api, owner, outcome}: estimated calls settled (settled, kept; excess: per budget over)
+//	quota.excess_units         counter {api, budget, owner}: units calls cost beyond their estimate, recorded on top
 //	quota.used, quota.limit, quota.remaining   gauges {api, budget, owner}, units
 //	quota.reset                gauge {api, budget, owner}, seconds until capacity frees
 package otelquota
@@ -56,7 +58,7 @@ type Observer struct {
 	labels obslabel.Set // bounded owner and method attribute values
 
 	decisions, units, refunded, crossings, exhausts, errors, losses metric.Int64Counter
-	reports, trueUp                                                 metric.Int64Counter
+	reports, trueUp, settles, excess                                metric.Int64Counter
 	latency                                                         metric.Float64Histogram
 
 	gauges obslabel.Gauges
@@ -116,6 +118,8 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, opts ...Option) (*Obs
 	o.losses = counter("quota.store_losses", "{loss}", "Times the store was found to have lost recorded usage.")
 	o.reports = counter("quota.upstream_reports", "{report}", "Reports of a budget's standing read from upstream responses.")
 	o.trueUp = counter("quota.trueup_units", "{unit}", "Units the upstream reported spent that the meter had not counted (drift).")
+	o.settles = counter("quota.settles", "{settle}", "Estimated calls settled to the cost their response reported, by outcome.")
+	o.excess = counter("quota.excess_units", "{unit}", "Units calls cost beyond their estimate, recorded on top of it.")
 	if err != nil {
 		return nil, fmt.Errorf("otelquota: %w", err)
 	}
@@ -191,6 +195,11 @@ func (o *Observer) Observe(e quota.Event) {
 	case quota.EventTrueUp:
 		if e.Units > 0 {
 			o.trueUp.Add(ctx, e.Units, metric.WithAttributes(api, attribute.String("budget", e.Budget), attribute.String("owner", owner)))
+		}
+	case quota.EventSettle:
+		o.settles.Add(ctx, 1, metric.WithAttributes(api, attribute.String("owner", owner), attribute.String("outcome", string(e.Outcome))))
+		if e.Outcome == quota.OutcomeExcess && e.Err == nil {
+			o.excess.Add(ctx, e.Units, metric.WithAttributes(api, attribute.String("budget", e.Budget), attribute.String("owner", owner)))
 		}
 	}
 }

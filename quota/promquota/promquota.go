@@ -21,6 +21,8 @@
 //	quota_trueup_units_total{api,budget,owner}             counter: units the upstream counted that the meter had not (drift)
 //	quota_truedown_units_total{api,budget,owner}           counter: units given back by opt-in lowering
 //	quota_limits_learned_total{api,budget,owner,outcome}   counter: limits read from reports (applied, recorded)
+//	quota_settles_total{api,owner,method,outcome}          counter: estimated calls settled to their actual cost (settled, kept; excess: per budget over)
+//	quota_excess_units_total{api,budget,owner,method}      counter: units calls cost beyond their estimate, recorded on top
 //	quota_used_units{api,budget,owner}                     gauge: units used in the window, as of the last decision seen
 //	quota_limit_units{api,budget,owner}                    gauge
 //	quota_remaining_units{api,budget,owner}                gauge: 0 while the budget is marked spent
@@ -73,6 +75,8 @@ type Collector struct {
 	trueUp    *prometheus.CounterVec
 	lowered   *prometheus.CounterVec
 	learned   *prometheus.CounterVec
+	settles   *prometheus.CounterVec
+	excess    *prometheus.CounterVec
 
 	usedDesc, limitDesc, remainingDesc, resetDesc *prometheus.Desc
 
@@ -165,6 +169,12 @@ func New(opts ...Option) *Collector {
 		learned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_limits_learned_total", Help: "Limits read from upstream reports that differ from the one in force, by outcome (applied, recorded).",
 		}, []string{"api", "budget", "owner", "outcome"}),
+		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_settles_total", Help: "Estimated calls settled to the cost their response reported, by outcome (settled; kept: the estimate stayed; excess: once per budget that cost more).",
+		}, []string{"api", "owner", "method", "outcome"}),
+		excess: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_excess_units_total", Help: "Units calls cost beyond their estimate, recorded on top of it.",
+		}, []string{"api", "budget", "owner", "method"}),
 		usedDesc:      prometheus.NewDesc("quota_used_units", "Units used in the budget's window, as of the last decision this process saw.", []string{"api", "budget", "owner"}, nil),
 		limitDesc:     prometheus.NewDesc("quota_limit_units", "The budget's limit.", []string{"api", "budget", "owner"}, nil),
 		remainingDesc: prometheus.NewDesc("quota_remaining_units", "Units left in the budget's window (0 while marked spent).", []string{"api", "budget", "owner"}, nil),
@@ -214,6 +224,11 @@ func (c *Collector) Observe(e quota.Event) {
 		}
 	case quota.EventLimitLearned:
 		c.learned.WithLabelValues(e.API, e.Budget, owner, string(e.Outcome)).Inc()
+	case quota.EventSettle:
+		c.settles.WithLabelValues(e.API, owner, method, string(e.Outcome)).Inc()
+		if e.Outcome == quota.OutcomeExcess && e.Err == nil {
+			c.excess.WithLabelValues(e.API, e.Budget, owner, method).Add(float64(e.Units))
+		}
 	}
 }
 
@@ -229,7 +244,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *Collector) vecs() []prometheus.Collector {
-	return []prometheus.Collector{c.decisions, c.units, c.refunded, c.latency, c.crossings, c.exhausts, c.errors, c.losses, c.reports, c.ignored, c.trueUp, c.lowered, c.learned}
+	return []prometheus.Collector{c.decisions, c.units, c.refunded, c.latency, c.crossings, c.exhausts, c.errors, c.losses, c.reports, c.ignored, c.trueUp, c.lowered, c.learned, c.settles, c.excess}
 }
 
 // Collect implements prometheus.Collector.

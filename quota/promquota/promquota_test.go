@@ -211,3 +211,31 @@ func TestReportCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleCounters: settle outcomes count by outcome, and an excess adds
+// its units per budget.
+func TestSettleCounters(t *testing.T) {
+	c := promquota.New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	for _, e := range []quota.Event{
+		{Kind: quota.EventSettle, API: "openai", Owner: "proj", Method: "chat.completions", Outcome: quota.OutcomeSettled},
+		{Kind: quota.EventSettle, API: "openai", Owner: "proj", Method: "chat.completions", Outcome: quota.OutcomeSettled},
+		{Kind: quota.EventSettle, API: "openai", Owner: "proj", Method: "chat.completions", Outcome: quota.OutcomeKept, Err: errors.New("closed early")},
+		{Kind: quota.EventSettle, API: "openai", Owner: "proj", Method: "chat.completions", Outcome: quota.OutcomeExcess, Budget: "tokens", Units: 150},
+		{Kind: quota.EventSettle, API: "openai", Owner: "proj", Method: "chat.completions", Outcome: quota.OutcomeExcess, Budget: "tokens", Units: 50},
+	} {
+		c.Observe(e)
+	}
+	got := scrape(t, reg)
+	for _, want := range []string{
+		`quota_settles_total{api="openai",method="chat.completions",outcome="settled",owner="proj"} 2`,
+		`quota_settles_total{api="openai",method="chat.completions",outcome="kept",owner="proj"} 1`,
+		`quota_settles_total{api="openai",method="chat.completions",outcome="excess",owner="proj"} 2`,
+		`quota_excess_units_total{api="openai",budget="tokens",method="chat.completions",owner="proj"} 200`,
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing %s in:\n%s", want, got)
+		}
+	}
+}

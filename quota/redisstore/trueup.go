@@ -40,14 +40,17 @@ func (s *Store) TrueUp(ctx context.Context, req *backend.TrueUpRequest) (*backen
 	if !req.Until.IsZero() {
 		until = backend.ClampTime(req.Until).UnixMicro()
 	}
-	lower := zero
-	if req.Lower {
-		lower = one
+	mode, method := zero, backend.UnmeteredMethod
+	switch {
+	case req.Add:
+		mode, method = "A", req.Method
+	case req.Lower:
+		mode = one
 	}
 	rest, now, err := s.runSpecs(ctx, "true-up", trueupScript, keys, req.Now, b.Window.IsCalendar(), func(est time.Time) []any {
 		args := s.appendSpec([]any{nowArg(req.Now), req.Used, req.Nonce}, b.Window, est)
-		return append(args, s.box(b).id, until, lower, req.Since.UnixMicro(), h0.UnixMicro(),
-			backend.BreakdownKeep(b.Window).Microseconds(), backend.BreakdownField(b.Name, backend.UnmeteredMethod, ""))
+		return append(args, s.box(b).id, until, mode, req.Since.UnixMicro(), h0.UnixMicro(),
+			backend.BreakdownKeep(b.Window).Microseconds(), backend.BreakdownField(b.Name, method, req.Job))
 	})
 	if err != nil {
 		return nil, err

@@ -44,8 +44,11 @@ func (w *wtx) trueUp(req *backend.TrueUpRequest, now time.Time) (*backend.TrueUp
 		return nil, err
 	}
 	res := &backend.TrueUpResult{At: now, Counted: lg.counted()}
-	if at, ok := backend.TrueUpAt(b.Window, now, req.Until); ok {
+	if at, ok := backend.TrueUpStamp(req, now); ok {
 		switch {
+		case req.Add:
+			res.Added = req.Used
+			err = w.addEntry(lg, b, at, res.Added, req.Nonce)
 		case req.Used > res.Counted:
 			res.Added = req.Used - res.Counted
 			err = w.addEntry(lg, b, at, res.Added, req.Nonce)
@@ -58,7 +61,7 @@ func (w *wtx) trueUp(req *backend.TrueUpRequest, now time.Time) (*backend.TrueUp
 	}
 	if res.Added != 0 {
 		n := now.UnixMicro()
-		if err := w.spend(req.API, req.Owner, b, backend.UnmeteredMethod, "", n, res.Added); err != nil {
+		if err := w.spend(req.API, req.Owner, b, trueUpMethod(req), req.Job, n, res.Added); err != nil {
 			return nil, err
 		}
 		if err := w.st.bump.text(1, req.API).text(2, req.Owner).exec(); err != nil {
@@ -110,4 +113,13 @@ func (w *wtx) lower(lg *logRow, b backend.Budget, now time.Time, req *backend.Tr
 		}
 	}
 	return req.Used - before, nil
+}
+
+// trueUpMethod is the Breakdown method a true-up's units are recorded
+// under: an add's call's own, else UnmeteredMethod.
+func trueUpMethod(req *backend.TrueUpRequest) string {
+	if req.Add {
+		return req.Method
+	}
+	return backend.UnmeteredMethod
 }

@@ -107,6 +107,7 @@ func Run(t *testing.T, newStore func(t *testing.T) quota.Store) {
 		{"TrueUpRefuses", s.trueUpRefuses},
 		{"TrueUpIndependent", s.trueUpIndependent},
 		{"TrueUpLower", s.trueUpLower},
+		{"TrueUpAddsExcess", s.trueUpAddsExcess},
 		{"TrueUpBadInput", s.trueUpBadInput},
 		{"TrueUpConcurrent", s.trueUpConcurrent},
 	}

@@ -362,6 +362,8 @@ func (s suite) trueUpBadInput(t *testing.T) {
 		{"budget", func(r *backend.TrueUpRequest) { r.Budget.Name = "" }},
 		{"window", func(r *backend.TrueUpRequest) { r.Budget.Window = quota.Window{} }},
 		{"owner", func(r *backend.TrueUpRequest) { r.Owner = "" }},
+		{"add and lower", func(r *backend.TrueUpRequest) { r.Add, r.Lower = true, true }},
+		{"method or job", func(r *backend.TrueUpRequest) { r.Method = "m" }},
 	} {
 		req := ok
 		c.edit(&req)
@@ -478,4 +480,67 @@ func TrueUpShared(t *testing.T, a, b quota.Store) {
 		t.Fatalf("b's Take of 70 at the reset = %+v; want admitted", r.Usage[0])
 	}
 	TrueUpRace(t, []quota.Store{a, b}, 6, 25)
+}
+
+// trueUpAddsExcess: an add (backend.TrueUpRequest.Add, a settled call's
+// excess) records Used as it is, whatever the count and even above the
+// limit (the upstream billed it), stamped at now and counted for a whole
+// window from there, under the call's method and job in Breakdown; Until
+// is ignored and an add of 0 records nothing. A daily add counts until the
+// reset.
+func (s suite) trueUpAddsExcess(t *testing.T) {
+	st := s.store(t)
+	tu := trueUpper(t, st)
+	ctx := context.Background()
+	b := quota.Budget{Name: "tokens", Limit: 100, Window: quota.Sliding(time.Hour)}
+	storeTake(t, st, tuOwner, b, 60, "t1", T0, 0)
+	now := T0.Add(time.Minute)
+	res := trueUp(t, tu, backend.TrueUpRequest{Budget: b, Used: 70, Add: true, Method: "chat", Job: "enrich", Nonce: "x1", Now: now})
+	checkTrueUp(t, "an excess of 70 over 60 counted", res, 60, 70, 130)
+	res = trueUp(t, tu, backend.TrueUpRequest{Budget: b, Used: 0, Add: true, Method: "chat", Nonce: "x2", Now: now})
+	checkTrueUp(t, "an excess of 0", res, 130, 0, 130)
+	es, err := st.Entries(ctx, &backend.EntriesRequest{API: tuAPI, Owner: tuOwner, Budget: b, Now: now})
+	if err != nil || len(es) != 2 || !es[1].At.Equal(now) || es[1].Cost != 70 || es[1].Nonce != "x1" {
+		t.Fatalf("Entries = %+v, %v; want the take's 60 then the add's 70 at %v", es, err, now)
+	}
+	rows, err := st.Breakdown(ctx, &backend.BreakdownRequest{API: tuAPI, Owner: tuOwner, Since: T0, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chat int64
+	for _, r := range rows {
+		switch {
+		case r.Method == "chat" && r.Job == "enrich":
+			chat += r.Units
+		case r.Method == backend.UnmeteredMethod:
+			t.Fatalf("Breakdown %+v: an add is its call's, not %q", rows, backend.UnmeteredMethod)
+		}
+	}
+	if chat != 70 {
+		t.Fatalf("Breakdown %+v: chat/enrich %d units; want the add's 70", rows, chat)
+	}
+	// the take's entry leaves at T0+1h, the add's a minute later
+	if u := storeUsed(t, st, tuOwner, b, T0.Add(time.Hour)); u.Used != 70 {
+		t.Fatalf("at T0+1h: used %d; want the add's 70 alone", u.Used)
+	}
+	if u := storeUsed(t, st, tuOwner, b, now.Add(time.Hour)); u.Used != 0 {
+		t.Fatalf("a window after the add: used %d; want 0", u.Used)
+	}
+
+	d := quota.Budget{Name: "spend", Limit: 1000, Window: quota.Daily(time.UTC)}
+	res = trueUp(t, tu, backend.TrueUpRequest{Budget: d, Used: 1500, Add: true, Nonce: "x3", Now: now})
+	checkTrueUp(t, "a daily excess above the limit", res, 0, 1500, 1500)
+	if tr, err := st.Take(ctx, &backend.TakeRequest{API: tuAPI, Owner: tuOwner, Nonce: "t2", Now: now,
+		Debits: []backend.Debit{{Budget: d, Cost: 1}}}); err != nil || tr.OK {
+		t.Fatalf("a take of 1 after the excess = %+v, %v; want a refusal", tr, err)
+	} else if u := storeUsed(t, st, tuOwner, d, now); u.Used != 1500 {
+		t.Fatalf("after a refused take: used %d; want 1500", u.Used)
+	}
+	reset := d.Window.NextReset(now)
+	if u := storeUsed(t, st, tuOwner, d, reset.Add(-time.Microsecond)); u.Used != 1500 {
+		t.Fatalf("just before the reset: used %d; want 1500", u.Used)
+	}
+	if u := storeUsed(t, st, tuOwner, d, reset); u.Used != 0 {
+		t.Fatalf("at the reset: used %d; want 0", u.Used)
+	}
 }

@@ -40,8 +40,11 @@ func (s *Store) TrueUp(ctx context.Context, req *backend.TrueUpRequest) (*backen
 	}
 	c := lg.use(b.Window, nowUS)
 	res := &backend.TrueUpResult{At: s.instant(req.Now, nowUS), Counted: lg.sum - c.gap}
-	if at, ok := backend.TrueUpAt(b.Window, res.At, req.Until); ok {
+	if at, ok := backend.TrueUpStamp(req, res.At); ok {
 		switch {
+		case req.Add:
+			res.Added = req.Used
+			s.record(lg, at.UnixMicro(), res.Added, req.Nonce)
 		case req.Used > res.Counted:
 			res.Added = req.Used - res.Counted
 			s.record(lg, at.UnixMicro(), res.Added, req.Nonce)
@@ -52,7 +55,7 @@ func (s *Store) TrueUp(ctx context.Context, req *backend.TrueUpRequest) (*backen
 	if res.Added != 0 {
 		// (an entry at or after the window's start: c still says what
 		// the window counts)
-		s.spend(req.API, req.Owner, b, backend.UnmeteredMethod, "", nowUS, res.Added)
+		s.spend(req.API, req.Owner, b, trueUpMethod(req), req.Job, nowUS, res.Added)
 		s.bump(req.API, req.Owner)
 	}
 	t := lg.tally(&b, nowUS, c)
@@ -98,4 +101,13 @@ func (s *Store) lower(lg *memLog, first int, since, at, used int64, nonce string
 		s.record(lg, at, used, nonce)
 	}
 	return used - before
+}
+
+// trueUpMethod is the Breakdown method a true-up's units are recorded
+// under: an add's call's own, else UnmeteredMethod.
+func trueUpMethod(req *backend.TrueUpRequest) string {
+	if req.Add {
+		return req.Method
+	}
+	return backend.UnmeteredMethod
 }

@@ -6,7 +6,8 @@
 -- entry may sit before newer ones: the log is a sorted set, so RetryAt's
 -- walk and pruning find it in its place. With LOWER, the counted entries
 -- stamped before SINCE that are not held (NONCE:h:COST) are replaced by
--- one entry of USED when they hold more. An exhaustion mark stays.
+-- one entry of USED when they hold more. With ADD, USED is added as it
+-- is, stamped at now (backend.TrueUpRequest.Add). An exhaustion mark stays.
 --
 -- The store-loss marker follows (see lib.lua): b:NAME rises to the new
 -- entry's expiry (after a lowering: the newest entry's, 0 once the log is
@@ -23,7 +24,7 @@
 -- two consecutive hours H and H+1h (the script picks now's, as take.lua).
 -- ARGV[1] now or ''; ARGV[2] USED; ARGV[3] nonce; ARGV[4..8] a window
 -- spec; ARGV[9] the window id; ARGV[10] UNTIL (µs; 0: none); ARGV[11]
--- LOWER ('1' or '0'); ARGV[12] SINCE (µs); ARGV[13] H (µs); ARGV[14] KEEP
+-- MODE ('0' up, '1' LOWER too, 'A' ADD); ARGV[12] SINCE (µs); ARGV[13] H (µs); ARGV[14] KEEP
 -- (µs a breakdown row is kept after its hour ends); ARGV[15] the breakdown
 -- field.
 --
@@ -70,7 +71,13 @@ local added, stamp = 0, now
 if win > 0 then
   stamp = math.min(math.max(until_ - win, now - win + 1), now)
 end
-if until_ > now and used > count then
+if ARGV[11] == 'A' then
+  -- an add: the excess of a settled call, whatever the count
+  if used > 0 then
+    added, stamp = used, now
+    redis.call('ZADD', log, int(stamp), nonce .. ':' .. int(added))
+  end
+elseif until_ > now and used > count then
   added = used - count
   redis.call('ZADD', log, int(stamp), nonce .. ':' .. int(added))
 elseif until_ > now and ARGV[11] == '1' and tonumber(ARGV[12]) > start then
