@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/backend"
 )
@@ -206,11 +204,7 @@ func budgetSetRun(ctx context.Context, opts *budgetSetOptions) error {
 	if opts.json {
 		return opts.printJSON(budgetJSON{API: opts.API, Budget: b.Name, Limit: b.Limit, Window: w.String(), Unit: b.UnitOf(), Source: quota.SourceOperator, LimitSource: quota.SourceOperator})
 	}
-	limit := strconv.FormatInt(b.Limit, 10) + " units"
-	if !view.IsDefaultUnit(b.Unit) {
-		limit = view.Amount(b.Limit, b.Unit)
-	}
-	_, err = fmt.Fprintf(opts.io.Out, "%s/%s: %s per %s\n", opts.API, b.Name, limit, windowText(w))
+	_, err = fmt.Fprintf(opts.io.Out, "%s/%s: %s per %s\n", opts.API, b.Name, limitText(b), windowText(w))
 	return err
 }
 

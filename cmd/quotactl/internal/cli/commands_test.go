@@ -637,7 +637,7 @@ func TestList(t *testing.T) {
 	}
 	var l []listJSON
 	decode(t, e.ok("--json", "list"), &l)
-	if len(l) != 1 || l[0].API != "youtube" || len(l[0].Budgets) != 2 || l[0].Budgets[1] != (budgetDefJSON{"units", 10, "sliding:1h0m0s"}) ||
+	if len(l) != 1 || l[0].API != "youtube" || len(l[0].Budgets) != 2 || l[0].Budgets[1] != (budgetDefJSON{"units", 10, "sliding:1h0m0s", "units"}) ||
 		len(l[0].Credentials) != 1 || l[0].Credentials[0] != (credentialJSON{"yt-key-1", fp, fp}) {
 		t.Errorf("list --json = %+v", l)
 	}

@@ -139,7 +139,11 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 	per := cmp.Or(tb.Owner, "credential")
 	bt := &table{header: []string{"BUDGET", "LIMIT", "WINDOW", "KEPT PER"}}
 	for _, b := range tb.Budgets {
-		bt.add(b.Name, fmt.Sprint(b.Limit), b.Window.String(), per)
+		limit := strconv.FormatInt(b.Limit, 10)
+		if !view.IsDefaultUnit(b.Unit) {
+			limit = view.Amount(b.Limit, b.Unit) // "30,000 tokens", "$500.00"
+		}
+		bt.add(b.Name, limit, b.Window.String(), per)
 	}
 	if err := bt.print(w, opts.io.TTY); err != nil {
 		return err

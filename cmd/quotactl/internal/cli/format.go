@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/quotactl/quotactl/internal/humantime"
+	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -82,4 +84,14 @@ func windowText(w quota.Window) string {
 		return "month, reset on the 1st at midnight " + w.Location().String()
 	}
 	return "sliding " + compact(w.Duration())
+}
+
+// limitText says a budget's limit with its unit: "10000 units" in the
+// default unit (as before units), else as status shows amounts: "30,000
+// tokens", "$500.00" (view.Amount).
+func limitText(b quota.Budget) string {
+	if view.IsDefaultUnit(b.Unit) {
+		return strconv.FormatInt(b.Limit, 10) + " units"
+	}
+	return view.Amount(b.Limit, b.Unit)
 }

@@ -46,6 +46,7 @@ type budgetDefJSON struct {
 	Name   string `json:"name"`
 	Limit  int64  `json:"limit"`
 	Window string `json:"window"`
+	Unit   string `json:"unit"`
 }
 
 type credentialJSON struct {
@@ -64,8 +65,8 @@ func listRun(ctx context.Context, opts *listOptions) error {
 	for _, a := range apis {
 		l := listJSON{API: a.Name, Budgets: []budgetDefJSON{}, Credentials: []credentialJSON{}}
 		for _, b := range a.Budgets {
-			l.Budgets = append(l.Budgets, budgetDefJSON{b.Name, b.Limit, b.Window.String()})
-			t.add(a.Name, "budget", b.Name, fmt.Sprintf("%d units per %s", b.Limit, windowText(b.Window)))
+			l.Budgets = append(l.Budgets, budgetDefJSON{b.Name, b.Limit, b.Window.String(), b.UnitOf()})
+			t.add(a.Name, "budget", b.Name, limitText(b)+" per "+windowText(b.Window))
 		}
 		for _, o := range view.Owners(a.Credentials) {
 			for _, c := range o.Credentials {

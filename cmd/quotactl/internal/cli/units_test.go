@@ -84,6 +84,20 @@ func TestStatusUnits(t *testing.T) {
 		}
 	}
 
+	// list and costs show say limits in their units too.
+	out = e.ok("list")
+	for _, want := range []string{"openai\tbudget\ttokens\t30,000 tokens per sliding 1m", "openai\tbudget\tspend\t$500.00 per month, reset on the 1st at midnight America/Los_Angeles", "youtube\tbudget\tunits\t10000 units per day"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list:\n%s\nwant %q", out, want)
+		}
+	}
+	out = e.ok("costs", "show", "--table", "../../../../costs/testdata/spend/enrich.yaml")
+	for _, want := range []string{"spend\t$500.00\tmonthly:America/Los_Angeles", "tokens\t30,000 tokens\tsliding:1m0s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("costs show:\n%s\nwant %q", out, want)
+		}
+	}
+
 	// An operator's new limit keeps the program's unit.
 	if out := e.ok("budget", "set", "openai/tokens", "--limit", "40000", "--window", "1m"); out != "openai/tokens: 40,000 tokens per sliding 1m\n" {
 		t.Errorf("budget set without --unit printed %q", out)
