@@ -24,7 +24,7 @@ func newCmdList(g *globals, runF func(context.Context, *listOptions) error) *cob
 it, under their owner (label and fingerprint; never a secret). A credential
 that is its own owner shows its short fingerprint as the owner.
 
-JSON: an array of {api, budgets: [{name, limit, window}], credentials:
+JSON: an array of {api, budgets: [{name, limit, window, unit}], credentials:
 [{label, fingerprint, owner}]}.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
