@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +75,40 @@ func TestMigrationBeforeOwners(t *testing.T) {
 	l2, _ := quota.Load(ctx, st, "youtube", quota.WithClock(later))
 	if us, err := l2.Status(ctx, quota.Credential{Label: "yt-key-1"}); err != nil || us[0].Used != 10 {
 		t.Fatalf("after the old entry expired: %+v, %v; want 10", us, err)
+	}
+}
+
+// TestBudgetsBeforeUnits: a budget definition written before budgets had
+// units (JSON without "unit") reads in the default unit; one written now
+// carries its unit in the same JSON, which a build before units reads as
+// before (encoding/json skips the field it does not know).
+func TestBudgetsBeforeUnits(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	if err := rdb.HSet(ctx, prefix+"budgets:youtube", "units", `{"name":"units","limit":1000,"window":"sliding:24h0m0s"}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.SAdd(ctx, prefix+"apis", "youtube").Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := redisstore.New(rdb, redisstore.WithPrefix(prefix))
+	apis, err := st.List(ctx)
+	if err != nil || len(apis) != 1 || len(apis[0].Budgets) != 1 || apis[0].Budgets[0].Unit != "" || apis[0].Budgets[0].Limit != 1000 {
+		t.Fatalf("List of a definition without a unit = %+v, %v", apis, err)
+	}
+	if err := st.DefineBudgets(ctx, "openai", []quota.Budget{{Name: "tokens", Limit: 30000, Window: quota.Sliding(time.Minute), Unit: "tokens"}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rdb.HGet(ctx, prefix+"budgets:openai", "tokens").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old struct {
+		Name  string `json:"name"`
+		Limit int64  `json:"limit"`
+	}
+	if err := json.Unmarshal([]byte(raw), &old); err != nil || old.Name != "tokens" || old.Limit != 30000 || !strings.Contains(raw, `"unit":"tokens"`) {
+		t.Fatalf("stored %s: read by an older build as %+v, %v", raw, old, err)
 	}
 }
