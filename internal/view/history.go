@@ -32,6 +32,7 @@ type History struct {
 	Credential   string    `json:"credential"`
 	Fingerprint  string    `json:"fingerprint"`
 	Window       string    `json:"window"`
+	Unit         string    `json:"unit"` // what the numbers count (Status.Unit)
 	Used         int64     `json:"used"`
 	Limit        int64     `json:"limit"`
 	From         time.Time `json:"from"`
@@ -160,7 +161,7 @@ func (r *Reader) history(ctx context.Context, api, account string, b quota.Budge
 		return History{}, nil, err
 	}
 	h := History{
-		API: api, Owner: account, Budget: b.Name, Window: b.Window.String(), Limit: b.Limit,
+		API: api, Owner: account, Budget: b.Name, Window: b.Window.String(), Unit: b.UnitOf(), Limit: b.Limit,
 		From: from.UTC(), To: now.UTC(), EverySeconds: every.Seconds(), Zone: loc.String(), Buckets: make([]Bucket, n),
 	}
 	for i := range h.Buckets {

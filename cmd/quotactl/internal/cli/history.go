@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -196,11 +197,19 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	case h.Owner != "" && h.Owner != c.Fingerprint:
 		who += " (owner " + view.AccountName(h.Owner) + ")"
 	}
-	fmt.Fprintf(w, "%s/%s for %s: %d of %d used in the window (%s), per %s in %s; a full bar is the limit\n",
-		h.API, h.Budget, who, h.Used, h.Limit, windowOf(h.Window), compact(every), loc)
-	var peak int64
+	used := fmt.Sprintf("%d of %d", h.Used, h.Limit)
+	amount := func(n int64) string { return strconv.FormatInt(n, 10) }
+	if !view.IsDefaultUnit(h.Unit) {
+		// In the budget's unit: "1,234 tokens of 30,000 tokens"; the
+		// buckets in dollars for a spend budget.
+		used = view.Amount(h.Used, h.Unit) + " of " + view.Amount(h.Limit, h.Unit)
+		amount = func(n int64) string { return view.Scale(n, h.Unit) }
+	}
+	fmt.Fprintf(w, "%s/%s for %s: %s used in the window (%s), per %s in %s; a full bar is the limit\n",
+		h.API, h.Budget, who, used, windowOf(h.Window), compact(every), loc)
+	unitsW := 0
 	for _, b := range h.Buckets {
-		peak = max(peak, b.Units)
+		unitsW = max(unitsW, len(amount(b.Units)))
 	}
 	layout := "15:04"
 	first, last := h.Buckets[0].Start.In(loc), h.Buckets[len(h.Buckets)-1].Start.In(loc)
@@ -210,7 +219,6 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	case first.YearDay() != last.YearDay() || first.Year() != last.Year():
 		layout = "Jan 02 15:04"
 	}
-	unitsW := len(fmt.Sprint(peak))
 	for _, b := range h.Buckets {
 		n := 0
 		if h.Limit > 0 {
@@ -220,7 +228,7 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 			}
 			n = min(n, chartWidth)
 		}
-		line := fmt.Sprintf("%s  |%-*s|  %*d", b.Start.In(loc).Format(layout), chartWidth, strings.Repeat("#", n), unitsW, b.Units)
+		line := fmt.Sprintf("%s  |%-*s|  %*s", b.Start.In(loc).Format(layout), chartWidth, strings.Repeat("#", n), unitsW, amount(b.Units))
 		if b.Calls > 0 {
 			line += fmt.Sprintf("  (%d call%s)", b.Calls, plural(b.Calls))
 		}
@@ -235,20 +243,20 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 		since = " (hours from " + from.Truncate(time.Hour).Format("15:04") + ")"
 	}
 	if len(h.Methods) > 1 || len(h.Methods) == 1 && h.Methods[view.NoMethod] == 0 {
-		fmt.Fprintf(w, "by method%s: %s\n", since, totalsText(h.Methods))
+		fmt.Fprintf(w, "by method%s: %s\n", since, totalsText(h.Methods, amount))
 	}
 	if len(h.Jobs) > 0 {
-		fmt.Fprintf(w, "by job%s: %s\n", since, totalsText(h.Jobs))
+		fmt.Fprintf(w, "by job%s: %s\n", since, totalsText(h.Jobs, amount))
 	}
 	return nil
 }
 
 // totalsText is "videos.insert 9600, search.list 1", biggest first.
-func totalsText(m map[string]int64) string {
+func totalsText(m map[string]int64, amount func(int64) string) string {
 	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+		parts[i] = k + " " + amount(m[k])
 	}
 	return strings.Join(parts, ", ")
 }

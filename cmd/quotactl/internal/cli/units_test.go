@@ -84,6 +84,16 @@ func TestStatusUnits(t *testing.T) {
 		}
 	}
 
+	// history charts a budget in its unit.
+	out = e.ok("history", "openai", "--label", "enrich", "--budget", "spend")
+	if !strings.Contains(out, "openai/spend for enrich: $12.34 of $500.00 used in the window") || !strings.Contains(out, "by method: chat.completions $12.34\n") || !regexpLine(out, `^Nov 21 23:00 +\|#+ *\| +\$12\.34  \(1 call\)$`) {
+		t.Errorf("history of the spend budget:\n%s", out)
+	}
+	out = e.ok("history", "openai", "--label", "enrich", "--budget", "tokens")
+	if !strings.Contains(out, "openai/tokens for enrich: 1,234 tokens of 30,000 tokens used in the window") {
+		t.Errorf("history of the tokens budget:\n%s", out)
+	}
+
 	// list and costs show say limits in their units too.
 	out = e.ok("list")
 	for _, want := range []string{"openai\tbudget\ttokens\t30,000 tokens per sliding 1m", "openai\tbudget\tspend\t$500.00 per month, reset on the 1st at midnight America/Los_Angeles", "youtube\tbudget\tunits\t10000 units per day"} {
