@@ -45,6 +45,8 @@ Hours are counted in the budget's own zone (a daily or monthly budget resets
 at its midnight), else in the display zone. Bars are to the scale of the limit: a
 full bar is a bucket that spent the whole limit. Below the chart, the units
 each method and each job spent in the window (the store keeps them per hour).
+A budget with a unit of its own is charted in it (tokens; a spend budget,
+unit usd-micro, in dollars).
 Budgets are kept per owner: the chart is the owner's, every credential of
 it together; --owner NAME alone charts that owner's. history only reads: an
 --owner given with a credential must be the owner the store records for it
@@ -52,7 +54,7 @@ it together; --owner NAME alone charts that owner's. history only reads: an
 is given).
 
 JSON: an array, one element per budget: {api, owner, budget, credential,
-fingerprint, window, used, limit, from, to, every_seconds, zone, buckets:
+fingerprint, window, unit, used, limit, from, to, every_seconds, zone, buckets:
 [{start, end, units, calls, methods}], methods, jobs}; methods and jobs map a
 name to units, methods per bucket only when buckets are whole hours;
 credential and fingerprint are empty with --owner alone. 'quotactl serve'
