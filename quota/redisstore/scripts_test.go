@@ -38,8 +38,8 @@ func TestScriptsAssembled(t *testing.T) {
 			if s.consts != nil {
 				cs = s.consts()
 			}
-			src := assemble(lib, s.name, slices.Concat(luaShared, cs))
-			if again := assemble(parseLib(), s.name, slices.Concat(luaShared, cs)); again != src {
+			src := assemble(lib, s.name, s.prefix, slices.Concat(luaShared, cs))
+			if again := assemble(parseLib(), s.name, s.prefix, slices.Concat(luaShared, cs)); again != src {
 				t.Fatal("two assemblies differ")
 			}
 			sum := sha1.Sum([]byte(src))
@@ -111,7 +111,7 @@ func assembleName(lib []libDef, name string) string {
 			if s.consts != nil {
 				cs = s.consts()
 			}
-			return assemble(lib, name, slices.Concat(luaShared, cs))
+			return assemble(lib, name, s.prefix, slices.Concat(luaShared, cs))
 		}
 	}
 	panic("no script " + name)
