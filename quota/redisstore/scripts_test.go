@@ -83,7 +83,7 @@ func TestScriptsAssembled(t *testing.T) {
 	}
 	// the bodies that read the take protocol read it by name
 	literal := regexp.MustCompile(`(ARGV|KEYS)\[\d+\]`)
-	for _, f := range []string{"lua/take.lua", "lua/batch.lua", "lua/lib/decide.lua", "lua/lib/loss.lua"} {
+	for _, f := range []string{"lua/take.lua", "lua/lone.lua", "lua/batch.lua", "lua/lib/decide.lua", "lua/lib/loss.lua"} {
 		if m := literal.FindString(stripLua(string(must(luaFS.ReadFile(f))))); m != "" {
 			t.Errorf("%s reads %s by a literal position", f, m)
 		}
@@ -95,7 +95,7 @@ func TestScriptsAssembled(t *testing.T) {
 	}{
 		{"mark", "int", false}, {"mark", "clock", true}, {"fenced", "clock", false},
 		{"lease", "load", false}, {"batch", "load", false}, {"batch", "back", false},
-		{"batch", "decide", true}, {"take", "decide", true}, {"take", "asideused", false},
+		{"batch", "decide", true}, {"take", "decide", false}, {"take", "asideused", false},
 		{"usage", "asideused", true}, {"usage", "remark", false}, {"entries", "back", false},
 	} {
 		if has(c.script, c.name) != c.want {
