@@ -2,13 +2,14 @@
 --
 -- The decisions decide (lib/decide.lua) makes for batch.lua, made for one
 -- charge of one budget alone, which is what most decisions are (a fleet of
--- single-threaded processes never batches). What a lone decision costs
--- Redis is mostly not its commands but the Lua around them: the closures
--- a script makes on every run, and the tables and loops decide needs for
--- k decisions. So this runs before take.lua's general path defines its
--- functions (only those used here are made first), and decides one
--- decision with no table but its reply: the same commands, effects and
--- replies as decide(1) (TestFastMatchesGeneral, TestBatchMatchesOneByOne).
+-- single-threaded processes never batches). Half of what a lone decision
+-- cost Redis was not its commands but the Lua around them: the closures a
+-- script makes on every run, the tables and loops decide needs for k
+-- decisions, and numbers converted to and from strings (see clock.lua). So
+-- this runs before take.lua's general path defines its functions (only
+-- those used here are made first), and decides one decision with no table
+-- but its reply: the same commands, effects and replies as decide(1)
+-- (TestFastMatchesGeneral, TestBatchMatchesOneByOne, TestDecisionCommands).
 --
 -- What it leaves (anything decide leaves: see there) goes to take.lua's
 -- general path, which reads now, the marker and the sum, exhausted mark
@@ -17,7 +18,7 @@
 local function lone()
   local now = clock(ARGV[S_NOW])
   local h0, name, limit, swin = ARGV[S_H] + 0, ARGV[S_NAME], ARGV[S_LIMIT] + 0, ARGV[S_WIN]
-  local daily = swin == '0'
+  local daily = swin == '0' -- a calendar window (daily, or monthly: the same here)
   local win = daily and 0 or swin + 0
   local ukey = KEYS[K_USE]
   if now >= h0 + HOUR then
