@@ -19,13 +19,14 @@ import (
 )
 
 // TestFastMatchesGeneral drives three stores on one server through the
-// same random requests: one runs take scripts as shipped (decide, the fast
-// path, decides the common cases), one with decide skipped, so take.lua's
-// general path decides everything, and one that runs decide alone first
-// and counts what it decided (ProbeDecide). Their answers must be
+// same random requests: one runs take scripts as shipped (lone.lua, the
+// fast path, decides the common cases), one with it skipped, so take.lua's
+// general path decides everything, and one that runs decide (batch.lua's)
+// alone first and counts what it decided (ProbeDecide). Their answers must be
 // identical at every step, and so must every key they wrote (values,
-// members, scores and whether they expire): decide is a shortcut of
-// take.lua, never a second semantics; and it must have decided most
+// members, scores and whether they expire): lone.lua and decide are
+// shortcuts of take.lua, never a second semantics; and decide must have
+// decided most
 // single-budget decisions, admissions and refusals of both kinds of
 // window, not left them to take.lua. Most charges name one budget, the
 // case decide takes; the clock moves in steps that expire sliding entries

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -22,21 +23,29 @@ var libFiles = []string{
 // scriptTable is every script: its body (lua/NAME.lua) and the protocol
 // constants it is generated with besides luaShared. A new script is one
 // line here: the pieces of lua/lib it uses are found in its body.
+//
+// A script may have a prefix (lua/PREFIX.lua): code that runs before the
+// definitions only its body uses are made. Each run of a script makes
+// every top-level function it defines anew (a closure per definition, its
+// upvalues found one by one), which costs a lone decision more than its
+// Lua does (issue 26): a prefix that decides and returns pays only for the
+// definitions it uses itself, emitted before it.
 var scriptTable = []struct {
 	name   string
 	consts func() []luaConst
+	prefix string
 }{
-	{"take", takeConstants},
-	{"batch", batchConstants},
-	{"settle", nil}, // Settle, and Refund (a settle to zero)
-	{"usage", nil},
-	{"entries", nil},
-	{"adjust", nil},
-	{"exhaust", nil},
-	{"mark", nil},
-	{"lease", nil},
-	{"fenced", nil},
-	{"trueup", nil},
+	{"take", takeConstants, "lone"},
+	{"batch", batchConstants, ""},
+	{"settle", nil, ""}, // Settle, and Refund (a settle to zero)
+	{"usage", nil, ""},
+	{"entries", nil, ""},
+	{"adjust", nil, ""},
+	{"exhaust", nil, ""},
+	{"mark", nil, ""},
+	{"lease", nil, ""},
+	{"fenced", nil, ""},
+	{"trueup", nil, ""},
 }
 
 // scripts are the assembled scripts, by name.
@@ -48,7 +57,7 @@ var scripts = func() map[string]*redis.Script {
 		if s.consts != nil {
 			cs = s.consts()
 		}
-		m[s.name] = redis.NewScript(assemble(lib, s.name, slices.Concat(luaShared, cs)))
+		m[s.name] = redis.NewScript(assemble(lib, s.name, s.prefix, slices.Concat(luaShared, cs)))
 	}
 	return m
 }()
@@ -132,20 +141,85 @@ func parseLib() []libDef {
 
 // assemble returns script name's source: the constants of cs and the
 // definitions of lib that its body uses, directly or through another, in
-// lib order, then the body. The text depends on nothing else: one script,
-// one SHA1.
-func assemble(lib []libDef, name string, cs []luaConst) string {
+// lib order, then the body. With a prefix (lua/PREFIX.lua, "" for none),
+// the definitions the prefix uses come first, then the prefix, then the
+// others the body uses. The text depends on nothing else: one script, one
+// SHA1.
+func assemble(lib []libDef, name, prefix string, cs []luaConst) string {
 	b, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	body := stripLua(string(b))
+	var pre []byte
+	if prefix != "" {
+		if pre, err = luaFS.ReadFile("lua/" + prefix + ".lua"); err != nil {
+			panic(err)
+		}
+	}
+	first := needed(lib, stripLua(string(pre)))
+	all := needed(lib, stripLua(string(pre)+string(b)))
+	var src strings.Builder
+	for i, d := range lib {
+		if first[i] {
+			src.WriteString(d.text)
+			src.WriteString("\n")
+		}
+	}
+	if prefix != "" {
+		src.Write(pre)
+		src.WriteString("\n")
+	}
+	for i, d := range lib {
+		if all[i] && !first[i] {
+			src.WriteString(d.text)
+			src.WriteString("\n")
+		}
+	}
+	src.Write(b)
+	code := src.String()
+	return "-- " + name + ".lua, assembled (scripts.go)\n" + inline(cs, code)
+}
+
+// inline returns code with each name of cs it uses (as a variable) replaced
+// by its value. A constant written as a local of the script's chunk would
+// be an upvalue of every function that reads it, found anew each time the
+// script runs and makes its closures: in the take script, most of what
+// its definitions cost a decision (issue 26). A number in the code is read
+// from the function's constants instead.
+func inline(cs []luaConst, code string) string {
+	val := make(map[string]string, len(cs))
+	for _, c := range cs {
+		v := strconv.FormatInt(c.value, 10)
+		if c.value < 0 {
+			v = "(" + v + ")" // never "--1", a comment
+		}
+		val[c.name] = v
+	}
+	stripped := stripLua(code)
+	var b strings.Builder
+	last := 0
+	for _, loc := range luaIdent.FindAllStringIndex(stripped, -1) {
+		v, ok := val[stripped[loc[0]:loc[1]]]
+		if !ok || loc[0] > 0 && (stripped[loc[0]-1] == '.' || stripped[loc[0]-1] == ':') {
+			continue
+		}
+		b.WriteString(code[last:loc[0]])
+		b.WriteString(v)
+		last = loc[1]
+	}
+	b.WriteString(code[last:])
+	return b.String()
+}
+
+// needed returns which definitions of lib code (stripLua's) uses, directly
+// or through another.
+func needed(lib []libDef, code string) []bool {
 	used := make([]bool, len(lib))
-	// walk back from the body: a definition is needed when the body, or a
+	// walk back from the code: a definition is needed when the code, or a
 	// needed definition after it, uses one of its names
 	for i := len(lib) - 1; i >= 0; i-- {
 		for _, n := range lib[i].names {
-			if uses(body, n) {
+			if uses(code, n) {
 				used[i] = true
 			}
 			for j := i + 1; j < len(lib) && !used[i]; j++ {
@@ -155,16 +229,7 @@ func assemble(lib []libDef, name string, cs []luaConst) string {
 			}
 		}
 	}
-	var src strings.Builder
-	for i, d := range lib {
-		if used[i] {
-			src.WriteString(d.text)
-			src.WriteString("\n")
-		}
-	}
-	src.Write(b)
-	code := src.String()
-	return "-- " + name + ".lua, assembled (scripts.go)\n" + preamble(cs, stripLua(code)) + code
+	return used
 }
 
 var luaIdent = regexp.MustCompile(`[A-Za-z_]\w*`)

@@ -38,8 +38,8 @@ func TestScriptsAssembled(t *testing.T) {
 			if s.consts != nil {
 				cs = s.consts()
 			}
-			src := assemble(lib, s.name, slices.Concat(luaShared, cs))
-			if again := assemble(parseLib(), s.name, slices.Concat(luaShared, cs)); again != src {
+			src := assemble(lib, s.name, s.prefix, slices.Concat(luaShared, cs))
+			if again := assemble(parseLib(), s.name, s.prefix, slices.Concat(luaShared, cs)); again != src {
 				t.Fatal("two assemblies differ")
 			}
 			sum := sha1.Sum([]byte(src))
@@ -83,7 +83,7 @@ func TestScriptsAssembled(t *testing.T) {
 	}
 	// the bodies that read the take protocol read it by name
 	literal := regexp.MustCompile(`(ARGV|KEYS)\[\d+\]`)
-	for _, f := range []string{"lua/take.lua", "lua/batch.lua", "lua/lib/decide.lua", "lua/lib/loss.lua"} {
+	for _, f := range []string{"lua/take.lua", "lua/lone.lua", "lua/batch.lua", "lua/lib/decide.lua", "lua/lib/loss.lua"} {
 		if m := literal.FindString(stripLua(string(must(luaFS.ReadFile(f))))); m != "" {
 			t.Errorf("%s reads %s by a literal position", f, m)
 		}
@@ -95,7 +95,7 @@ func TestScriptsAssembled(t *testing.T) {
 	}{
 		{"mark", "int", false}, {"mark", "clock", true}, {"fenced", "clock", false},
 		{"lease", "load", false}, {"batch", "load", false}, {"batch", "back", false},
-		{"batch", "decide", true}, {"take", "decide", true}, {"take", "asideused", false},
+		{"batch", "decide", true}, {"take", "decide", false}, {"take", "asideused", false},
 		{"usage", "asideused", true}, {"usage", "remark", false}, {"entries", "back", false},
 	} {
 		if has(c.script, c.name) != c.want {
@@ -111,7 +111,7 @@ func assembleName(lib []libDef, name string) string {
 			if s.consts != nil {
 				cs = s.consts()
 			}
-			return assemble(lib, name, slices.Concat(luaShared, cs))
+			return assemble(lib, name, s.prefix, slices.Concat(luaShared, cs))
 		}
 	}
 	panic("no script " + name)

@@ -42,8 +42,9 @@
 -- budget is not reported LOST: the loss was found and reported once.
 --
 -- A charge of one budget whose state is in order is decided first by
--- decide (lib/decide.lua, batch.lua's too), with the same commands and
--- replies, and less Lua; what it leaves comes here.
+-- this script's prefix (lone.lua: decide's decision for one charge, before
+-- this path's functions are made), with the same commands and replies,
+-- and less Lua; what it leaves comes here.
 --
 -- What a decision costs Redis is what this script is shaped by (issue 13):
 --
@@ -60,16 +61,9 @@
 -- asidekeep past the reset, a calendar one's) only when an admission needs them to live
 -- longer, or when one of them was found missing.
 
--- what decide read before it left the decision here: read again only
--- when it was not (nothing was written in between)
-local fnow, fmv, fv
-if #KEYS == K_MARK and (ARGV[A_TRUST] == '0' or ARGV[A_TRUST] == '1') then
-  local replies
-  replies, fnow, fmv, fv = decide(1)
-  if #replies == 1 then
-    return replies[1]
-  end
-end
+-- what the prefix (lone.lua) read before it left the decision here:
+-- read again only when it was not (nothing was written in between)
+local fnow, fmv, fv = lnow, lmv, lv
 
 local now = fnow or clock(ARGV[A_NOW])
 local nonce = ARGV[A_NONCE]

@@ -1,7 +1,7 @@
 -- decide.lua: the common decisions, k of them, of one owner and one
--- budget, one after another; the take script's fast path (k = 1, before
--- its general path) and batch.lua's (k decisions that waited together:
--- WithPipelining).
+-- budget, one after another: batch.lua's (k decisions that waited
+-- together: WithPipelining). The take script decides a lone one the same
+-- way, without the tables k decisions need (lone.lua, its prefix).
 --
 -- Most decisions are a charge of one budget whose state is in order: a
 -- daily budget whose log holds today's entries only (its running sum

@@ -18,5 +18,5 @@ end
 -- w:BUCKET holds, unless the marker started afresh past it (r: that
 -- admission is covered by the loss found then).
 local function lostwrites(seq, seen, until_, own, w, r, now)
-  return now < until_ and (seq < seen or (tonumber(w) or 0) < own and own > (tonumber(r) or 0))
+  return now < until_ and (seq < seen or (w or 0) + 0 < own and own > (r or 0) + 0)
 end
