@@ -105,7 +105,7 @@ type Estimate struct {
 	// Charge is what the Transport takes before sending.
 	Charge Charge
 	// Actual, when not nil, returns a reader of what the call really cost
-	// for its successful response (status < 400), which the Transport
+	// for its successful response (status 2xx), which the Transport
 	// settles the charge to; nil: Charge is the cost.
 	Actual func(resp *http.Response) Actual
 	// Peek makes the Transport read up to 64 KiB of a successful response

@@ -24,8 +24,10 @@ import (
 // recorded on top (Limiter.ChargeExcess), so the meter never counts less
 // than the upstream billed. A body closed before it said its cost (a
 // stream abandoned half way), or one that says none, keeps the estimate.
-// Each outcome is an EventSettle. Error responses keep the estimate too
-// (the upstream may have counted the call against its limits).
+// Each outcome is an EventSettle. Responses other than 2xx keep the
+// estimate without one: errors (the upstream may have counted the call
+// against its limits) and redirects (one logical call is charged once,
+// its hops are not settled).
 
 // settleTimeout bounds the store calls of one settle.
 const settleTimeout = 10 * time.Second
@@ -38,7 +40,7 @@ var errClosedEarly = errors.New("quota: transport: response body closed before i
 // cost once the body has said it; resp as it is when there is nothing to
 // settle.
 func (a *attempt) settling(resp *http.Response, res *Reservation) *http.Response {
-	if a.est.Actual == nil || resp.StatusCode >= 400 || res.Unmetered || resp.Body == nil || resp.Body == http.NoBody {
+	if a.est.Actual == nil || resp.StatusCode < 200 || resp.StatusCode >= 300 || res.Unmetered || resp.Body == nil || resp.Body == http.NoBody {
 		return resp
 	}
 	actual := a.est.Actual(resp)
