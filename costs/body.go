@@ -183,11 +183,10 @@ func WithQueryCost(ctx context.Context, units int64) context.Context {
 // EstimateTokens's, and ErrUnknownModel when the table has a spend budget
 // and no price for the request's model.
 func (t *Table) EstimateRequest(req *http.Request) (RequestEstimate, error) {
-	ch, err := t.Price(req)
+	ch, r, err := t.price(req)
 	if err != nil {
 		return RequestEstimate{}, err
 	}
-	r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery)
 	if r == nil || r.m.Body == nil {
 		return RequestEstimate{Charge: ch}, nil
 	}

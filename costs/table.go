@@ -551,24 +551,30 @@ func (t *Table) Resolve(httpMethod, target string) (string, bool) {
 // (Method.Deprecated) is an error wrapping ErrDeprecated. The returned Units
 // map is shared: do not modify it.
 func (t *Table) Price(req *http.Request) (quota.Charge, error) {
+	ch, _, err := t.price(req)
+	return ch, err
+}
+
+// price is Price, with the route req matched (nil: the default charge).
+func (t *Table) price(req *http.Request) (quota.Charge, *route, error) {
 	if !t.pricesHost(req) {
 		to := "to " + requestHost(req)
 		if to == "to " {
 			to = "a request naming no host"
 		}
-		return quota.Charge{}, fmt.Errorf("%w: table %s prices requests to %s, not %s",
+		return quota.Charge{}, nil, fmt.Errorf("%w: table %s prices requests to %s, not %s",
 			quota.ErrForeignHost, t.API, strings.Join(t.spec.Hosts, ", "), to)
 	}
 	if r := t.router.match(req.Method, req.URL.Path, req.URL.RawQuery); r != nil {
 		if r.m.Deprecated != "" {
-			return quota.Charge{}, fmt.Errorf("%w: %s (%s): not sent, it would spend units on a call the upstream no longer serves",
+			return quota.Charge{}, nil, fmt.Errorf("%w: %s (%s): not sent, it would spend units on a call the upstream no longer serves",
 				ErrDeprecated, r.m.Name, r.m.Deprecated)
 		}
-		return t.charges[r.m], nil
+		return t.charges[r.m], r, nil
 	}
 	if len(t.def.Units) > 0 {
-		return quota.Charge{Method: req.Method + " " + req.URL.Path, Units: t.def.Units}, nil
+		return quota.Charge{Method: req.Method + " " + req.URL.Path, Units: t.def.Units}, nil, nil
 	}
-	return quota.Charge{}, fmt.Errorf("%w: table %s has no route for %s %s and no default cost; add the method to the table or declare a default",
+	return quota.Charge{}, nil, fmt.Errorf("%w: table %s has no route for %s %s and no default cost; add the method to the table or declare a default",
 		ErrUnknownMethod, t.API, req.Method, req.URL.Path)
 }

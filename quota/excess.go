@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/quotactl/quotactl/quota/backend"
@@ -40,31 +41,28 @@ func (l *Limiter) ChargeExcess(ctx context.Context, res *Reservation, excess map
 	}
 	l.refreshOverrides(ctx)
 	owner := cmp.Or(res.Owner, res.Credential)
-	names := make([]string, 0, len(excess))
-	for name, n := range excess {
-		if _, err := l.budget(name); err != nil {
+	var budgets []Budget // the definitions in force, for the owner, in one order
+	for _, name := range slices.Sorted(maps.Keys(excess)) {
+		b, err := l.budget(name)
+		if err != nil {
 			return nil, err
 		}
-		if n > MaxLimit {
+		if n := excess[name]; n > MaxLimit {
 			return nil, invalidf("excess %d for budget %q: must be at most %d", n, name, int64(MaxLimit))
-		}
-		if n > 0 {
-			names = append(names, name)
+		} else if n > 0 {
+			budgets = append(budgets, l.ownerBudgetOf(b, owner))
 		}
 	}
-	slices.Sort(names) // one order, whatever the map's
 	var out []Usage
-	for _, name := range names {
-		b, _ := l.budget(name) // the definition in force
-		b = l.ownerBudgetOf(b, owner)
-		got, err := tu.TrueUp(ctx, &backend.TrueUpRequest{API: l.api, Owner: owner, Budget: b, Used: excess[name],
+	for _, b := range budgets {
+		got, err := tu.TrueUp(ctx, &backend.TrueUpRequest{API: l.api, Owner: owner, Budget: b, Used: excess[b.Name],
 			Add: true, Method: res.Method, Job: res.Job, Nonce: l.nonce(), Now: l.now()})
 		if err != nil {
-			return out, fmt.Errorf("quota: charge excess of budget %q: %w", name, err)
+			return out, fmt.Errorf("quota: charge excess of budget %q: %w", b.Name, err)
 		}
 		finishUsage(&got.Usage, got.At)
 		out = append(out, got.Usage)
-		if u := res.usage(name); u != nil {
+		if u := res.usage(b.Name); u != nil {
 			u.Cost += got.Added
 			u.Used = max(u.Used, got.Usage.Used)
 		}

@@ -21,17 +21,16 @@ import (
 
 // attempt is the state of one request across its attempts.
 type attempt struct {
-	t      *Transport
-	req    *http.Request
-	ctx    context.Context
-	cred   Credential
-	charge Charge
-	est    Estimate // the BodyPricer's, when it priced the call
+	t    *Transport
+	req  *http.Request
+	ctx  context.Context
+	cred Credential
+	est  Estimate // the call's price: its Charge, and how it settles (a BodyPricer's)
 }
 
 func (t *Transport) roundTrip(req *http.Request, cred Credential, est Estimate) (*http.Response, error) {
 	ch := est.Charge
-	a := &attempt{t: t, req: req, ctx: t.context(req), cred: cred, charge: ch, est: est}
+	a := &attempt{t: t, req: req, ctx: t.context(req), cred: cred, est: est}
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	var (
 		bo    backoff.BackOff
@@ -145,9 +144,9 @@ func (a *attempt) send(req *http.Request) (*http.Response, bool, error) {
 	resp, err := a.t.base.RoundTrip(req)
 	n := int(writes.Load())
 	for i := 1; i < n; i++ {
-		if _, terr := a.t.limiter.Take(context.WithoutCancel(a.ctx), a.cred, a.charge); terr != nil {
+		if _, terr := a.t.limiter.Take(context.WithoutCancel(a.ctx), a.cred, a.est.Charge); terr != nil {
 			a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: the base transport resent a request that could not be metered",
-				slog.String("api", a.t.limiter.api), slog.String("method", a.charge.Method), slog.Any("credential", a.cred),
+				slog.String("api", a.t.limiter.api), slog.String("method", a.est.Charge.Method), slog.Any("credential", a.cred),
 				slog.String("error", a.scrub(terr.Error())))
 		}
 	}
@@ -250,7 +249,7 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 		}
 		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: upstream says the budget is spent",
 			slog.String("api", a.t.limiter.api), slog.String("budget", name), slog.Any("credential", a.cred),
-			slog.String("method", a.charge.Method), slog.Int("status", status), slog.String("reason", v.Reason),
+			slog.String("method", a.est.Charge.Method), slog.Int("status", status), slog.String("reason", v.Reason),
 			slog.Time("until", until))
 	}
 	a.refund(res) // the upstream refused the call: it did not bill it
@@ -267,7 +266,7 @@ func (a *attempt) refund(res *Reservation) {
 	defer cancel()
 	if err := a.t.limiter.Refund(ctx, res); err != nil {
 		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: refund failed",
-			slog.String("api", a.t.limiter.api), slog.String("method", a.charge.Method), slog.Any("credential", a.cred),
+			slog.String("api", a.t.limiter.api), slog.String("method", a.est.Charge.Method), slog.Any("credential", a.cred),
 			slog.String("error", a.scrub(err.Error())))
 	}
 }
@@ -289,7 +288,7 @@ func (a *attempt) sleep(d time.Duration) error {
 // secret scrubbed from its text (errors.Is and errors.As still see the
 // wrapped errors).
 func (a *attempt) errorf(format string, args ...any) error {
-	return scrubbed(fmt.Errorf("quota: transport: "+a.charge.Method+": "+format, args...), a.cred.Secret)
+	return scrubbed(fmt.Errorf("quota: transport: "+a.est.Charge.Method+": "+format, args...), a.cred.Secret)
 }
 
 // scrubbed returns err, its text without secret when it holds it.

@@ -47,14 +47,14 @@ func (a *attempt) settling(resp *http.Response, res *Reservation) *http.Response
 	if actual == nil {
 		return resp
 	}
-	resp.Body = &settleBody{rc: resp.Body, a: a, res: res, actual: actual}
+	resp.Body = &settleBody{rc: resp.Body, a: *a, res: res, actual: actual} // (a copy: the attempt itself stays on the stack)
 	return resp
 }
 
 // settleBody is a response body that settles its call's charge once read.
 type settleBody struct {
 	rc     io.ReadCloser
-	a      *attempt
+	a      attempt
 	res    *Reservation
 	mu     sync.Mutex // guards actual between Read and a concurrent Close
 	actual Actual

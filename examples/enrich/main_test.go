@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sync"
@@ -23,20 +22,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testkit.RunChild(map[string]func(string) int{"main": mainChild})
+	testkit.RunChild(map[string]func(string) int{"main": testkit.MainRole(main)})
 	redistest.Main(m)
-}
-
-// mainChild runs the example's main with the flags given as a JSON list.
-func mainChild(flags string) int {
-	var args []string
-	if err := json.Unmarshal([]byte(flags), &args); err != nil {
-		fmt.Fprintln(os.Stderr, "main child:", err)
-		return 2
-	}
-	os.Args = append(os.Args[:1], args...)
-	main()
-	return 0
 }
 
 // stores are the stores the tests run on: an SQLite file and Redis.

@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -22,20 +20,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testkit.RunChild(map[string]func(string) int{"main": mainChild})
+	testkit.RunChild(map[string]func(string) int{"main": testkit.MainRole(main)})
 	redistest.Main(m)
-}
-
-// mainChild runs the example's main with the flags given as a JSON list.
-func mainChild(flags string) int {
-	var args []string
-	if err := json.Unmarshal([]byte(flags), &args); err != nil {
-		fmt.Fprintln(os.Stderr, "main child:", err)
-		return 2
-	}
-	os.Args = append(os.Args[:1], args...)
-	main()
-	return 0
 }
 
 var jobLine = regexp.MustCompile(`job: (\d+) calls; .*\n.*403/429 received: (\d+)`)

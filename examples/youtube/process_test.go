@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,22 +19,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testkit.RunChild(map[string]func(string) int{"main": mainChild})
+	testkit.RunChild(map[string]func(string) int{"main": testkit.MainRole(main)})
 	redistest.Main(m)
-}
-
-// mainChild makes the test binary run the example's main instead of the
-// tests (the child role "main"), with the example's own flags, given as a
-// JSON list: the process tests start real example processes that way.
-func mainChild(flags string) int {
-	var args []string
-	if err := json.Unmarshal([]byte(flags), &args); err != nil {
-		fmt.Fprintln(os.Stderr, "main child:", err)
-		return 2
-	}
-	os.Args = append(os.Args[:1], args...)
-	main()
-	return 0
 }
 
 // TestThreeProcessesTogether: three `youtube --once` processes started

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -58,4 +59,20 @@ func Child(t testing.TB, role, arg string) *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// MainRole returns a role that runs a command's main with the flags given
+// as its argument, a JSON list: the examples' process tests start real
+// example processes that way (testkit.Child(t, "main", `["--store", URL]`)).
+func MainRole(main func()) func(flags string) int {
+	return func(flags string) int {
+		var args []string
+		if err := json.Unmarshal([]byte(flags), &args); err != nil {
+			fmt.Fprintln(os.Stderr, "main child:", err)
+			return 2
+		}
+		os.Args = append(os.Args[:1], args...)
+		main()
+		return 0
+	}
 }

@@ -102,20 +102,8 @@ func CheckTrueUp(req *TrueUpRequest) error {
 // budget of window w, at now, for an upstream that resets at until (see
 // TrueUpRequest.Until), and false when the true-up records nothing (until
 // zero, or at or before now).
+// Stores call TrueUpStamp, which also covers an add.
 func TrueUpAt(w Window, now, until time.Time) (time.Time, bool) {
-	return trueUpAt(w, now, until)
-}
-
-// TrueUpStamp is TrueUpAt for req: an add (TrueUpRequest.Add) is stamped
-// at now, and records nothing only when it adds no units.
-func TrueUpStamp(req *TrueUpRequest, now time.Time) (time.Time, bool) {
-	if req.Add {
-		return time.UnixMicro(now.UnixMicro()), req.Used > 0
-	}
-	return trueUpAt(req.Budget.Window, now, req.Until)
-}
-
-func trueUpAt(w Window, now, until time.Time) (time.Time, bool) {
 	n := now.UnixMicro()
 	if until.IsZero() {
 		return time.Time{}, false
@@ -129,4 +117,13 @@ func trueUpAt(w Window, now, until time.Time) (time.Time, bool) {
 	}
 	d := w.d.Microseconds()
 	return time.UnixMicro(min(max(u-d, n-d+1), n)), true
+}
+
+// TrueUpStamp is TrueUpAt for req: an add (TrueUpRequest.Add) is stamped
+// at now, and records nothing only when it adds no units.
+func TrueUpStamp(req *TrueUpRequest, now time.Time) (time.Time, bool) {
+	if req.Add {
+		return time.UnixMicro(now.UnixMicro()), req.Used > 0
+	}
+	return TrueUpAt(req.Budget.Window, now, req.Until)
 }
