@@ -60,15 +60,17 @@ func main() {
 		ir   int64
 	}
 	var results []result
-	measure := func(name string, call []any, nonceAt int) {
+	// measure sends n copies of call, each with fresh nonces at nonceAt,
+	// and records the instructions per decision (per call, over per).
+	measure := func(name string, call []any, per int, nonceAt ...int) {
 		zero := exec.Command("callgrind_control", "-z", strconv.Itoa(*pid))
 		if err := zero.Run(); err != nil {
 			log.Fatalf("callgrind_control -z: %v", err)
 		}
 		for i := range *n {
 			args := append([]any(nil), call...)
-			if nonceAt > 0 {
-				args[nonceAt] = fmt.Sprintf("cg%dx%d", time.Now().UnixNano(), i)
+			for j, at := range nonceAt {
+				args[at] = fmt.Sprintf("cg%dx%dy%d", time.Now().UnixNano(), i, j)
 			}
 			if err := rdb.Do(ctx, args...).Err(); err != nil && err != redis.Nil {
 				log.Fatalf("%s: %v", name, err)
@@ -78,7 +80,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		results = append(results, result{name, ir / int64(*n)})
+		results = append(results, result{name, ir / int64(*n*per)})
 	}
 
 	for _, tc := range []struct {
@@ -105,25 +107,28 @@ func main() {
 		}
 		call := append([]any(nil), last...)
 		nkeys, _ := strconv.Atoi(fmt.Sprint(call[2]))
-		nonceAt := 3 + nkeys + 1 // ARGV[2], NONCE
 		if tc.spend {
-			nonceAt = 0 // a refusal records nothing
+			measure(tc.name, call, 1) // a refusal records nothing
+			continue
 		}
-		measure(tc.name, call, nonceAt)
+		measure(tc.name, call, 1, 3+nkeys+1) // ARGV[2], NONCE
 	}
+
+	batchCase(ctx, *addr, prefix, measure)
 
 	limiter := redis_rate.NewLimiter(rdb)
 	key := prefix + "gcra"
 	if _, err := limiter.AllowN(ctx, key, redis_rate.PerHour(1e6), 1); err != nil {
 		log.Fatal(err)
 	}
-	measure("redis_rate AllowN (GCRA)", append([]any(nil), last...), 0)
+	measure("redis_rate AllowN (GCRA)", append([]any(nil), last...), 1)
 
 	noop := redis.NewScript("return 1")
 	if err := noop.Load(ctx, rdb).Err(); err != nil {
 		log.Fatal(err)
 	}
-	measure("no-op EVALSHA", []any{"evalsha", noop.Hash(), 0}, 0)
+	measure("no-op EVALSHA", []any{"evalsha", noop.Hash(), 0}, 1)
+	floors(ctx, rdb, prefix, measure)
 
 	fmt.Printf("callgrind, instructions per EVALSHA (evalShaCommand inclusive, %d calls each):\n\n", *n)
 	fmt.Println("| script | instructions |")
