@@ -83,6 +83,7 @@ func floors(ctx context.Context, rdb *redis.Client, prefix string, measure func(
 		{"floor: a log admit (TIME, HMGET of 3 fields, ZADD, HSET of 2)", floorAdmit},
 		{"floor: a log admit with an hourly breakdown (+ HINCRBY)", strings.Replace(floorAdmit, "\nreturn", "\nredis.call('HINCRBY', KEYS[3], 'videos.list', 1)\nreturn", 1)},
 		{"floor: a refusal (TIME, HMGET of 3 fields)", floorRefuse},
+		{"layout issue 26 proposes: one hash per budget (TIME, HMGET of 7, EXISTS, ZADD, HINCRBY, HSET of 3)", floorProposed},
 	} {
 		sc := redis.NewScript(f.src)
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
@@ -90,6 +91,12 @@ func floors(ctx context.Context, rdb *redis.Client, prefix string, measure func(
 		}
 		k := prefix + "floor" + fmt.Sprint(len(f.name)) + ":"
 		call := []any{"evalsha", sc.Hash(), 3, k + "log", k + "state", k + "use", "nonce", 1, int64(1) << 50}
+		if f.src == floorProposed {
+			// and what a decision passes besides: the seen seq and until,
+			// its own last seq, the hold, the field, the window's reset
+			// and id, the process's marker field
+			call = append(call, 0, 0, 0, 0, "videos.list", int64(1)<<52, "d20261128", "w:0")
+		}
 		if f.src == floorRefuse {
 			call[len(call)-1] = 0
 			measure(f.name, call, 1)
@@ -151,3 +158,27 @@ func (h longestHook) note(cmd redis.Cmder) {
 		*h.keep = append([]any(nil), cmd.Args()...)
 	}
 }
+
+// floorProposed is the lone daily admit in the layout issue 26's first
+// session proposed: the marker's fields, the running sum, the kept window
+// and the exhausted mark of a budget in one hash read by one HMGET, the
+// log checked by EXISTS, the hour's breakdown still an HINCRBY, and the
+// reply take's ten numbers; with no Lua but what those need.
+const floorProposed = `local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local v = redis.call('HMGET', KEYS[2], 'seq', 'u', 'e', 's', 'k', 'x', ARGV[11])
+local seq, s, c = (v[1] or 0) + 0, (v[4] or 0) + 0, ARGV[2] + 0
+if seq < ARGV[4] + 0 or (v[7] or 0) + 0 < ARGV[6] + 0 or (v[6] or 0) + 0 > now then
+  return {}
+end
+if s + c > ARGV[3] + 0 then
+  return {0, now, s, ARGV[9], 0, ARGV[9], seq, v[2], 0, 0}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 and s > 0 then
+  return {}
+end
+redis.call('ZADD', KEYS[1], now, ARGV[1] .. ':' .. ARGV[2])
+redis.call('HINCRBY', KEYS[3], ARGV[8], ARGV[2])
+seq = seq + 1
+redis.call('HSET', KEYS[2], 'seq', seq, ARGV[11], seq, 's', s + c)
+return {1, now, s + c, ARGV[9], 0, 0, seq, v[2], 0, 0}`

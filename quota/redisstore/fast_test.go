@@ -19,19 +19,18 @@ import (
 )
 
 // TestFastMatchesGeneral drives three stores on one server through the
-// same random requests: one runs take scripts as shipped (lone.lua, the
-// fast path, decides the common cases), one with it skipped, so take.lua's
-// general path decides everything, and one that runs decide (batch.lua's)
-// alone first and counts what it decided (ProbeDecide). Their answers must be
-// identical at every step, and so must every key they wrote (values,
-// members, scores and whether they expire): lone.lua and decide are
-// shortcuts of take.lua, never a second semantics; and decide must have
-// decided most
-// single-budget decisions, admissions and refusals of both kinds of
-// window, not left them to take.lua. Most charges name one budget, the
-// case decide takes; the clock moves in steps that expire sliding entries
-// one at a time, and now and then across an hour or a day; leases hold
-// sliding entries ahead.
+// same random requests: one runs take scripts as shipped (their prefix,
+// lone.lua, has decide decide the common cases), one with decide skipped,
+// so take.lua's general path decides everything, and one that runs
+// batch.lua's decide for that one decision first and counts what it
+// decided (ProbeDecide). Their answers must be identical at every step, and
+// so must every key they wrote (values, members, scores and whether they
+// expire): decide is a shortcut of take.lua, never a second semantics; and
+// it must have decided most single-budget decisions, admissions and
+// refusals of both kinds of window, not left them to take.lua. Most
+// charges name one budget, the case decide takes; the clock moves in steps
+// that expire sliding entries one at a time, and now and then across an
+// hour or a day; leases hold sliding entries ahead.
 func TestFastMatchesGeneral(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {

@@ -103,7 +103,7 @@ func TestDecisionCommands(t *testing.T) {
 		{"daily-admit", quota.Budget{Name: "units", Limit: 1 << 40, Window: quota.Daily(time.UTC)}, false, 8, 8.02},
 		{"daily-refuse", quota.Budget{Name: "units", Limit: 50, Window: quota.Daily(time.UTC)}, true, 3, 3},
 		{"sliding-admit", quota.Budget{Name: "units", Limit: 1 << 40, Window: quota.Sliding(time.Hour)}, false, 8, 8.02},
-		// (lone.lua decides each of these four alone: take.lua's general
+		// (decide, take's prefix, decides each of these four alone: take.lua's general
 		// path makes one command more on each; a sliding refusal whose
 		// oldest entry covers the deficit reads TIME, the marker, the sum's
 		// MGET and the two oldest entries)

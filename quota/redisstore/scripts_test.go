@@ -95,7 +95,7 @@ func TestScriptsAssembled(t *testing.T) {
 	}{
 		{"mark", "int", false}, {"mark", "clock", true}, {"fenced", "clock", false},
 		{"lease", "load", false}, {"batch", "load", false}, {"batch", "back", false},
-		{"batch", "decide", true}, {"take", "decide", false}, {"take", "asideused", false},
+		{"batch", "decide", true}, {"take", "decide", true}, {"take", "asideused", false},
 		{"usage", "asideused", true}, {"usage", "remark", false}, {"entries", "back", false},
 	} {
 		if has(c.script, c.name) != c.want {

@@ -10,4 +10,6 @@
 -- one debit {OK, NOW, USED, RESET, 0, RETRY_AT, SEQ, U, 0, 0}; none when
 -- the first could not be decided here (nothing was written).
 
-return (decide((#ARGV - S_N) / P_STRIDE))
+local k = (#ARGV - S_N) / P_STRIDE
+local reply, replies = decide(k)
+return replies or {reply}

@@ -42,9 +42,9 @@
 -- budget is not reported LOST: the loss was found and reported once.
 --
 -- A charge of one budget whose state is in order is decided first by
--- this script's prefix (lone.lua: decide's decision for one charge, before
--- this path's functions are made), with the same commands and replies,
--- and less Lua; what it leaves comes here.
+-- this script's prefix (lone.lua: decide, lib/decide.lua, for one charge,
+-- before this path's functions are made), with the same commands and
+-- replies, and less Lua; what it leaves comes here.
 --
 -- What a decision costs Redis is what this script is shaped by (issue 13):
 --
