@@ -209,10 +209,10 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 			name += "/adjust-midway"
 		}
 		t.Run(name, func(t *testing.T) {
-			cfg := leaseConfig{Backend: backend, Limit: limit}
-			if tc.adjust > 0 {
-				cfg.Pause = 3
-			}
+			// Every process first takes a few units and holds (its lease
+			// open) until all do: on a loaded host one process could
+			// otherwise drain the budget before the others are scheduled
+			cfg := leaseConfig{Backend: backend, Limit: limit, Pause: 3}
 			if tc.near {
 				cfg.CheckEvery = time.Microsecond
 			}
@@ -264,12 +264,12 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if tc.adjust > 0 {
-				for p, out := range outs {
-					if line, err := out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "holding" {
-						t.Fatalf("worker %d: want holding, got %q, %v\n%s", p, line, err, errbs[p].String())
-					}
+			for p, out := range outs {
+				if line, err := out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "holding" {
+					t.Fatalf("worker %d: want holding, got %q, %v\n%s", p, line, err, errbs[p].String())
 				}
+			}
+			if tc.adjust > 0 {
 				store := leaseStore(t, cfg)
 				op, err := quota.New(store, "api", leaseBudgets(limit))
 				if err != nil {
@@ -279,10 +279,10 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 					t.Fatal(err)
 				}
 				store.Close()
-				for _, in := range ins {
-					if _, err := io.WriteString(in, "go\n"); err != nil {
-						t.Fatal(err)
-					}
+			}
+			for _, in := range ins {
+				if _, err := io.WriteString(in, "go\n"); err != nil {
+					t.Fatal(err)
 				}
 			}
 			var wg sync.WaitGroup
@@ -319,6 +319,9 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 				before += r.Before
 				t.Logf("worker %d admitted %d (%d before the adjust), refused %d", p, r.Admitted, r.Before, r.Refused)
 			}
+			if tc.adjust == 0 {
+				total += before // nothing set the units taken before the pause aside
+			}
 			if left := limit - tc.adjust; total > left {
 				t.Fatalf("the processes admitted %d units together, when %d were left: %d over", total, left, total-left)
 			}
@@ -339,7 +342,7 @@ func TestLeasesAcrossProcesses(t *testing.T) {
 			if tc.near {
 				return // few units left: not all share, and they may admit none
 			}
-			if sharing < 2 {
+			if sharing < 4 {
 				t.Fatalf("only %d of 4 processes admitted anything: the budget was not shared", sharing)
 			}
 			if left := limit - tc.adjust; total < left*9/10 {
