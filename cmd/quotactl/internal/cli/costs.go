@@ -262,7 +262,7 @@ it now (stderr names the budget that runs out first and when it frees up); 4
 when the run costs more than a budget's whole limit.
 
 JSON: {api, table, credential, fingerprint, counts: {METHOD: COUNT}, fits,
-runs_out_first, budgets: [{budget, cost, left, limit, after, fits, reset}]};
+runs_out_first, budgets: [{budget, cost, left, limit, after, fits, unit, reset}]};
 runs_out_first is the budget that can pay for the smallest share of the run
 (empty when nothing is charged).
 
