@@ -225,3 +225,22 @@ func TestJobsUnits(t *testing.T) {
 		t.Errorf("jobs --json expected in units %q", got)
 	}
 }
+
+// TestCostsEstimateUnits: costs estimate prices a planned run in each
+// budget's unit (the spend budget in dollars, tokens as tokens, the
+// default unit as bare numbers), in its table and in why it cannot fit.
+func TestCostsEstimateUnits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := writeLLMTable(t)
+	out := e.ok("costs", "estimate", "llm", "complete=2", "--table", path)
+	for _, want := range []string{"requests\t2\t100\t100\t98\tyes\n", "spend\t$0.80\t$1.00\t$1.00\t$0.20\tyes\n", "tokens\t2,468 tokens\t30,000 tokens\t30,000 tokens\t27,532 tokens\tyes\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("costs estimate:\n%s\nwant %q", out, want)
+		}
+	}
+	r := e.run("costs", "estimate", "llm", "complete=3", "--table", path)
+	if r.code != ExitNeverFits || !strings.Contains(r.errOut, "llm/spend: the run costs $1.20 but the limit is $1.00") {
+		t.Errorf("costs estimate of a run over the spend limit: exit %d, %q", r.code, r.errOut)
+	}
+}
