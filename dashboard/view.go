@@ -81,6 +81,7 @@ type jobView struct {
 type spentView struct {
 	Budget string
 	Units  int64
+	Unit   string // what Units counts (view.Amount shows it)
 }
 
 type runView struct {
@@ -289,7 +290,7 @@ func (h *Handler) jobView(j Job, now time.Time) jobView {
 		r := j.Runs[i]
 		jv.Recent = append(jv.Recent, runView{
 			Outcome: string(r.Outcome),
-			Title:   fmt.Sprintf("%s: %s, took %s, %s", r.Start.In(h.loc).Format("Jan 2 15:04 MST"), r.Outcome, RoundDuration(r.Duration()), spentText(r.Spent)),
+			Title:   fmt.Sprintf("%s: %s, took %s, %s", r.Start.In(h.loc).Format("Jan 2 15:04 MST"), r.Outcome, RoundDuration(r.Duration()), spentText(r.Spent, j.Unit)),
 		})
 	}
 	if j.Last == nil {
@@ -302,30 +303,34 @@ func (h *Handler) jobView(j Job, now time.Time) jobView {
 	jv.Outcome = string(r.Outcome)
 	jv.Charges = r.Charges
 	for _, k := range slices.Sorted(maps.Keys(r.Spent)) {
-		jv.Spent = append(jv.Spent, spentView{Budget: k, Units: r.Spent[k]})
+		jv.Spent = append(jv.Spent, spentView{Budget: k, Units: r.Spent[k], Unit: j.Unit(k)})
 	}
-	jv.Detail = detail(r, now)
+	jv.Detail = detail(r, j.Unit, now)
 	return jv
 }
 
-func detail(r jobs.Record, now time.Time) string {
+// detail says why run r ended the way it did, amounts in their budget's
+// unit (unit of "API/BUDGET").
+func detail(r jobs.Record, unit func(budget string) string, now time.Time) string {
 	switch {
 	case r.Exhausted != nil:
 		e := r.Exhausted
-		return fmt.Sprintf("%s spent (%s of %s used); capacity back %s", e.Budget, num(e.Used), num(e.Limit), relative(e.RetryAt.Sub(now)))
+		return fmt.Sprintf("%s spent (%s of %s used); capacity back %s", e.Budget, view.Amount(e.Used, unit(e.Budget)), view.Amount(e.Limit, unit(e.Budget)), relative(e.RetryAt.Sub(now)))
 	case r.Error != "":
 		return strings.Join(strings.Fields(r.Error), " ")
 	}
 	return ""
 }
 
-func spentText(spent map[string]int64) string {
+// spentText is a run's spending, each budget in its unit (unit of
+// "API/BUDGET"): "openai/spend $12.34, openai/tokens 1,234 tokens".
+func spentText(spent map[string]int64, unit func(budget string) string) string {
 	if len(spent) == 0 {
-		return "no units"
+		return "nothing spent"
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(spent)) {
-		parts = append(parts, k+" "+num(spent[k]))
+		parts = append(parts, k+" "+view.Amount(spent[k], unit(k)))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -407,7 +412,7 @@ func (h *Handler) chart(hist History, st Status, now time.Time) chartView {
 		c.Every = compact(every)
 	}
 	for _, j := range slices.Sorted(maps.Keys(hist.Jobs)) {
-		c.Jobs = append(c.Jobs, spentView{Budget: j, Units: hist.Jobs[j]})
+		c.Jobs = append(c.Jobs, spentView{Budget: j, Units: hist.Jobs[j], Unit: st.Unit})
 	}
 	c.Peak = peakText(peak, c.Every, every, hist.Limit, st.Unit, loc)
 	return c

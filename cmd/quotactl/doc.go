@@ -106,9 +106,9 @@
 //	                 methods: [{name, routes, cost, free, note, deprecated}]}
 //	                 (without a table: [{table, api, source, owner, budgets, methods}])
 //	costs estimate  {api, table, credential, fingerprint, counts, fits, runs_out_first,
-//	                 budgets: [{budget, cost, left, limit, after, fits, reset}]}
-//	jobs            [{job, last, checkpoint, lease, waiting, next, plan, expected}]
-//	jobs NAME       {job, last, checkpoint, lease, waiting, next, plan, expected, runs};
+//	                 budgets: [{budget, cost, left, limit, after, fits, unit, reset}]}
+//	jobs            [{job, last, checkpoint, lease, waiting, next, plan, expected, units}]
+//	jobs NAME       {job, last, checkpoint, lease, waiting, next, plan, expected, runs, units};
 //	                 a run is the jobs package's Record:
 //	                 {job, run, trigger, start, end, outcome, spent, charges,
 //	                 unmetered, error, exhausted}; a checkpoint is {job, run, saved, cursor}

@@ -16,6 +16,9 @@ type BudgetCost struct {
 	Limit  int64  `json:"limit"`
 	After  int64  `json:"after"` // Left - Cost
 	Fits   bool   `json:"fits"`
+	// Unit is what Cost, Left, Limit and After count: the budget's unit
+	// (quota.Budget.UnitOf); Amount shows them.
+	Unit string `json:"unit"`
 	// Reset is when capacity next frees: a daily budget's next reset, or
 	// when a sliding window's oldest entry leaves it (absent when it holds
 	// none).
@@ -40,7 +43,7 @@ func Costs(budgets []quota.Budget, cost map[string]int64, usage map[string]quota
 				reset = u.Reset
 			}
 		}
-		out = append(out, BudgetCost{Budget: b.Name, Cost: c, Left: left, Limit: b.Limit, After: left - c, Fits: c <= left, Reset: jsonTime(reset)})
+		out = append(out, BudgetCost{Budget: b.Name, Cost: c, Left: left, Limit: b.Limit, After: left - c, Fits: c <= left, Unit: b.UnitOf(), Reset: jsonTime(reset)})
 	}
 	return out
 }

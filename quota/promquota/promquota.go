@@ -28,6 +28,18 @@
 //	quota_remaining_units{api,budget,owner}                gauge: 0 while the budget is marked spent
 //	quota_reset_seconds{api,budget,owner}                  gauge: seconds until capacity next frees (a daily reset, or a sliding window's oldest entry expiring); 0 when nothing is used
 //
+// A StoreCollector (NewStoreCollector) reads the shared store on each
+// scrape instead, for every process that charges it:
+//
+//	quota_store_used_units{api,budget,owner}               gauge (and quota_store_limit_units, _remaining_units, _reset_seconds, _exhausted)
+//	quota_store_up                                         gauge: 0 when the store could not be read
+//	quota_budget_info{api,budget,unit,window}              gauge, always 1: the unit the budget's series count (units, tokens, usd-micro) and its window
+//
+// Amounts count in the budget's unit (quota.Budget.Unit: a spend budget in
+// micro-dollars), which no series but quota_budget_info names; join it on
+// (api, budget): quota_store_used_units * on(api, budget) group_left(unit)
+// quota_budget_info.
+//
 // outcome is admitted, refused, unmetered or failed (quota.Outcome).
 //
 // Cardinality is bounded. api and budget come from the Limiter's budget

@@ -23,6 +23,11 @@ const (
 	storeDefaultTimeout = 10 * time.Second
 )
 
+// StoreBudgetInfoName is the series a StoreCollector reports once per api
+// and budget (not per owner), always 1, whose labels name the budget's
+// unit and window.
+const StoreBudgetInfoName = "quota_budget_info"
+
 var (
 	storeLabels   = []string{"api", "budget", "owner"}
 	storeUsed     = prometheus.NewDesc(StoreUsedName, "Units counted in the budget's window now, as the store holds them.", storeLabels, nil)
@@ -31,6 +36,7 @@ var (
 	storeReset    = prometheus.NewDesc(StoreResetName, "Seconds until capacity next frees: a daily budget's reset, or when a sliding window's oldest entry leaves it, and no earlier than the end of a mark that the budget is spent (0 when the window is empty and unmarked).", storeLabels, nil)
 	storeExhaust  = prometheus.NewDesc(StoreExhaustedName, "1 while the budget is marked spent (the upstream said so), else 0.", storeLabels, nil)
 	storeUpMetric = prometheus.NewDesc(StoreUpName, "1 if the last scrape read the store, 0 if the store could not be read.", nil, nil)
+	storeInfo     = prometheus.NewDesc(StoreBudgetInfoName, "Always 1: a budget's unit (what its series count: units by default, tokens, usd-micro for micro-dollars) and window. Join on (api, budget) to read another series in its unit.", []string{"api", "budget", "unit", "window"}, nil)
 )
 
 // StoreCollector is a prometheus.Collector that reads a quota.Store on every
@@ -41,8 +47,19 @@ var (
 // (such as `quotactl serve`'s /metrics) exports the usage of every process
 // that charges the store, not only its own.
 //
+// Those series count in the budget's unit without saying it (a label added
+// to them would break the queries that use them): quota_budget_info{api,
+// budget,unit,window}, always 1, says it, one series per budget the store
+// defines, with the api and budget labels of the others, so that
+//
+//	quota_store_used_units * on(api, budget) group_left(unit) quota_budget_info
+//
+// is the usage with its unit ("tokens"; "usd-micro": micro-dollars, divide
+// by 1e6 for dollars; "units" when the budget declares none). The
+// Collector's quota_*_units series join with it the same way.
+//
 // Cardinality: one series of each kind per (api, budget, owner) the store
-// lists: bounded by the budgets defined and the credentials recorded, never by
+// lists (quota_budget_info: per (api, budget)): bounded by the budgets defined and the credentials recorded, never by
 // traffic. The owner label is the owner's name; for a credential that is its
 // own owner (and the keys rotated under it), its label, or the first 8
 // digits of its fingerprint when it has none or a named owner of the API
@@ -85,7 +102,7 @@ func NewStoreCollector(store quota.Store, opts ...StoreOption) *StoreCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{storeUsed, storeLimit, storeRemain, storeReset, storeExhaust, storeUpMetric} {
+	for _, d := range []*prometheus.Desc{storeUsed, storeLimit, storeRemain, storeReset, storeExhaust, storeUpMetric, storeInfo} {
 		ch <- d
 	}
 }
@@ -109,7 +126,8 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // read gathers every usage series, or fails whole: one of each kind per
-// row of view.Status that has an owner, labelled with the owner's name.
+// row of view.Status that has an owner, labelled with the owner's name,
+// and the info series of every budget defined.
 func (c *StoreCollector) read(ctx context.Context) ([]prometheus.Metric, error) {
 	var opts []view.Option
 	if c.clock != nil {
@@ -125,6 +143,11 @@ func (c *StoreCollector) read(ctx context.Context) ([]prometheus.Metric, error) 
 		return nil, fmt.Errorf("promquota: %w", err)
 	}
 	var out []prometheus.Metric
+	for _, a := range apis {
+		for _, b := range a.Budgets {
+			out = append(out, prometheus.MustNewConstMetric(storeInfo, prometheus.GaugeValue, 1, a.Name, b.Name, b.UnitOf(), b.Window.String()))
+		}
+	}
 	for _, s := range rows {
 		if s.Owner == "" {
 			continue // a budget nothing was charged to: no owner yet

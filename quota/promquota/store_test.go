@@ -3,6 +3,7 @@ package promquota_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,6 +64,10 @@ func TestStoreCollectorExactSeries(t *testing.T) {
 	// leaves its hour in 30 minutes; b's search is empty but marked spent for
 	// 2h: nothing frees before the mark ends.
 	want := `
+# HELP quota_budget_info Always 1: a budget's unit (what its series count: units by default, tokens, usd-micro for micro-dollars) and window. Join on (api, budget) to read another series in its unit.
+# TYPE quota_budget_info gauge
+quota_budget_info{api="youtube",budget="search",unit="units",window="sliding:1h0m0s"} 1
+quota_budget_info{api="youtube",budget="units",unit="units",window="daily:America/Los_Angeles"} 1
 # HELP quota_store_exhausted 1 while the budget is marked spent (the upstream said so), else 0.
 # TYPE quota_store_exhausted gauge
 quota_store_exhausted{api="youtube",budget="search",owner="FPB"} 1
@@ -101,8 +106,8 @@ quota_store_used_units{api="youtube",budget="units",owner="key-a"} 100
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(c); n != 21 {
-		t.Errorf("%d series, want 21 (5 kinds x 2 budgets x 2 owners + up)", n)
+	if n := testutil.CollectAndCount(c); n != 23 {
+		t.Errorf("%d series, want 23 (5 kinds x 2 budgets x 2 owners + up + each budget's info)", n)
 	}
 
 	// A store that cannot be read: up is 0 and no usage series is reported.
@@ -139,6 +144,7 @@ func ExampleNewStoreCollector() {
 		}
 	}
 	// Output:
+	// quota_budget_info 1
 	// quota_store_exhausted 0
 	// quota_store_limit_units 5000
 	// quota_store_remaining_units 3800
@@ -230,5 +236,88 @@ func TestStoreCollectorResetSecondsRoundUp(t *testing.T) {
 		if err := testutil.CollectAndCompare(c, strings.NewReader(want), promquota.StoreResetName); err != nil {
 			t.Errorf("%v after the charge: %v", tt.after, err)
 		}
+	}
+}
+
+// TestStoreCollectorBudgetInfo: quota_budget_info says each budget's unit
+// and window, one series per api and budget (a budget nothing was charged
+// to included), and joins with every usage series on (api, budget): the
+// labels it shares with them are theirs, spelled the same.
+func TestStoreCollectorBudgetInfo(t *testing.T) {
+	now := time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := quota.NewMemoryStore()
+	la, _ := time.LoadLocation("America/Los_Angeles")
+	llm, err := quota.New(st, "openai", []quota.Budget{
+		{Name: "tokens", Limit: 30000, Window: quota.Sliding(time.Minute), Unit: "tokens"},
+		{Name: "spend", Limit: 500_000_000, Window: quota.Monthly(la), Unit: quota.UnitUSDMicro},
+	}, quota.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yt, err := quota.New(st, "youtube", []quota.Budget{
+		{Name: "units", Limit: 10000, Window: quota.Daily(la)},
+		{Name: "search", Limit: 100, Window: quota.Daily(la)}, // never charged
+	}, quota.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range []string{"enrich", "summarize"} {
+		if _, err := llm.Take(ctx, quota.Credential{Secret: "sk-" + k, Label: k}, quota.Charge{Method: "chat.completions", Units: map[string]int64{"tokens": 1234, "spend": 12_340_000}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := yt.Take(ctx, quota.Credential{Secret: "AIza-info", Label: "yt"}, quota.Units("units", 7)); err != nil {
+		t.Fatal(err)
+	}
+	c := promquota.NewStoreCollector(st, promquota.WithStoreClock(clock))
+	want := `
+# HELP quota_budget_info Always 1: a budget's unit (what its series count: units by default, tokens, usd-micro for micro-dollars) and window. Join on (api, budget) to read another series in its unit.
+# TYPE quota_budget_info gauge
+quota_budget_info{api="openai",budget="spend",unit="usd-micro",window="monthly:America/Los_Angeles"} 1
+quota_budget_info{api="openai",budget="tokens",unit="tokens",window="sliding:1m0s"} 1
+quota_budget_info{api="youtube",budget="search",unit="units",window="daily:America/Los_Angeles"} 1
+quota_budget_info{api="youtube",budget="units",unit="units",window="daily:America/Los_Angeles"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), promquota.StoreBudgetInfoName); err != nil {
+		t.Error(err)
+	}
+
+	// The join: each usage series finds exactly one info series on its
+	// api and budget, whose unit is its budget's.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	series := map[string][]map[string]string{} // each series' labels, by name
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			series[mf.GetName()] = append(series[mf.GetName()], l)
+		}
+	}
+	info := map[string][]map[string]string{} // by api/budget
+	for _, l := range series[promquota.StoreBudgetInfoName] {
+		info[l["api"]+"/"+l["budget"]] = append(info[l["api"]+"/"+l["budget"]], l)
+	}
+	units := map[string]string{}
+	for _, name := range []string{promquota.StoreUsedName, promquota.StoreLimitName, promquota.StoreRemainingName, promquota.StoreResetName, promquota.StoreExhaustedName} {
+		for _, l := range series[name] {
+			on := info[l["api"]+"/"+l["budget"]]
+			if len(on) != 1 {
+				t.Errorf("%s%v joins %d info series, want 1", name, l, len(on))
+				continue
+			}
+			units[l["api"]+"/"+l["budget"]+"/"+l["owner"]] = on[0]["unit"]
+		}
+	}
+	if want := map[string]string{"openai/spend/enrich": "usd-micro", "openai/spend/summarize": "usd-micro", "openai/tokens/enrich": "tokens", "openai/tokens/summarize": "tokens", "youtube/search/yt": "units", "youtube/units/yt": "units"}; !maps.Equal(units, want) {
+		t.Errorf("the store gauges joined with their unit: %v, want %v", units, want)
 	}
 }

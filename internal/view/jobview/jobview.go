@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quotactl/quotactl/costs"
@@ -43,6 +44,21 @@ type Job struct {
 	// could not be loaded here, say); Expected is null then.
 	PlanError string        `json:"plan_error,omitempty"`
 	Runs      []jobs.Record `json:"runs,omitempty"`
+	// Units names the unit of each budget that Last, Runs and Waiting
+	// name, keyed "API/BUDGET" as a run's spent is ("openai/spend":
+	// "usd-micro"): what their amounts count (quota.Budget.UnitOf; the
+	// default unit for a budget the store has no definition of). It is
+	// null when they name none. Unit reads it.
+	Units map[string]string `json:"units,omitempty"`
+}
+
+// Unit returns the unit of budget ("API/BUDGET") that j's runs name, for
+// view.Amount: Units' entry, else quota.DefaultUnit.
+func (j Job) Unit(budget string) string {
+	if u, ok := j.Units[budget]; ok {
+		return u
+	}
+	return quota.DefaultUnit
 }
 
 // Read reads every job ss keeps runs of, sorted by name, each with its
@@ -129,6 +145,9 @@ func readJob(ctx context.Context, c *catalog, ss quota.StateStore, name string, 
 	} else if found {
 		j.Waiting = &w
 	}
+	if j.Units, err = units(ctx, c, j); err != nil {
+		return Job{}, err
+	}
 	info, found, err := jobs.LoadInfo(ctx, ss, name)
 	if err != nil || !found {
 		return j, err
@@ -154,6 +173,46 @@ func readJob(ctx context.Context, c *catalog, ss quota.StateStore, name string, 
 		return Job{}, err
 	}
 	return j, nil
+}
+
+// units names the unit of every budget j's runs and waiting mark name,
+// from the store's definitions; nil when they name none.
+func units(ctx context.Context, c *catalog, j Job) (map[string]string, error) {
+	var keys []string
+	add := func(r jobs.Record) {
+		for k := range r.Spent {
+			keys = append(keys, k)
+		}
+		if r.Exhausted != nil {
+			keys = append(keys, r.Exhausted.Budget)
+		}
+	}
+	if j.Last != nil {
+		add(*j.Last)
+	}
+	for _, r := range j.Runs {
+		add(r)
+	}
+	if j.Waiting != nil {
+		keys = append(keys, j.Waiting.Budget)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, k := range keys {
+		if _, done := out[k]; done {
+			continue
+		}
+		api, budget, _ := strings.Cut(k, "/") // names hold no '/'
+		a, err := c.api(ctx, api)
+		if err != nil {
+			return nil, err
+		}
+		b, _ := a.Budget(budget) // none defined: the zero Budget's default unit
+		out[k] = b.UnitOf()
+	}
+	return out, nil
 }
 
 // price prices p with its cost table: the units per budget of one run.

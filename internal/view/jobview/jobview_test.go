@@ -4,11 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/internal/view"
 	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
@@ -56,7 +59,85 @@ func TestPlanErrorKeepsTheOthers(t *testing.T) {
 		t.Errorf("elsewhere: %+v", e)
 	}
 	// 200 units spent of 10,000 by the API's only owner: 300 more fit.
-	if x := got[1].Expected; got[1].PlanError != "" || len(x) != 1 || x[0] != (view.BudgetCost{Budget: "units", Cost: 300, Left: 9800, Limit: 10000, After: 9500, Fits: true, Reset: x[0].Reset}) {
+	if x := got[1].Expected; got[1].PlanError != "" || len(x) != 1 || x[0] != (view.BudgetCost{Budget: "units", Cost: 300, Left: 9800, Limit: 10000, After: 9500, Fits: true, Unit: quota.DefaultUnit, Reset: x[0].Reset}) {
 		t.Errorf("trending expected %+v (plan error %q)", x, got[1].PlanError)
+	}
+}
+
+// TestUnits: a job's view names the unit of each budget its runs spent in
+// or were stopped by, and its expected cost is in each budget's unit, so
+// that its tools show a spend budget's micro-dollars as dollars and tokens
+// as tokens.
+func TestUnits(t *testing.T) {
+	now := time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	if err := os.WriteFile(path, []byte(`api: llm
+budgets:
+  - {name: requests, limit: 100,     window: "sliding:1h"}
+  - {name: spend,    limit: 1000000, window: "sliding:1h", unit: usd-micro}
+  - {name: tokens,   limit: 30000,   window: "sliding:1h", unit: tokens}
+methods:
+  complete:
+    routes: [POST /v1/complete]
+    cost: {requests: 1, spend: 400000, tokens: 1234}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	table, err := costs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	charge, err := table.Charge("complete")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := quota.NewMemoryStore()
+	l, err := quota.New(st, "llm", table.Budgets, quota.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := quota.Credential{Secret: "sk-jobview", Label: "k"}
+	sched := jobs.New(st, jobs.WithClock(clock), jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	// Two calls pay $0.80 of $1.00; the third is refused.
+	if err := sched.Add("enrich", "", func(ctx context.Context, _ *jobs.Run) error {
+		for {
+			if _, err := l.Take(ctx, key, charge); err != nil {
+				return err
+			}
+		}
+	}, jobs.WithPlan("llm", path, map[string]int64{"complete": 1})); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if rec, err := sched.RunOnce(ctx, "enrich"); err != nil || rec.Outcome != jobs.Exhausted {
+		t.Fatalf("enrich: %+v, %v", rec, err)
+	}
+	j, found, err := ReadJob(ctx, view.New(st, view.WithClock(clock)), st, "enrich", 5)
+	if err != nil || !found {
+		t.Fatalf("ReadJob: %v, found %v", err, found)
+	}
+	if want := map[string]string{"llm/requests": quota.DefaultUnit, "llm/spend": quota.UnitUSDMicro, "llm/tokens": "tokens"}; !maps.Equal(j.Units, want) {
+		t.Errorf("units %v, want %v", j.Units, want)
+	}
+	var spent []string
+	for _, k := range []string{"llm/requests", "llm/spend", "llm/tokens"} {
+		spent = append(spent, view.Amount(j.Last.Spent[k], j.Unit(k)))
+	}
+	if got := strings.Join(spent, ", "); got != "2, $0.80, 2,468 tokens" {
+		t.Errorf("spent shown as %q", got)
+	}
+	if e := j.Last.Exhausted; e == nil || view.UsedOf(e.Used, e.Limit, j.Unit(e.Budget)) != "$0.80 / $1.00" {
+		t.Errorf("exhausted %+v", e)
+	}
+	var expected []string
+	for _, x := range j.Expected {
+		expected = append(expected, x.Budget+" "+view.Amount(x.Cost, x.Unit)+" of "+view.Amount(x.Left, x.Unit))
+	}
+	if got := strings.Join(expected, ", "); got != "requests 1 of 98, spend $0.40 of $0.20, tokens 1,234 tokens of 27,532 tokens" {
+		t.Errorf("expected shown as %q", got)
+	}
+	if u := j.Unit("llm/unknown"); u != quota.DefaultUnit {
+		t.Errorf("the unit of a budget no run names: %q", u)
 	}
 }

@@ -262,7 +262,7 @@ it now (stderr names the budget that runs out first and when it frees up); 4
 when the run costs more than a budget's whole limit.
 
 JSON: {api, table, credential, fingerprint, counts: {METHOD: COUNT}, fits,
-runs_out_first, budgets: [{budget, cost, left, limit, after, fits, reset}]};
+runs_out_first, budgets: [{budget, cost, left, limit, after, fits, unit, reset}]};
 runs_out_first is the budget that can pay for the smallest share of the run
 (empty when nothing is charged).
 
@@ -406,10 +406,10 @@ func costsEstimateRun(ctx context.Context, opts *costsEstimateOptions) error {
 	switch {
 	case never >= 0:
 		b := out.Budgets[never]
-		return &exitError{code: ExitNeverFits, err: fmt.Errorf("%s/%s: the run costs %d but the limit is %d: it can never fit in one window", opts.API, b.Budget, b.Cost, b.Limit)}
+		return &exitError{code: ExitNeverFits, err: fmt.Errorf("%s/%s: the run costs %s but the limit is %s: it can never fit in one window", opts.API, b.Budget, amountText(b.Cost, b.Unit), amountText(b.Limit, b.Unit))}
 	case !out.Fits:
 		b := out.Budgets[first]
-		msg := fmt.Sprintf("%s/%s cannot pay for the run: it costs %d, %d left", opts.API, b.Budget, b.Cost, b.Left)
+		msg := fmt.Sprintf("%s/%s cannot pay for the run: it costs %s, %s left", opts.API, b.Budget, amountText(b.Cost, b.Unit), amountText(b.Left, b.Unit))
 		if b.Reset != nil {
 			msg += "; capacity frees up " + opts.when(*b.Reset)
 		}
@@ -488,7 +488,7 @@ func (opts *costsEstimateOptions) printEstimate(out estimateJSON, c cred, share 
 		if !b.Fits {
 			fits = "NO"
 		}
-		t.add(b.Budget, fmt.Sprint(b.Cost), fmt.Sprint(b.Left), fmt.Sprint(b.Limit), fmt.Sprint(b.After), fits)
+		t.add(b.Budget, amountText(b.Cost, b.Unit), amountText(b.Left, b.Unit), amountText(b.Limit, b.Unit), amountText(b.After, b.Unit), fits)
 	}
 	if err := t.print(w, opts.io.TTY); err != nil {
 		return err

@@ -201,7 +201,7 @@ func TestCostsEstimate(t *testing.T) {
 	var est estimateJSON
 	decode(t, e.ok("--json", "costs", "estimate", "youtube", "videos.list=500", "search.list=2", "--label", "yt-key-1"), &est)
 	if !est.Fits || est.RunsOutFirst != "units" || est.Credential != "yt-key-1" || len(est.Budgets) != 2 ||
-		est.Budgets[0] != (estimateBudgetJSON{Budget: "units", Cost: 500, Left: 1000, Limit: 10000, After: 500, Fits: true, Reset: est.Budgets[0].Reset}) ||
+		est.Budgets[0] != (estimateBudgetJSON{Budget: "units", Cost: 500, Left: 1000, Limit: 10000, After: 500, Fits: true, Unit: quota.DefaultUnit, Reset: est.Budgets[0].Reset}) ||
 		est.Budgets[1].Budget != "search" || est.Budgets[1].After != 3 {
 		t.Errorf("estimate that fits: %+v", est)
 	}

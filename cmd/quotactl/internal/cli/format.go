@@ -95,3 +95,13 @@ func limitText(b quota.Budget) string {
 	}
 	return view.Amount(b.Limit, b.Unit)
 }
+
+// amountText says n of unit as the CLI's tables do: a bare number in the
+// default unit (as before units: "9600"), else as status shows amounts
+// (view.Amount): "1,234 tokens", "$12.34".
+func amountText(n int64, unit string) string {
+	if view.IsDefaultUnit(unit) {
+		return strconv.FormatInt(n, 10)
+	}
+	return view.Amount(n, unit)
+}

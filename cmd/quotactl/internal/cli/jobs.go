@@ -36,6 +36,10 @@ the job's lease), failed, panicked, cancelled or abandoned. While the budget
 a job needs is spent, NEXT says "waiting for capacity until T": its runs do
 not start before then.
 
+Amounts are in their budget's unit, as status shows them: tokens as
+"1,234 tokens", a spend budget (micro-dollars) as "$12.34", the default
+unit as bare numbers.
+
 On a terminal the table fits the width ($COLUMNS, else the terminal's, else
 80): times with their dates where there is room, then relative times, then
 without the columns empty for every job, then one block of lines per job.
@@ -48,7 +52,7 @@ one owner (a project, a rotated key); whole budgets when it has no
 credential or several owners.
 
 JSON: without NAME, an array of {job, last, checkpoint, lease, waiting, next,
-plan, expected}; with NAME, the same object with runs, its recent runs
+plan, expected, units}; with NAME, the same object with runs, its recent runs
 newest first. 'quotactl serve' answers the same on /api/jobs (with each
 job's runs) and /api/jobs/NAME. A run has the jobs
 package's stable fields: job, run, trigger, start, end, outcome, spent
@@ -56,8 +60,9 @@ package's stable fields: job, run, trigger, start, end, outcome, spent
 limit, left, cost, retry_at}), holder, lease_expires; a checkpoint has job,
 run, saved, cursor; lease is {key, holder, token, expires}; waiting is {job,
 budget, cost, until, run, since}; plan is {api, table, calls}; expected is
-[{budget, cost, left, limit, after, fits, reset}]. Each is null when there is
-none.`,
+[{budget, cost, left, limit, after, fits, unit, reset}]; units is
+{"API/BUDGET": unit} for each budget the runs and waiting name (what their
+amounts count: usd-micro is micro-dollars). Each is null when there is none.`,
 		Args: rangeArgs(0, 1, "at most one NAME argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -142,7 +147,7 @@ func jobsRun(ctx context.Context, opts *jobsOptions) error {
 		for _, short := range []bool{false, true} {
 			row := []string{j.Job, "-", "-", "-", "-", lease, opts.nextText(j.Waiting, j.Next, short), cost, saved, "-"}
 			if r := j.Last; r != nil {
-				row = []string{j.Job, opts.whenIn(r.Start, short), string(r.Outcome), took(r.Duration()), spentText(r.Spent), lease, row[6], cost, saved, opts.detail(*r, short)}
+				row = []string{j.Job, opts.whenIn(r.Start, short), string(r.Outcome), took(r.Duration()), spentText(r.Spent, j.Unit), lease, row[6], cost, saved, opts.detail(*r, j.Unit, short)}
 			}
 			if short {
 				brief = append(brief, row)
@@ -173,7 +178,7 @@ func (opts *jobsOptions) jobHistory(j jobJSON) error {
 	var full, brief [][]string
 	for _, r := range j.Runs {
 		for _, short := range []bool{false, true} {
-			row := []string{opts.whenIn(r.Start, short), string(r.Trigger), string(r.Outcome), took(r.Duration()), spentText(r.Spent), opts.detail(r, short)}
+			row := []string{opts.whenIn(r.Start, short), string(r.Trigger), string(r.Outcome), took(r.Duration()), spentText(r.Spent, j.Unit), opts.detail(r, j.Unit, short)}
 			if short {
 				brief = append(brief, row)
 			} else {
@@ -205,21 +210,29 @@ func (g *globals) checkpointText(cp *jobs.Checkpoint) string {
 	return "saved " + relative(cp.Saved.Sub(g.now())) + " " + cursor
 }
 
-// spentText is "youtube/search=3 youtube/units=120".
-func spentText(spent map[string]int64) string {
+// spentText is "youtube/search=3 youtube/units=120", each budget in its
+// unit (unit of "API/BUDGET"): "openai/spend=$12.34, openai/tokens=1,234
+// tokens". Budgets are parted by commas once an amount holds a space.
+func spentText(spent map[string]int64, unit func(budget string) string) string {
 	if len(spent) == 0 {
 		return "-"
 	}
 	var parts []string
+	sep := " "
 	for _, k := range slices.Sorted(maps.Keys(spent)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, spent[k]))
+		a := amountText(spent[k], unit(k))
+		if strings.Contains(a, " ") {
+			sep = ", "
+		}
+		parts = append(parts, k+"="+a)
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, sep)
 }
 
-// detail says why a run ended the way it did; short says when a held lease
-// expires relative to now rather than at a date.
-func (g *globals) detail(r jobs.Record, short bool) string {
+// detail says why a run ended the way it did, amounts in their budget's
+// unit (unit of "API/BUDGET"); short says when a held lease expires
+// relative to now rather than at a date.
+func (g *globals) detail(r jobs.Record, unit func(budget string) string, short bool) string {
 	switch {
 	case r.Outcome == jobs.Skipped && short:
 		return "another run held the lease: " + r.Holder + ", expiring " + relative(r.LeaseExpires.Sub(g.now()))
@@ -227,7 +240,8 @@ func (g *globals) detail(r jobs.Record, short bool) string {
 		return "another run held the lease: " + r.Holder + " until " + g.absolute(r.LeaseExpires)
 	case r.Exhausted != nil:
 		e := r.Exhausted
-		return fmt.Sprintf("%s spent (%d of %d used, %d left); capacity back %s", e.Budget, e.Used, e.Limit, e.Left, relativeTo(e.RetryAt, g.now()))
+		u := unit(e.Budget)
+		return fmt.Sprintf("%s spent (%s of %s used, %s left); capacity back %s", e.Budget, amountText(e.Used, u), amountText(e.Limit, u), amountText(e.Left, u), relativeTo(e.RetryAt, g.now()))
 	case r.Error != "":
 		return strings.Join(strings.Fields(r.Error), " ")
 	}
@@ -259,7 +273,8 @@ func (g *globals) nextText(w *jobs.WaitingMark, next *time.Time, short bool) str
 }
 
 // expectedText is "fits: units 32 of 40 left" or "does not fit: units 32
-// of 8 left, search 8 of 93 left", or "-" with no plan.
+// of 8 left, search 8 of 93 left", each budget in its unit ("spend $1.20
+// of $487.66 left"), or "-" with no plan.
 func expectedText(est []estimateBudgetJSON) string {
 	if len(est) == 0 {
 		return "-"
@@ -268,7 +283,7 @@ func expectedText(est []estimateBudgetJSON) string {
 	var parts []string
 	for _, b := range est {
 		fits = fits && b.Fits
-		parts = append(parts, fmt.Sprintf("%s %d of %d left", b.Budget, b.Cost, b.Left))
+		parts = append(parts, b.Budget+" "+amountText(b.Cost, b.Unit)+" of "+amountText(b.Left, b.Unit)+" left")
 	}
 	verdict := "fits: "
 	if !fits {

@@ -44,14 +44,15 @@ func newCmdServe(g *globals, runF func(context.Context, *serveOptions) error) *c
 when it resets; a chart of each budget's window in the buckets history
 picks (per hour for a day), in the budget's own time zone, scaled to the
 limit and stacked by method; job runs with outcome
-and units; and the usage thresholds crossed. The page updates itself live
+and what they spent; and the usage thresholds crossed. The page updates itself live
 (server-sent events) and needs no internet access.
 
 It also serves Prometheus metrics computed from the store on /metrics (so one
 'quotactl serve' exports the usage of every process sharing the store:
 quota_store_used_units, quota_store_limit_units, quota_store_remaining_units,
 quota_store_reset_seconds and quota_store_exhausted per api, budget and owner,
-and quota_store_up), and JSON with the field names of --json on /api/status,
+quota_store_up, and quota_budget_info{api,budget,unit,window}, always 1, that
+names the unit each budget counts in), and JSON with the field names of --json on /api/status,
 /api/history, /api/jobs, /api/jobs/NAME, /api/thresholds and /api/snapshot.
 
 Listening on anything but a loopback address requires a token: give it in

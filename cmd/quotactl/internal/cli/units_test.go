@@ -2,11 +2,18 @@ package cli
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/jobs"
 	"github.com/quotactl/quotactl/quota"
 )
 
@@ -118,5 +125,122 @@ func TestStatusUnits(t *testing.T) {
 	}
 	if r := e.run("budget", "set", "openai/tokens", "--limit", "1", "--window", "1m", "--unit", "US dollars"); r.code != ExitUsage || !strings.Contains(r.errOut, "--unit") {
 		t.Errorf("a bad --unit: exit %d, %q", r.code, r.errOut)
+	}
+}
+
+// writeLLMTable writes a cost table file for an API "llm" whose one
+// method charges a request (the default unit), 1,234 tokens and $0.40 (a
+// spend budget in micro-dollars of $1.00 an hour), and returns its path.
+func writeLLMTable(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	table := `api: llm
+budgets:
+  - {name: requests, limit: 100,     window: "sliding:1h"}
+  - {name: spend,    limit: 1000000, window: "sliding:1h", unit: usd-micro}
+  - {name: tokens,   limit: 30000,   window: "sliding:1h", unit: tokens}
+methods:
+  complete:
+    routes: [POST /v1/complete]
+    cost: {requests: 1, spend: 400000, tokens: 1234}
+`
+	if err := os.WriteFile(path, []byte(table), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestJobsUnits: quotactl jobs shows a run's spending, the detail of the
+// budget that stopped it and what its plan costs in each budget's unit:
+// the spend budget in dollars, tokens as tokens, the default unit as bare
+// numbers; jobs --json names each budget's unit.
+func TestJobsUnits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := writeLLMTable(t)
+	table, err := costs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, _ := e.g()
+	ss := g.store.(quota.StateStore)
+	l, err := quota.New(g.store, table.API, table.Budgets, quota.WithClock(e.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := quota.Credential{Secret: "sk-llm", Label: "llm-key"}
+	sched := jobs.New(ss, jobs.WithClock(e.clock.Now), jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	charge, err := table.Charge("complete")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two calls pay $0.80 of $1.00; the third, $0.40 more, is refused.
+	if err := sched.Add("enrich", "", func(ctx context.Context, _ *jobs.Run) error {
+		for {
+			if _, err := l.Take(ctx, key, charge); err != nil {
+				return err
+			}
+		}
+	}, jobs.WithPlan("llm", path, map[string]int64{"complete": 1})); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := sched.RunOnce(context.Background(), "enrich"); err != nil || rec.Outcome != jobs.Exhausted {
+		t.Fatalf("enrich: %+v, %v", rec, err)
+	}
+
+	spent := "llm/requests=2, llm/spend=$0.80, llm/tokens=2,468 tokens"
+	cost := "does not fit: requests 1 of 98 left, spend $0.40 of $0.20 left, tokens 1,234 tokens of 27,532 tokens left"
+	detail := "llm/spend spent ($0.80 of $1.00 used, $0.20 left); capacity back in 1h"
+	out := e.ok("jobs")
+	for _, want := range []string{"\t" + spent + "\t", "\t" + cost + "\t", "\t" + detail + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("jobs piped:\n%s\nwant %q", out, want)
+		}
+	}
+	e.tty = true
+	e.vars["COLUMNS"] = "1000"
+	out = e.ok("jobs")
+	if !regexpLine(out, `^enrich\s.*\s`+regexp.QuoteMeta(spent)+`\s.*\s`+regexp.QuoteMeta(cost)+`\s.*\s`+regexp.QuoteMeta(detail)+`$`) {
+		t.Errorf("jobs on a terminal:\n%s", out)
+	}
+	e.tty = false
+	if out := e.ok("jobs", "enrich"); !strings.Contains(out, "\t"+spent+"\t"+detail+"\n") {
+		t.Errorf("jobs enrich:\n%s", out)
+	}
+
+	var list []jobJSON
+	decode(t, e.ok("--json", "jobs"), &list)
+	if len(list) != 1 {
+		t.Fatalf("jobs --json: %+v", list)
+	}
+	j := list[0]
+	if want := map[string]string{"llm/requests": quota.DefaultUnit, "llm/spend": quota.UnitUSDMicro, "llm/tokens": "tokens"}; !maps.Equal(j.Units, want) {
+		t.Errorf("jobs --json units %v, want %v", j.Units, want)
+	}
+	var units []string
+	for _, x := range j.Expected {
+		units = append(units, x.Budget+":"+x.Unit)
+	}
+	if got := strings.Join(units, " "); got != "requests:units spend:usd-micro tokens:tokens" {
+		t.Errorf("jobs --json expected in units %q", got)
+	}
+}
+
+// TestCostsEstimateUnits: costs estimate prices a planned run in each
+// budget's unit (the spend budget in dollars, tokens as tokens, the
+// default unit as bare numbers), in its table and in why it cannot fit.
+func TestCostsEstimateUnits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := writeLLMTable(t)
+	out := e.ok("costs", "estimate", "llm", "complete=2", "--table", path)
+	for _, want := range []string{"requests\t2\t100\t100\t98\tyes\n", "spend\t$0.80\t$1.00\t$1.00\t$0.20\tyes\n", "tokens\t2,468 tokens\t30,000 tokens\t30,000 tokens\t27,532 tokens\tyes\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("costs estimate:\n%s\nwant %q", out, want)
+		}
+	}
+	r := e.run("costs", "estimate", "llm", "complete=3", "--table", path)
+	if r.code != ExitNeverFits || !strings.Contains(r.errOut, "llm/spend: the run costs $1.20 but the limit is $1.00") {
+		t.Errorf("costs estimate of a run over the spend limit: exit %d, %q", r.code, r.errOut)
 	}
 }
