@@ -83,6 +83,9 @@ func floors(ctx context.Context, rdb *redis.Client, prefix string, measure func(
 		{"floor: a log admit (TIME, HMGET of 3 fields, ZADD, HSET of 2)", floorAdmit},
 		{"floor: a log admit with an hourly breakdown (+ HINCRBY)", strings.Replace(floorAdmit, "\nreturn", "\nredis.call('HINCRBY', KEYS[3], 'videos.list', 1)\nreturn", 1)},
 		{"floor: a refusal (TIME, HMGET of 3 fields)", floorRefuse},
+		{"no-op with the floors' 3 keys and 3 arguments", "return 1"},
+		{"13 local functions, each referencing up to 6 earlier ones (made per run)", closures(true)},
+		{"13 local functions referencing none", closures(false)},
 		{"layout issue 26 proposes: one hash per budget (TIME, HMGET of 7, EXISTS, ZADD, HINCRBY, HSET of 3)", floorProposed},
 	} {
 		sc := redis.NewScript(f.src)
@@ -182,3 +185,22 @@ redis.call('HINCRBY', KEYS[3], ARGV[8], ARGV[2])
 seq = seq + 1
 redis.call('HSET', KEYS[2], 'seq', seq, ARGV[11], seq, 's', s + c)
 return {1, now, s + c, ARGV[9], 0, 0, seq, v[2], 0, 0}`
+
+// closures is a script that makes 13 local functions and returns: what
+// making a script's functions costs each run (take's prefix makes 13).
+// With upvalues, each references up to six of those before it.
+func closures(upvalues bool) string {
+	var b strings.Builder
+	for i := range 13 {
+		body := "return x"
+		if upvalues && i > 0 {
+			var refs []string
+			for j := i - 1; j >= 0 && len(refs) < 6; j-- {
+				refs = append(refs, fmt.Sprintf("f%d(x)", j))
+			}
+			body = "return " + strings.Join(refs, " + ")
+		}
+		fmt.Fprintf(&b, "local function f%d(x) if x then %s end return %d end\n", i, body, i)
+	}
+	return b.String() + "return 1"
+}
