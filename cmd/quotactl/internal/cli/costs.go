@@ -48,18 +48,23 @@ func loadTable(api, tableFlag string) (name string, t *costs.Table, err error) {
 	return tableFlag, t, nil
 }
 
-// costText is "search=1 units=100", or "free".
-func costText(m costs.Method) string {
+// costText is "search=1 units=100", or "free": each budget's amount in its
+// unit (unit maps a budget to it), as unitsText says it.
+func costText(m costs.Method, unit map[string]string) string {
 	if m.Free {
 		return "free"
 	}
-	return unitsText(m.Cost)
+	return unitsText(m.Cost, unit)
 }
 
-func unitsText(units map[string]int64) string {
+// unitsText says what a charge takes from each budget, in the budget's
+// unit (unit maps a budget to it; absent: the default unit), as amountText
+// says amounts: "requests=1 spend=$0.40 tokens=1,234 tokens", and
+// "search=1 units=100" in the default unit.
+func unitsText(units map[string]int64, unit map[string]string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(units)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, units[k]))
+		parts = append(parts, k+"="+amountText(units[k], unit[k]))
 	}
 	return strings.Join(parts, " ")
 }
@@ -76,7 +81,8 @@ func newCmdCostsShow(g *globals, runF func(context.Context, *costsShowOptions) e
 		Use:   "show [API] [--table NAME|FILE]",
 		Short: "Show a cost table: budgets and what each method costs",
 		Long: `Show a cost table: the hosts it prices, the API's budgets and, per method,
-what one call costs in each budget and the routes that call it. A request to
+what one call costs in each budget, in the budget's unit ("units=100",
+"tokens=1,234 tokens", "spend=$0.40"), and the routes that call it. A request to
 another host is not the API's; a table that names no hosts prices every host.
 API names a built-in table
 ("youtube": Google's current YouTube Data API v3 rules; "youtube-legacy": the
@@ -90,7 +96,8 @@ deprecated: a Transport refuses it rather than spend units on it.
 
 JSON: {table, api, source, hosts (absent: any host), owner (absent: each
 credential is its own owner), budgets: [{name, limit, window}], methods:
-[{name, routes, cost, free, note, deprecated}]}; the list is an array of
+[{name, routes, cost, free, note, deprecated}]}, each cost a number in the
+budget's unit (micro-dollars for a spend budget); the list is an array of
 {table, api, source, owner, budgets, methods (a count)}.`,
 		Example: `  quotactl costs show youtube
   quotactl costs show --table youtube-legacy
@@ -139,11 +146,7 @@ func costsShowRun(ctx context.Context, opts *costsShowOptions) error {
 	per := cmp.Or(tb.Owner, "credential")
 	bt := &table{header: []string{"BUDGET", "LIMIT", "WINDOW", "KEPT PER"}}
 	for _, b := range tb.Budgets {
-		limit := strconv.FormatInt(b.Limit, 10)
-		if !view.IsDefaultUnit(b.Unit) {
-			limit = view.Amount(b.Limit, b.Unit) // "30,000 tokens", "$500.00"
-		}
-		bt.add(b.Name, limit, b.Window.String(), per)
+		bt.add(b.Name, amountText(b.Limit, b.Unit), b.Window.String(), per) // "10000", "30,000 tokens", "$500.00"
 	}
 	if err := bt.print(w, opts.io.TTY); err != nil {
 		return err
@@ -207,10 +210,14 @@ func tableHeader(w io.Writer, name string, tb *costs.Table) {
 // methodTable writes a table's methods with their costs and routes, and on
 // a terminal the methods the upstream deprecated.
 func methodTable(w io.Writer, tb *costs.Table, tty bool) error {
+	unit := map[string]string{}
+	for _, b := range tb.Budgets {
+		unit[b.Name] = b.Unit
+	}
 	mt := &table{header: []string{"METHOD", "COST", "ROUTES"}}
 	var deprecated []costs.Method
 	for _, m := range tb.Methods() {
-		cost := costText(m)
+		cost := costText(m, unit)
 		if m.Deprecated != "" {
 			cost += " (deprecated)"
 			deprecated = append(deprecated, m)
@@ -218,7 +225,7 @@ func methodTable(w io.Writer, tb *costs.Table, tty bool) error {
 		mt.add(m.Name, cost, strings.Join(m.Routes, ", "))
 	}
 	if def, ok := tb.Default(); ok {
-		mt.add("(any other)", unitsText(def.Units), "-")
+		mt.add("(any other)", unitsText(def.Units, unit), "-")
 	}
 	if err := mt.print(w, tty); err != nil {
 		return err

@@ -99,9 +99,29 @@ func limitText(b quota.Budget) string {
 // amountText says n of unit as the CLI's tables do: a bare number in the
 // default unit (as before units: "9600"), else as status shows amounts
 // (view.Amount): "1,234 tokens", "$12.34".
-func amountText(n int64, unit string) string {
+func amountText(n int64, unit string) string { return inUnit(n, unit, view.Amount) }
+
+// scaleText says n of unit in a narrow place, as history labels its bars:
+// a bare number in the default unit ("9600"), else view.Scale: "1,234"
+// (tokens), "$12.34".
+func scaleText(n int64, unit string) string { return inUnit(n, unit, view.Scale) }
+
+// inUnit is the CLI's rule for an amount: a bare number in the default
+// unit, as the CLI printed amounts before budgets had units; in any other
+// unit, as the view helper say shows it.
+func inUnit(n int64, unit string, say func(n int64, unit string) string) string {
 	if view.IsDefaultUnit(unit) {
 		return strconv.FormatInt(n, 10)
 	}
-	return view.Amount(n, unit)
+	return say(n, unit)
+}
+
+// usedOfText says used of limit in unit as status's USED column does:
+// "9600/10000" in the default unit (as before units), else view.UsedOf:
+// "1,234 / 30,000 tokens", "$12.34 / $500.00".
+func usedOfText(used, limit int64, unit string) string {
+	if view.IsDefaultUnit(unit) {
+		return amountText(used, unit) + "/" + amountText(limit, unit)
+	}
+	return view.UsedOf(used, limit, unit)
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -199,14 +198,10 @@ func (g *globals) chart(w io.Writer, c cred, h historyJSON) error {
 	case h.Owner != "" && h.Owner != c.Fingerprint:
 		who += " (owner " + view.AccountName(h.Owner) + ")"
 	}
-	used := fmt.Sprintf("%d of %d", h.Used, h.Limit)
-	amount := func(n int64) string { return strconv.FormatInt(n, 10) }
-	if !view.IsDefaultUnit(h.Unit) {
-		// In the budget's unit: "1,234 tokens of 30,000 tokens"; the
-		// buckets in dollars for a spend budget.
-		used = view.Amount(h.Used, h.Unit) + " of " + view.Amount(h.Limit, h.Unit)
-		amount = func(n int64) string { return view.Scale(n, h.Unit) }
-	}
+	// In the budget's unit: "1,234 tokens of 30,000 tokens", "9600 of
+	// 10000" in the default unit; the buckets in dollars for a spend budget.
+	used := amountText(h.Used, h.Unit) + " of " + amountText(h.Limit, h.Unit)
+	amount := func(n int64) string { return scaleText(n, h.Unit) }
 	fmt.Fprintf(w, "%s/%s for %s: %s used in the window (%s), per %s in %s; a full bar is the limit\n",
 		h.API, h.Budget, who, used, windowOf(h.Window), compact(every), loc)
 	unitsW := 0

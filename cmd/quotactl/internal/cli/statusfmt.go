@@ -31,14 +31,11 @@ type statusRow struct {
 }
 
 // amounts are the USED and LEFT cells of r: "1,234 / 30,000 tokens" and
-// "28,766 tokens", dollars for micro-dollars (view.UsedOf, view.Amount); in
-// the default unit, bare numbers as before units ("9600/10000", "400").
+// "28,766 tokens", dollars for micro-dollars; in the default unit, bare
+// numbers as before units ("9600/10000", "400").
 func (r statusRow) amounts() (used, left string) {
 	u := r.Usage
-	if view.IsDefaultUnit(r.Unit) {
-		return fmt.Sprintf("%d/%d", u.Used, u.Limit), strconv.FormatInt(u.Remaining, 10)
-	}
-	return view.UsedOf(u.Used, u.Limit, r.Unit), view.Amount(u.Remaining, r.Unit)
+	return usedOfText(u.Used, u.Limit, r.Unit), amountText(u.Remaining, r.Unit)
 }
 
 // statusTable collects status rows and prints them to fit the terminal.

@@ -244,3 +244,52 @@ func TestCostsEstimateUnits(t *testing.T) {
 		t.Errorf("costs estimate of a run over the spend limit: exit %d, %q", r.code, r.errOut)
 	}
 }
+
+// TestCostsShowUnits: costs show says what each method costs in each
+// budget's unit (the spend budget in dollars, tokens as tokens, the
+// default unit as bare numbers), on a terminal and piped, and the table's
+// default charge too; --json keeps the numbers.
+func TestCostsShowUnits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	if err := os.WriteFile(path, []byte(`api: llm
+budgets:
+  - {name: requests, limit: 100,     window: "sliding:1h"}
+  - {name: spend,    limit: 1000000, window: "sliding:1h", unit: usd-micro}
+  - {name: tokens,   limit: 30000,   window: "sliding:1h", unit: tokens}
+methods:
+  complete:
+    routes: [POST /v1/complete]
+    cost: {requests: 1, spend: 400000, tokens: 1234}
+  ping:
+    routes: [GET /v1/ping]
+    free: true
+default: {requests: 2, tokens: 1}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := e.ok("costs", "show", "--table", path)
+	for _, want := range []string{
+		"complete\trequests=1 spend=$0.40 tokens=1,234 tokens\tPOST /v1/complete\n",
+		"ping\tfree\tGET /v1/ping\n",
+		"(any other)\trequests=2 tokens=1 token\t-\n",
+		"requests\t100\tsliding:1h0m0s\t",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("costs show piped:\n%s\nwant %q", out, want)
+		}
+	}
+	e.tty = true
+	out = e.ok("costs", "show", "--table", path)
+	if !regexpLine(out, `^complete +requests=1 spend=\$0\.40 tokens=1,234 tokens +POST /v1/complete$`) {
+		t.Errorf("costs show on a terminal:\n%s", out)
+	}
+
+	var shown struct{ Methods []costs.Method }
+	decode(t, e.ok("--json", "costs", "show", "--table", path), &shown)
+	want := map[string]int64{"requests": 1, "spend": 400_000, "tokens": 1234}
+	if len(shown.Methods) == 0 || shown.Methods[0].Name != "complete" || !maps.Equal(shown.Methods[0].Cost, want) {
+		t.Errorf("costs show --json: methods %+v, want complete costing %v", shown.Methods, want)
+	}
+}
