@@ -109,25 +109,22 @@ func floors(ctx context.Context, rdb *redis.Client, prefix string, measure func(
 	}
 }
 
-const floorAdmit = `local t = redis.call('TIME')
+// floorDecide is what the floors' admit and refusal share: the clock, the
+// state, the refusal.
+const floorDecide = `local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local v = redis.call('HMGET', KEYS[2], 'seq', 's', 'x')
 local s, c = (v[2] or 0) + 0, ARGV[2] + 0
 if s + c > ARGV[3] + 0 then
   return {0, now, s}
 end
-redis.call('ZADD', KEYS[1], now, ARGV[1])
+`
+
+const floorAdmit = floorDecide + `redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('HSET', KEYS[2], 'seq', (v[1] or 0) + 1, 's', s + c)
 return {1, now, s + c}`
 
-const floorRefuse = `local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local v = redis.call('HMGET', KEYS[2], 'seq', 's', 'x')
-local s, c = (v[2] or 0) + 0, ARGV[2] + 0
-if s + c > ARGV[3] + 0 then
-  return {0, now, s}
-end
-return {1, now, s + c}`
+const floorRefuse = floorDecide + `return {1, now, s + c}`
 
 // longestHook keeps the EVALSHA with the most arguments a client sent.
 type longestHook struct {

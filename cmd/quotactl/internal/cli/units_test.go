@@ -128,13 +128,8 @@ func TestStatusUnits(t *testing.T) {
 	}
 }
 
-// writeLLMTable writes a cost table file for an API "llm" whose one
-// method charges a request (the default unit), 1,234 tokens and $0.40 (a
-// spend budget in micro-dollars of $1.00 an hour), and returns its path.
-func writeLLMTable(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	table := `api: llm
+// llmTable is the cost table writeLLMTable writes.
+const llmTable = `api: llm
 budgets:
   - {name: requests, limit: 100,     window: "sliding:1h"}
   - {name: spend,    limit: 1000000, window: "sliding:1h", unit: usd-micro}
@@ -144,7 +139,14 @@ methods:
     routes: [POST /v1/complete]
     cost: {requests: 1, spend: 400000, tokens: 1234}
 `
-	if err := os.WriteFile(path, []byte(table), 0o600); err != nil {
+
+// writeLLMTable writes a cost table file for an API "llm" whose one
+// method charges a request (the default unit), 1,234 tokens and $0.40 (a
+// spend budget in micro-dollars of $1.00 an hour), and returns its path.
+func writeLLMTable(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	if err := os.WriteFile(path, []byte(llmTable), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -253,16 +255,7 @@ func TestCostsShowUnits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	path := filepath.Join(t.TempDir(), "llm.yaml")
-	if err := os.WriteFile(path, []byte(`api: llm
-budgets:
-  - {name: requests, limit: 100,     window: "sliding:1h"}
-  - {name: spend,    limit: 1000000, window: "sliding:1h", unit: usd-micro}
-  - {name: tokens,   limit: 30000,   window: "sliding:1h", unit: tokens}
-methods:
-  complete:
-    routes: [POST /v1/complete]
-    cost: {requests: 1, spend: 400000, tokens: 1234}
-  ping:
+	if err := os.WriteFile(path, []byte(llmTable+`  ping:
     routes: [GET /v1/ping]
     free: true
 default: {requests: 2, tokens: 1}
