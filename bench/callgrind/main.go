@@ -87,10 +87,13 @@ func main() {
 		name   string
 		budget quota.Budget
 		spend  bool
+		fleet  int // marker fields of other processes' buckets to stage
 	}{
-		{"quota daily admit", quota.Budget{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}, false},
-		{"quota sliding 1 h admit", quota.Budget{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Hour)}, false},
-		{"quota spent-daily refusal", quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}, true},
+		{"quota daily admit", quota.Budget{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}, false, 0},
+		{"quota sliding 1 h admit", quota.Budget{Name: "units", Limit: 1 << 50, Window: quota.Sliding(time.Hour)}, false, 0},
+		{"quota spent-daily refusal", quota.Budget{Name: "units", Limit: 100, Window: quota.Daily(time.UTC)}, true, 0},
+		// a marker that a fleet's processes wrote to: one w:BUCKET field each
+		{"quota daily admit, the marker holding 100 processes' fields", quota.Budget{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}, false, 100},
 	} {
 		st := redisstore.New(rdb, redisstore.WithPrefix(prefix+strconv.Itoa(len(results))+":"), redisstore.WithoutPipelining())
 		l, err := quota.New(st, "cg", []quota.Budget{tc.budget})
@@ -107,6 +110,14 @@ func main() {
 		}
 		call := append([]any(nil), last...)
 		nkeys, _ := strconv.Atoi(fmt.Sprint(call[2]))
+		mark := fmt.Sprint(call[3+nkeys-1]) // take's last key
+		for i := range tc.fleet {
+			// (names past the 256 a store draws from: none is this
+			// process's own, whose seq it must keep)
+			if err := rdb.HSet(ctx, mark, fmt.Sprintf("w:%d", 1000+i), 1).Err(); err != nil {
+				log.Fatal(err)
+			}
+		}
 		if tc.spend {
 			measure(tc.name, call, 1) // a refusal records nothing
 			continue
