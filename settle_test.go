@@ -175,11 +175,7 @@ func TestShopifySettlesToActualCost(t *testing.T) {
 func TestShopifyThrottledStops(t *testing.T) {
 	for name, st := range settleStores(t) {
 		t.Run(name, func(t *testing.T) {
-			sim := shopifysim.New(shopifysim.WithShop("shop", "shpat", "other"), shopifysim.WithClock(fixedClock), shopifysim.WithItems(250))
-			defer sim.Close()
-			spendOther(t, sim, 1995) // the other app, unmetered
-			cred := quota.Credential{Secret: "shpat"}
-			client, _ := meteredClient(t, st, "shopify-admin", sim.Host(), cred, nil)
+			sim, client := sharedShop(t, st, 1995)
 			_, err := graphql(t, client, sim.URL(), "shpat", 12)
 			var ex *quota.ExhaustedError
 			if !errors.As(err, &ex) || ex.Budget != "points" || ex.RetryAfter <= 0 || ex.RetryAfter > 20*time.Second {
@@ -202,11 +198,7 @@ func TestShopifyThrottledStops(t *testing.T) {
 func TestShopifyReportsKeepInStep(t *testing.T) {
 	for name, st := range settleStores(t) {
 		t.Run(name, func(t *testing.T) {
-			sim := shopifysim.New(shopifysim.WithShop("shop", "shpat", "other"), shopifysim.WithClock(fixedClock), shopifysim.WithItems(250))
-			defer sim.Close()
-			spendOther(t, sim, 1500) // the other app, unmetered
-			cred := quota.Credential{Secret: "shpat"}
-			client, _ := meteredClient(t, st, "shopify-admin", sim.Host(), cred, nil)
+			sim, client := sharedShop(t, st, 1500)
 			calls := 0
 			for ; calls < 200; calls++ {
 				_, err := graphql(t, client, sim.URL(), "shpat", 12)
@@ -222,6 +214,18 @@ func TestShopifyReportsKeepInStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sharedShop starts a shop whose bucket another app (token "other",
+// unmetered) has spent points of, and returns it with the metered job's
+// client (token "shpat"); the shop closes with the test.
+func sharedShop(t *testing.T, st quota.Store, points int64) (*shopifysim.Server, *http.Client) {
+	t.Helper()
+	sim := shopifysim.New(shopifysim.WithShop("shop", "shpat", "other"), shopifysim.WithClock(fixedClock), shopifysim.WithItems(250))
+	t.Cleanup(sim.Close)
+	spendOther(t, sim, points)
+	client, _ := meteredClient(t, st, "shopify-admin", sim.Host(), quota.Credential{Secret: "shpat"}, nil)
+	return sim, client
 }
 
 // spendOther spends points of the shop's bucket with the "other" token,
