@@ -60,14 +60,19 @@ func main() {
 		ir   int64
 	}
 	var results []result
-	// measure sends n copies of call, each with fresh nonces at nonceAt,
-	// and records the instructions per decision (per call, over per).
+	// measureN sends n copies of call, each with fresh nonces at nonceAt,
+	// and records the instructions per decision (per call, over per);
+	// measure sends -n copies.
+	var measureN func(name string, call []any, per, n int, nonceAt ...int)
 	measure := func(name string, call []any, per int, nonceAt ...int) {
+		measureN(name, call, per, *n, nonceAt...)
+	}
+	measureN = func(name string, call []any, per, n int, nonceAt ...int) {
 		zero := exec.Command("callgrind_control", "-z", strconv.Itoa(*pid))
 		if err := zero.Run(); err != nil {
 			log.Fatalf("callgrind_control -z: %v", err)
 		}
-		for i := range *n {
+		for i := range n {
 			args := append([]any(nil), call...)
 			for j, at := range nonceAt {
 				args[at] = fmt.Sprintf("cg%dx%dy%d", time.Now().UnixNano(), i, j)
@@ -80,7 +85,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		results = append(results, result{name, ir / int64(*n*per)})
+		results = append(results, result{name, ir / int64(n*per)})
 	}
 
 	for _, tc := range []struct {
@@ -125,6 +130,7 @@ func main() {
 		measure(tc.name, call, 1, 3+nkeys+1) // ARGV[2], NONCE
 	}
 
+	growth(ctx, rdb, prefix, &last, measureN)
 	batchCase(ctx, *addr, prefix, measure)
 
 	limiter := redis_rate.NewLimiter(rdb)
