@@ -56,8 +56,8 @@ func quotaBudget(window time.Duration) []quota.Budget {
 var dailyBudget = []quota.Budget{{Name: "units", Limit: 1 << 50, Window: quota.Daily(time.UTC)}}
 
 // quotaTake is a Limiter.Take on store of budgets, for a credential of its
-// own.
-func quotaTake(name, algo string, local bool, store quota.Store, budgets []quota.Budget) contender {
+// own, the limiter made with opts.
+func quotaTake(name, algo string, local bool, store quota.Store, budgets []quota.Budget, opts ...quota.Option) contender {
 	return contender{
 		name: name, algo: algo, local: local,
 		setup: func(_ context.Context, id string, cost int64) (op, error) {
@@ -65,7 +65,7 @@ func quotaTake(name, algo string, local bool, store quota.Store, budgets []quota
 			if budgets[0].Window.IsDaily() {
 				api = "bench-daily"
 			}
-			lim, err := quota.New(store, api, budgets)
+			lim, err := quota.New(store, api, budgets, opts...)
 			if err != nil {
 				return nil, err
 			}

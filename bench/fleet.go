@@ -33,8 +33,10 @@ import (
 // fleet child.
 const fleetEnv = "QBENCH_FLEET_CHILD"
 
-// fleetKinds are the limiters of the fleet table, in its column order.
-var fleetKinds = []string{"noop", "daily", "sliding", "rate"}
+// fleetKinds are the limiters of the fleet table, in its column order:
+// "leased" is quota daily with WithLeases (adaptive blocks), what a fleet
+// can use instead of a store call per decision.
+var fleetKinds = []string{"noop", "daily", "sliding", "rate", "leased"}
 
 // fleetJob is one child's job.
 type fleetJob struct {
@@ -69,6 +71,8 @@ func fleetOp(ctx context.Context, job fleetJob, rdb *redis.Client) (op, func(), 
 		c = quotaTake("", "", false, redisstore.New(rdb, redisstore.WithPrefix(job.Prefix+"quota:")), hour)
 	case "rate":
 		c = redisRate(rdb, job.Prefix, time.Hour)
+	case "leased":
+		c = quotaTake("", "", false, redisstore.New(rdb, redisstore.WithPrefix(job.Prefix+"quota:")), dailyBudget, quota.WithLeases(quota.LeaseOptions{}))
 	case "sqlite":
 		ss, err := sqlitestore.Open(job.SQLite)
 		if err != nil {
@@ -276,18 +280,19 @@ func fleetTable(b io.Writer, cells []*fleetCell, sqlite *fleetCell) {
 			procs = append(procs, c.procs)
 		}
 	}
-	fmt.Fprintln(b, "| processes | no-op EVALSHA decisions/s | quota daily | quota sliding 1 h | redis_rate | quota daily / redis_rate | quota sliding / redis_rate | Redis µs per decision: no-op / daily / sliding / redis_rate |")
-	fmt.Fprintln(b, "|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(b, "| processes | no-op EVALSHA decisions/s | quota daily | quota sliding 1 h | redis_rate | quota daily / redis_rate | quota sliding / redis_rate | Redis µs per decision: no-op / daily / sliding / redis_rate | quota daily, leased: decisions/s, Redis µs per decision |")
+	fmt.Fprintln(b, "|---:|---:|---:|---:|---:|---:|---:|---|---|")
 	for _, n := range procs {
-		noop, daily, sliding, rate := by[fmt.Sprint("noop", n)], by[fmt.Sprint("daily", n)], by[fmt.Sprint("sliding", n)], by[fmt.Sprint("rate", n)]
+		noop, daily, sliding, rate, leased := by[fmt.Sprint("noop", n)], by[fmt.Sprint("daily", n)], by[fmt.Sprint("sliding", n)], by[fmt.Sprint("rate", n)], by[fmt.Sprint("leased", n)]
 		x := func(c *fleetCell) string {
 			v := c.median(c.perSecond)
 			return fmt.Sprintf("%s (%.2fx)", thousands(v), v/noop.median(noop.perSecond))
 		}
 		vs := func(a, b *fleetCell) string { return fmt.Sprintf("%.2fx", a.median(a.perSecond)/b.median(b.perSecond)) }
 		us := func(c *fleetCell) string { return fmt.Sprintf("%.1f", c.median(c.usec)) }
-		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s |\n", n, thousands(noop.median(noop.perSecond)),
-			x(daily), x(sliding), x(rate), vs(daily, rate), vs(sliding, rate), us(noop), us(daily), us(sliding), us(rate))
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s | %s, %.3f |\n", n, thousands(noop.median(noop.perSecond)),
+			x(daily), x(sliding), x(rate), vs(daily, rate), vs(sliding, rate), us(noop), us(daily), us(sliding), us(rate),
+			thousands(leased.median(leased.perSecond)), leased.median(leased.usec))
 	}
 	if sqlite != nil {
 		fmt.Fprintf(b, "\nSQLite: %d processes of one goroutine each, one file, one owner, a sliding 1 h budget: %s decisions/s (median of %d rounds, p99 %v).\n",

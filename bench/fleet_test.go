@@ -44,7 +44,8 @@ func TestFleet(t *testing.T) {
 			if v <= 0 {
 				t.Errorf("%s %d round %d: %v decisions/s", c.kind, c.procs, i, v)
 			}
-			if (c.kind == "sqlite") != (c.usec[i] < 0) || c.kind != "sqlite" && c.usec[i] == 0 {
+			// (a leased process may make no store call in a short round)
+			if (c.kind == "sqlite") != (c.usec[i] < 0) || c.kind != "sqlite" && c.kind != "leased" && c.usec[i] == 0 {
 				t.Errorf("%s %d round %d: Redis %vµs per decision", c.kind, c.procs, i, c.usec[i])
 			}
 		}
