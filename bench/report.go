@@ -30,7 +30,9 @@ func (rep *report) markdown(w io.Writer, redisDesc string) error {
 			"each decision is alone, no batch forms. Budgets never run out: quota daily, quota sliding over 1 h (redisstore as New makes it), "+
 			"redis_rate at 1e6 decisions/s over 1 h, and the no-op EVALSHA; %d interleaved rounds of %s (after a %s warm-up in each process), "+
 			"each cell the median round's decisions/s of all processes together, \"(0.50x)\" against the no-op at the same N. "+
-			"Redis µs per decision: INFO commandstats (EVALSHA usec) from the common start until every process ended, over the decisions made.\n\n",
+			"Redis µs per decision: INFO commandstats (EVALSHA usec) from the common start until every process ended, over the decisions made. "+
+			"The last column is quota daily with WithLeases (adaptive blocks): each process takes units in blocks and decides locally, "+
+			"so its decisions are not alone in Redis; what a fleet can use instead of a store call per decision.\n\n",
 			rep.cfg.rounds, rep.cfg.dur, rep.cfg.warmup)
 		fleetTable(b, rep.fleet, rep.fleetSQLite)
 		fmt.Fprintf(b, "\n")
