@@ -118,8 +118,11 @@ func (t *Table) Reports(req *http.Request, resp *http.Response, body []byte, now
 			if budget == "" {
 				continue
 			}
+			// GitHub's and IETF windows reset whole: nothing remaining
+			// means nothing until the reset
+			spent := (rs.Format == ReportGitHub || rs.Format == ReportIETF) && r.Remaining == 0 && !r.Reset.IsZero()
 			out = append(out, quota.Report{Budget: budget, Limit: r.Limit, Used: r.Used, Remaining: r.Remaining,
-				Reset: r.Reset, Window: r.Window, Scope: r.Scope, RetryAfter: r.RetryAfter})
+				Reset: r.Reset, Window: r.Window, Scope: r.Scope, RetryAfter: r.RetryAfter, Spent: spent})
 		}
 	}
 	return out, ignored

@@ -149,6 +149,9 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 		if r.Limit > 0 {
 			a.learn(ctx, res, r, base, obs)
 		}
+		if r.Spent {
+			a.spent(ctx, res, r)
+		}
 		up, down := a.behind(res, r)
 		if !up && !(down && t.trueDown > 0) {
 			continue
@@ -197,6 +200,28 @@ func (a *attempt) behind(res *Reservation, r Report) (up, down bool) {
 		return used > u.Used, used < u.Used
 	}
 	return true, true
+}
+
+// spent marks r's budget spent until the upstream's reset (Report.Spent):
+// the store's count may cover the upstream's now, but not until then when
+// some of the entries it counts were recorded before the upstream's window
+// began (the job's own calls of its previous window, still in a sliding
+// budget's window) and leave sooner; a call admitted then would be refused.
+func (a *attempt) spent(ctx context.Context, res *Reservation, r Report) {
+	l := a.t.limiter
+	if !r.Reset.After(l.now()) {
+		return
+	}
+	for _, u := range res.Usage {
+		if u.Budget == r.Budget && !u.ExhaustedUntil.Before(r.Reset) {
+			return // already marked until then
+		}
+	}
+	if err := l.Exhaust(ctx, a.cred, r.Budget, r.Reset); err != nil {
+		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
+			slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
+			slog.String("error", a.scrub(err.Error())))
+	}
 }
 
 // learn tells the limiter the limit report r states for the owner

@@ -1,0 +1,343 @@
+package quotactl_test
+
+// Audit: an upstream account that other clients also spend. For each
+// upstream with a simulator (GitHub, IETF RateLimit, OpenAI, Anthropic,
+// Shopify), a job metered by quotactl shares the account with a client
+// that is not metered, and the tests check that the meter, learning from
+// the upstream's reports alone, never lets the job draw a refusal it could
+// have foreseen, never lets the job spend beyond the upstream's limit,
+// lets the job spend again at the upstream's reset, and never records
+// less than the job itself spent. Time is a testkit.Clock shared by the
+// simulator and the limiter: nothing sleeps.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/ghsim"
+	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/testkit"
+	"github.com/quotactl/quotactl/quota"
+	"github.com/quotactl/quotactl/quota/storeurl"
+)
+
+// auditStoreNames are the stores each scenario runs on.
+var auditStoreNames = []string{"memory", "sqlite", "redis"}
+
+// auditStoreURL returns a fresh store of kind name for t: memory, an SQLite
+// file of t's own, or Redis under a prefix of t's own.
+func auditStoreURL(t *testing.T, name string) string {
+	switch name {
+	case "sqlite":
+		return storeurl.SQLiteURL(filepath.Join(t.TempDir(), "quota.db"))
+	case "redis":
+		_, addr := redistest.Shared(t)
+		return "redis://" + addr + "/0?prefix=" + url.QueryEscape(redistest.Prefix(t))
+	}
+	return "memory:"
+}
+
+func auditStore(t *testing.T, name string) quota.Store { return openStore(t, auditStoreURL(t, name)) }
+
+func openStore(t *testing.T, u string) quota.Store {
+	t.Helper()
+	st, err := storeurl.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// refusalCounter is the wire under a metered client: it counts the
+// answers the upstream refused for a rate limit (403, 429), and those of
+// them the previous answer had foreseen (foresaw, given its headers: the
+// meter could have known the call would be refused). A refusal the
+// previous answer did not foresee is the one case no client-side meter can
+// prevent: another client spent the last units between the two.
+type refusalCounter struct {
+	base     http.RoundTripper
+	foresaw  func(prev http.Header) bool
+	refused  atomic.Int64
+	foreseen atomic.Int64
+	sent     atomic.Int64
+	mu       sync.Mutex
+	prev     http.Header
+}
+
+func (c *refusalCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.sent.Add(1)
+	resp, err := c.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests {
+		c.refused.Add(1)
+		if c.prev != nil && c.foresaw != nil && c.foresaw(c.prev) {
+			c.foreseen.Add(1)
+		}
+	}
+	c.prev = resp.Header.Clone()
+	return resp, err
+}
+
+// auditJob is a job metered with a built-in table against a simulator.
+type auditJob struct {
+	client *http.Client
+	lim    *quota.Limiter
+	wire   *refusalCounter
+	cred   quota.Credential
+	trued  atomic.Int64 // units the meter learned from reports
+}
+
+// newAuditJob meters the built-in table api at host, on st, with clock.
+func newAuditJob(t *testing.T, st quota.Store, api, host string, cred quota.Credential, clock *testkit.Clock, foresaw func(http.Header) bool, topts ...quota.TransportOption) *auditJob {
+	t.Helper()
+	table, err := costs.Builtin(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if table, err = table.WithHosts(host); err != nil {
+		t.Fatal(err)
+	}
+	j := &auditJob{cred: cred, wire: &refusalCounter{base: http.DefaultTransport, foresaw: foresaw}}
+	obs := quota.ObserverFunc(func(e quota.Event) {
+		if e.Kind == quota.EventTrueUp {
+			j.trued.Add(e.Units)
+		}
+	})
+	j.lim, err = quota.New(st, table.API, table.Budgets, quota.WithClock(clock.Now), quota.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append([]quota.TransportOption{quota.WithCredential(cred), quota.WithBase(j.wire),
+		quota.WithRetryClock(clock, clock.NewTimer)}, topts...)
+	j.client = &http.Client{Transport: quota.NewTransport(j.lim, table, opts...)}
+	return j
+}
+
+func (j *auditJob) used(t *testing.T, budget string) int64 {
+	t.Helper()
+	return usedOf(t, j.lim, j.cred)[budget]
+}
+
+// do sends req through the job's client; it returns the status, or the
+// local refusal.
+func (j *auditJob) do(t *testing.T, req *http.Request) (int, *quota.ExhaustedError) {
+	t.Helper()
+	resp, err := j.client.Do(req)
+	var ex *quota.ExhaustedError
+	if errors.As(err, &ex) {
+		return 0, ex
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// --- GitHub ---
+
+const ghLimit = 200
+
+func ghGet(t *testing.T, base, path, token string) *http.Request {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	return req
+}
+
+// ghShared starts a GitHub whose user octocat has ghLimit core requests an
+// hour, spent by the job's token and by an unmetered CI token.
+func ghShared(t *testing.T, clock *testkit.Clock) *ghsim.Server {
+	sim := ghsim.New(ghsim.WithUser("octocat", 583231, "ghp_job", "ghp_ci"), ghsim.WithLimit(ghsim.Core, ghLimit),
+		ghsim.WithClock(clock.Now))
+	t.Cleanup(sim.Close)
+	return sim
+}
+
+// ghForesaw: GitHub's previous answer said the job's next call (1 unit)
+// would be refused: remaining 0 before the reset.
+func ghForesaw(clock *testkit.Clock) func(http.Header) bool {
+	return func(h http.Header) bool {
+		reset, _ := strconv.ParseInt(h.Get("X-Ratelimit-Reset"), 10, 64)
+		return h.Get("X-Ratelimit-Remaining") == "0" && clock.Now().Before(time.Unix(reset, 0))
+	}
+}
+
+// ghRun runs the job until it is refused (locally or upstream), with CI
+// spending ciEach units after every job call while it has spent less than
+// ciMax; the clock moves step per call. It returns the job's served calls.
+func ghRun(t *testing.T, j *auditJob, sim *ghsim.Server, clock *testkit.Clock, ciEach, ciMax int64, step time.Duration) (calls int64, ci int64, ex *quota.ExhaustedError) {
+	for i := 0; i < 10*ghLimit; i++ {
+		code, e := j.do(t, ghGet(t, sim.URL(), "/repos/o/r/issues", "ghp_job"))
+		if e != nil {
+			return calls, ci, e
+		}
+		if code == http.StatusOK {
+			calls++
+		}
+		if code != http.StatusOK {
+			t.Fatalf("job call %d: %d", i, code)
+		}
+		if ci < ciMax && sim.Spend("ghp_ci", ghsim.Core, min(ciEach, ciMax-ci)) {
+			ci += min(ciEach, ciMax-ci)
+		}
+		clock.Add(step)
+	}
+	t.Fatal("the job was never stopped")
+	return
+}
+
+// TestAuditGitHubSharedToken: CI spends the user's core quota while the
+// job runs (concurrently), or mostly before it starts; the job never draws
+// a 403, the user never spends past the limit, and the store counts at
+// least the job's calls and at least what GitHub counts.
+func TestAuditGitHubSharedToken(t *testing.T) {
+	for _, name := range auditStoreNames {
+		for _, sc := range []struct {
+			name          string
+			before        int64 // CI's spend before the job starts
+			ciEach, ciMax int64
+		}{
+			{"concurrent", 0, 1, 80},
+			{"concurrent-bursts", 0, 7, 150},
+			{"before", 150, 0, 0},
+			{"before-and-during", 120, 3, 60},
+			{"all-before", ghLimit - 1, 0, 0},
+		} {
+			t.Run(name+"/"+sc.name, func(t *testing.T) {
+				clock := testkit.NewClock(t0)
+				sim := ghShared(t, clock)
+				if sc.before > 0 && !sim.Spend("ghp_ci", ghsim.Core, sc.before) {
+					t.Fatal("CI could not spend")
+				}
+				j := newAuditJob(t, auditStore(t, name), "github", sim.Host(), quota.Credential{Secret: "ghp_job", Owner: "octocat"}, clock, ghForesaw(clock))
+				calls, ci, ex := ghRun(t, j, sim, clock, sc.ciEach, sc.ciMax, time.Second)
+				if j.wire.foreseen.Load() != 0 || j.wire.refused.Load() > 1 {
+					t.Errorf("the job drew %d refusals from GitHub, %d foreseen", j.wire.refused.Load(), j.wire.foreseen.Load())
+				}
+				if got := sim.Used("ghp_job", ghsim.Core); got > ghLimit {
+					t.Errorf("GitHub counts %d used of %d", got, ghLimit)
+				}
+				if ex.Budget != "core" {
+					t.Errorf("stopped on %q", ex.Budget)
+				}
+				counted := j.used(t, "core")
+				if counted < calls || counted < sim.Used("ghp_job", ghsim.Core)-j.wire.refused.Load() {
+					t.Errorf("store counts %d; the job made %d calls and GitHub counts %d", counted, calls, sim.Used("ghp_job", ghsim.Core))
+				}
+				if sim.Used("ghp_job", ghsim.Core) != ghLimit {
+					t.Logf("GitHub counts %d of %d at the stop (job %d, CI %d+%d)", sim.Used("ghp_job", ghsim.Core), ghLimit, calls, sc.before, ci)
+				}
+				// At GitHub's reset, the job may spend again.
+				clock.Set(sim.Reset("ghp_job", ghsim.Core))
+				if code, ex := j.do(t, ghGet(t, sim.URL(), "/repos/o/r/issues", "ghp_job")); ex != nil || code != http.StatusOK {
+					t.Errorf("at GitHub's reset: %d %v; the store counts %d", code, ex, j.used(t, "core"))
+				}
+			})
+		}
+	}
+}
+
+// TestAuditGitHubOldCallsLeaveBeforeGitHubResets: the job's own calls of
+// the previous GitHub window still count in the store's sliding hour when
+// CI spends GitHub's new window. GitHub's last report says remaining 0
+// until its reset; when the job's old calls leave the store's hour (before
+// that reset), the meter must still refuse the job locally, not send a
+// call GitHub refuses (a report with nothing remaining marks the budget
+// spent until GitHub's reset: Report.Spent). In "trued-up" the report
+// trued the store up by what CI spent less the old calls; in
+// "reservation-covers" the store counted as much as GitHub at every
+// response (the old calls made up for CI's), so no response looked behind
+// and nothing was trued up; with WithTrueDown the old calls are replaced
+// by GitHub's count.
+func TestAuditGitHubOldCallsLeaveBeforeGitHubResets(t *testing.T) {
+	for _, sc := range []struct {
+		name           string
+		old, ci, fresh int64 // the job's calls in window 1; CI's, then the job's, in window 2
+		trueDown       bool
+	}{
+		{"trued-up", 50, ghLimit - 1, 1, false},
+		{"reservation-covers", 150, 150, 50, false},
+		{"reservation-covers-truedown", 150, 150, 50, true},
+	} {
+		for _, name := range auditStoreNames {
+			t.Run(sc.name+"/"+name, func(t *testing.T) {
+				clock := testkit.NewClock(t0)
+				sim := ghShared(t, clock)
+				var topts []quota.TransportOption
+				if sc.trueDown {
+					topts = append(topts, quota.WithTrueDown(time.Second))
+				}
+				j := newAuditJob(t, auditStore(t, name), "github", sim.Host(), quota.Credential{Secret: "ghp_job", Owner: "octocat"}, clock, ghForesaw(clock), topts...)
+				// GitHub's first window opens at t0 (CI's one call); the
+				// job calls near its end.
+				sim.Spend("ghp_ci", ghsim.Core, 1)
+				clock.Add(59 * time.Minute)
+				call := func(what string) {
+					t.Helper()
+					if code, ex := j.do(t, ghGet(t, sim.URL(), "/repos/o/r/issues", "ghp_job")); ex != nil || code != http.StatusOK {
+						t.Fatalf("%s: %d %v", what, code, ex)
+					}
+				}
+				for range sc.old {
+					call("window 1")
+				}
+				// A new window: CI spends, then the job spends the rest.
+				clock.Set(sim.Reset("ghp_job", ghsim.Core).Add(time.Second))
+				if !sim.Spend("ghp_ci", ghsim.Core, sc.ci) {
+					t.Fatal("CI could not spend")
+				}
+				for i := range sc.fresh {
+					// (with WithTrueDown, the call a report answers is
+					// counted whole beside it: the job stops one short)
+					if i > 0 && (!sc.trueDown || int64(i) == sc.fresh-1) {
+						// the old calls still count: the job may stop early
+						if _, ex := j.do(t, ghGet(t, sim.URL(), "/repos/o/r/issues", "ghp_job")); ex != nil {
+							break
+						}
+						continue
+					}
+					call("window 2")
+				}
+				if used := sim.Used("ghp_job", ghsim.Core); used > ghLimit || used < ghLimit-1 || !sc.trueDown && used != ghLimit {
+					t.Fatalf("GitHub counts %d", used)
+				}
+				reset := sim.Reset("ghp_job", ghsim.Core)
+				// Until GitHub's reset, every call is refused locally.
+				for clock.Now().Before(reset) {
+					full := sim.Used("ghp_job", ghsim.Core) == ghLimit
+					sent := j.wire.sent.Load()
+					code, ex := j.do(t, ghGet(t, sim.URL(), "/repos/o/r/issues", "ghp_job"))
+					if full && (ex == nil || j.wire.sent.Load() != sent) {
+						t.Fatalf("at t0+%v, %v before GitHub's reset (the last report said remaining 0): sent (%d, %v)",
+							clock.Now().Sub(t0), reset.Sub(clock.Now()), code, ex)
+					}
+					clock.Add(time.Minute)
+				}
+				clock.Set(reset)
+				call("at GitHub's reset")
+				if n := j.wire.refused.Load(); n != 0 {
+					t.Fatalf("the job drew %d refusals from GitHub", n)
+				}
+			})
+		}
+	}
+}
