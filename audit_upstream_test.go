@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/quotactl/quotactl/costs"
 	"github.com/quotactl/quotactl/internal/ghsim"
 	"github.com/quotactl/quotactl/internal/redistest"
+	"github.com/quotactl/quotactl/internal/rlsim"
 	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/storeurl"
@@ -339,5 +341,132 @@ func TestAuditGitHubOldCallsLeaveBeforeGitHubResets(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// --- IETF RateLimit ---
+
+// ietfForesaw: the previous answer's RateLimit field said a policy had
+// r=0 left for t > 0 seconds.
+func ietfForesaw(h http.Header) bool {
+	for _, item := range strings.Split(h.Get("RateLimit"), ",") {
+		if strings.Contains(item, ";r=0;") && !strings.Contains(item, ";t=0;") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAuditIETFSharedKey: a job metered with the built-in
+// ratelimit-headers table shares its API key with an unmetered client, on
+// an upstream with a per-minute and a daily policy; the job never draws a
+// 429 its last answer foresaw, and spends again once the minute resets.
+func TestAuditIETFSharedKey(t *testing.T) {
+	for _, sc := range []struct {
+		name          string
+		before, other int64 // the other client's spend before the job, and after each job call
+	}{
+		{"concurrent", 0, 1},
+		{"before", 8, 0},
+		{"before-and-during", 5, 1},
+	} {
+		for _, name := range auditStoreNames {
+			t.Run(sc.name+"/"+name, func(t *testing.T) {
+				clock := testkit.NewClock(t0)
+				sim, err := rlsim.New([]rlsim.Policy{{Name: "burst", Quota: 10, Window: time.Minute}, {Name: "daily", Quota: 1000, Window: 24 * time.Hour}},
+					rlsim.WithClock(clock.Now))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(sim.Close)
+				host := strings.TrimPrefix(sim.URL(), "http://")
+				j := newAuditJob(t, auditStore(t, name), "ratelimit-headers", host, quota.Credential{Secret: "key-1"}, clock, ietfForesaw)
+				get := func() (int, *quota.ExhaustedError) {
+					req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, sim.URL()+"/items", nil)
+					req.Header.Set("Authorization", "Bearer key-1")
+					return j.do(t, req)
+				}
+				if sc.before > 0 && !sim.Spend("key-1", sc.before) {
+					t.Fatal("the other client could not spend")
+				}
+				for minute := range 5 {
+					calls := 0
+					for ; calls < 20; calls++ {
+						code, ex := get()
+						if ex != nil {
+							break
+						}
+						if code != http.StatusOK {
+							t.Fatalf("minute %d, call %d: %d", minute, calls, code)
+						}
+						if sc.other > 0 {
+							sim.Spend("key-1", sc.other)
+						}
+						clock.Add(time.Second)
+					}
+					if calls == 0 && minute > 0 {
+						t.Fatalf("minute %d: no call at all (store %d, upstream %d)", minute, j.used(t, "requests"), sim.Used("key-1", "burst"))
+					}
+					if calls == 20 {
+						t.Fatalf("minute %d: never stopped", minute)
+					}
+					clock.Add(time.Minute) // past the burst policy's reset
+				}
+				if j.wire.foreseen.Load() != 0 || j.wire.refused.Load() > 5 {
+					t.Fatalf("%d 429s, %d foreseen", j.wire.refused.Load(), j.wire.foreseen.Load())
+				}
+				t.Logf("429s not foreseen: %d; daily used %d", j.wire.refused.Load(), sim.Used("key-1", "daily"))
+			})
+		}
+	}
+}
+
+// TestAuditIETFTightestPolicyLimit: an upstream with a per-minute policy
+// of 10 and a daily one of 1,000, both reported on the built-in table's
+// one budget; the limit the meter learns is the minute's, whichever
+// policy the response lists last, so concurrent calls past the minute's
+// 10 are refused locally, not by the upstream.
+func TestAuditIETFTightestPolicyLimit(t *testing.T) {
+	for _, order := range [][]rlsim.Policy{
+		{{Name: "burst", Quota: 10, Window: time.Minute}, {Name: "daily", Quota: 1000, Window: 24 * time.Hour}},
+		{{Name: "daily", Quota: 1000, Window: 24 * time.Hour}, {Name: "burst", Quota: 10, Window: time.Minute}},
+	} {
+		t.Run(order[0].Name+"-first", func(t *testing.T) {
+			clock := testkit.NewClock(t0)
+			sim, err := rlsim.New(order, rlsim.WithClock(clock.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sim.Close)
+			j := newAuditJob(t, quota.NewMemoryStore(), "ratelimit-headers", strings.TrimPrefix(sim.URL(), "http://"), quota.Credential{Secret: "key-1"}, clock, ietfForesaw)
+			get := func() (int, *quota.ExhaustedError) {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, sim.URL()+"/items", nil)
+				req.Header.Set("Authorization", "Bearer key-1")
+				return j.do(t, req)
+			}
+			if code, ex := get(); code != http.StatusOK || ex != nil {
+				t.Fatalf("first call: %d %v", code, ex)
+			}
+			st, err := j.lim.Status(t.Context(), j.cred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st[0].Limit != 10 {
+				t.Fatalf("limit in force %d; want the minute policy's 10", st[0].Limit)
+			}
+			// nine calls at once: the minute has nine left, the meter
+			// admits no more
+			var wg sync.WaitGroup
+			for range 12 {
+				wg.Go(func() { get() })
+			}
+			wg.Wait()
+			if n := j.wire.refused.Load(); n != 0 {
+				t.Fatalf("the upstream refused %d calls", n)
+			}
+			if used := sim.Used("key-1", "burst"); used != 10 {
+				t.Fatalf("the minute's policy counts %d; want 10", used)
+			}
+		})
 	}
 }

@@ -146,8 +146,13 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 		e := base
 		e.Kind, e.Time, e.Budget, e.Report = EventReport, l.eventTime(), r.Budget, &r
 		l.emit(obs, e)
-		if r.Limit > 0 {
-			a.learn(ctx, res, r, base, obs)
+	}
+	for _, tr := range tightest(reports, t.budgets) {
+		r := tr.Report
+		if tr.least > 0 {
+			lr := r
+			lr.Limit = tr.least
+			a.learn(ctx, res, lr, base, obs)
 		}
 		if r.Spent {
 			a.spent(ctx, res, r)
@@ -178,6 +183,52 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 				slog.Time("until", r.Reset))
 		}
 	}
+}
+
+// tightest returns, of reports, one per budget of budgets: when several
+// scopes of one response report on one budget (an IETF upstream's
+// per-minute and daily policies, both mapped to the table's one budget),
+// the one with the least remaining, and the smallest limit any of them
+// states (least), the one to learn. Learning each in turn would leave the
+// last one's limit in force (a daily policy's 1,000 over the minute's 10),
+// and the meter would admit what the tightest policy refuses.
+func tightest(reports []Report, budgets map[string]Budget) []tightReport {
+	out := make([]tightReport, 0, len(reports))
+	at := map[string]int{}
+	left := func(r Report) int64 {
+		switch {
+		case r.Remaining >= 0:
+			return r.Remaining
+		case r.Limit > 0 && r.Used >= 0:
+			return max(r.Limit-r.Used, 0)
+		}
+		return MaxLimit
+	}
+	for _, r := range reports {
+		if _, ok := budgets[r.Budget]; !ok {
+			continue
+		}
+		i, seen := at[r.Budget]
+		if !seen {
+			at[r.Budget] = len(out)
+			out = append(out, tightReport{Report: r, least: r.Limit})
+			continue
+		}
+		if r.Limit > 0 && (out[i].least <= 0 || r.Limit < out[i].least) {
+			out[i].least = r.Limit
+		}
+		if left(r) < left(out[i].Report) {
+			out[i].Report = r
+		}
+	}
+	return out
+}
+
+// tightReport is the report tightest keeps for a budget, and the least
+// limit the response states for it.
+type tightReport struct {
+	Report
+	least int64
 }
 
 // behind reports whether report r may count more used than the store (up)
