@@ -11,7 +11,9 @@ package quotactl_test
 // simulator and the limiter: nothing sleeps.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -25,9 +27,12 @@ import (
 	"time"
 
 	"github.com/quotactl/quotactl/costs"
+	"github.com/quotactl/quotactl/internal/anthropicsim"
 	"github.com/quotactl/quotactl/internal/ghsim"
+	"github.com/quotactl/quotactl/internal/openaisim"
 	"github.com/quotactl/quotactl/internal/redistest"
 	"github.com/quotactl/quotactl/internal/rlsim"
+	"github.com/quotactl/quotactl/internal/shopifysim"
 	"github.com/quotactl/quotactl/internal/testkit"
 	"github.com/quotactl/quotactl/quota"
 	"github.com/quotactl/quotactl/quota/storeurl"
@@ -466,6 +471,245 @@ func TestAuditIETFTightestPolicyLimit(t *testing.T) {
 			}
 			if used := sim.Used("key-1", "burst"); used != 10 {
 				t.Fatalf("the minute's policy counts %d; want 10", used)
+			}
+		})
+	}
+}
+
+// --- OpenAI and Anthropic ---
+
+// llmCall sends one chat (OpenAI) or messages (Anthropic) call with key
+// through client (the job's metered one, or an unmetered one).
+func llmCall(t *testing.T, client *http.Client, anthropic bool, base, key string, maxTokens int) (*http.Response, error) {
+	t.Helper()
+	msgs := []map[string]string{{"role": "user", "content": "Summarize order 1042 in one line, with its items and their prices."}}
+	path := "/v1/chat/completions"
+	body := map[string]any{"model": "gpt-4.1-mini", "max_tokens": maxTokens, "messages": msgs}
+	if anthropic {
+		path = "/v1/messages"
+		body["model"] = "claude-sonnet-4-5"
+	}
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+path, bytes.NewReader(b))
+	if anthropic {
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+	} else {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+// llmForesaw: the previous answer (OpenAI's or Anthropic's) left fewer requests than one or
+// fewer tokens than the job's output ceiling alone (maxTokens), with a
+// reset still ahead (the clock does not move between the job's calls).
+func llmForesaw(prefix string, names [2]string, maxTokens int64) func(http.Header) bool {
+	return func(h http.Header) bool {
+		if h.Get(prefix+names[0]) == "0" {
+			return true
+		}
+		n, err := strconv.ParseInt(h.Get(prefix+names[1]), 10, 64)
+		return err == nil && n < maxTokens
+	}
+}
+
+// TestAuditLLMSharedAccount: a job metered with the built-in openai or
+// anthropic table shares the project (organization) with another key's
+// client, unmetered, that spends concurrently or before the job starts;
+// the job is never refused by a 429 its previous answer foresaw, and when
+// the other client stops, the job spends again once the minute refills.
+func TestAuditLLMSharedAccount(t *testing.T) {
+	const maxTokens = 200
+	for _, up := range []string{"openai", "anthropic"} {
+		for _, sc := range []struct {
+			name          string
+			before, other int // the other client's calls before the job, and after each job call
+		}{
+			{"concurrent", 0, 1},
+			{"before", 12, 0},
+			{"before-and-during", 8, 1},
+		} {
+			for _, name := range auditStoreNames {
+				t.Run(up+"/"+sc.name+"/"+name, func(t *testing.T) {
+					clock := testkit.NewClock(t0)
+					var base, host string
+					var foresaw func(http.Header) bool
+					var served func() int64
+					if up == "openai" {
+						sim := openaisim.New(openaisim.WithProject("proj", "sk-job", "sk-other"), openaisim.WithLimits(30, 4000), openaisim.WithClock(clock.Now))
+						t.Cleanup(sim.Close)
+						base, host, served = sim.URL(), sim.Host(), sim.RateLimited
+						foresaw = llmForesaw("X-Ratelimit-Remaining-", [2]string{"Requests", "Tokens"}, maxTokens)
+					} else {
+						sim := anthropicsim.New(anthropicsim.WithOrganization("org", "sk-job", "sk-other"), anthropicsim.WithLimits(30, 4000, 2000), anthropicsim.WithClock(clock.Now))
+						t.Cleanup(sim.Close)
+						base, host, served = sim.URL(), sim.Host(), sim.RateLimited
+						foresaw = llmForesaw("Anthropic-Ratelimit-", [2]string{"Requests-Remaining", "Output-Tokens-Remaining"}, maxTokens)
+					}
+					owner := map[string]string{"openai": "proj", "anthropic": "org"}[up]
+					j := newAuditJob(t, auditStore(t, name), up, host, quota.Credential{Secret: "sk-job", Owner: owner}, clock, foresaw)
+					other := func() {
+						resp, err := llmCall(t, http.DefaultClient, up == "anthropic", base, "sk-other", maxTokens)
+						if err != nil {
+							t.Fatal(err)
+						}
+						_ = resp
+					}
+					for range sc.before {
+						other()
+					}
+					for round := range 4 {
+						calls := 0
+						for ; calls < 40; calls++ {
+							_, err := llmCall(t, j.client, up == "anthropic", base, "sk-job", maxTokens)
+							var ex *quota.ExhaustedError
+							if errors.As(err, &ex) {
+								clock.Add(ex.RetryAfter)
+								break
+							}
+							if err != nil {
+								t.Fatal(err)
+							}
+							if round == 0 {
+								for range sc.other {
+									other()
+								}
+							}
+						}
+						if calls == 40 {
+							t.Fatalf("round %d: never stopped", round)
+						}
+						if calls == 0 && round > 0 {
+							t.Fatalf("round %d: nothing sent after the wait", round)
+						}
+					}
+					if j.wire.foreseen.Load() != 0 {
+						t.Fatalf("%d 429s, %d foreseen (the simulator sent %d)", j.wire.refused.Load(), j.wire.foreseen.Load(), served())
+					}
+					t.Logf("429s to the job not foreseen: %d", j.wire.refused.Load())
+				})
+			}
+		}
+	}
+}
+
+// --- Shopify ---
+
+// TestAuditShopifySharedShop: another app spends the shop's bucket while
+// the job queries (concurrently), or drains most of it before; the job
+// learns it from throttleStatus, stops on a local refusal rather than a
+// THROTTLED its last answer foresaw, and queries again once the bucket has
+// restored.
+func TestAuditShopifySharedShop(t *testing.T) {
+	for _, sc := range []struct {
+		name          string
+		before, other int64 // the other app's points before the job, and after each job query
+	}{
+		{"concurrent", 0, 150},
+		{"before", 1900, 0},
+		{"before-and-during", 1200, 100},
+	} {
+		for _, name := range auditStoreNames {
+			t.Run(sc.name+"/"+name, func(t *testing.T) {
+				clock := testkit.NewClock(t0)
+				sim := shopifysim.New(shopifysim.WithShop("shop", "shpat", "other"), shopifysim.WithClock(clock.Now), shopifysim.WithItems(250))
+				t.Cleanup(sim.Close)
+				spendOther(t, sim, sc.before)
+				j := newAuditJob(t, auditStore(t, name), "shopify-admin", sim.Host(), quota.Credential{Secret: "shpat"}, clock, nil)
+				for round := range 3 {
+					calls := 0
+					for ; calls < 400; calls++ {
+						throttled := sim.Throttled()
+						avail := sim.Available("shop")
+						_, err := graphql(t, j.client, sim.URL(), "shpat", 12)
+						var ex *quota.ExhaustedError
+						if errors.As(err, &ex) {
+							if sim.Throttled() != throttled && avail >= 12 {
+								t.Logf("round %d: THROTTLED with %d available before the query", round, avail)
+							}
+							if sim.Throttled() != throttled && avail < 12 {
+								t.Errorf("round %d, query %d: THROTTLED; the bucket held %d before it", round, calls, avail)
+							}
+							clock.Add(ex.RetryAfter)
+							break
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						if round == 0 && sc.other > 0 && sim.Available("shop") > sc.other+50 {
+							spendOther(t, sim, sc.other)
+						}
+					}
+					if calls == 400 {
+						t.Fatalf("round %d: never stopped", round)
+					}
+					if calls == 0 && round > 0 {
+						t.Fatalf("round %d: nothing sent after the wait", round)
+					}
+				}
+				t.Logf("THROTTLED: %d", sim.Throttled())
+			})
+		}
+	}
+}
+
+// --- two processes ---
+
+// TestAuditGitHubTwoProcessesTrueUp: two limiters (as two processes) share
+// one SQLite file or one Redis, each metering a job on a token of the same
+// user while CI spends it too; both true up from their own responses. No
+// 403 is foreseen, GitHub never counts past its limit, and the store counts
+// at least both jobs' calls.
+func TestAuditGitHubTwoProcessesTrueUp(t *testing.T) {
+	for _, name := range []string{"sqlite", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			clock := testkit.NewClock(t0)
+			sim := ghsim.New(ghsim.WithUser("octocat", 583231, "ghp_a", "ghp_b", "ghp_ci"), ghsim.WithLimit(ghsim.Core, ghLimit),
+				ghsim.WithClock(clock.Now))
+			t.Cleanup(sim.Close)
+			u := auditStoreURL(t, name)
+			jobs := []*auditJob{
+				newAuditJob(t, openStore(t, u), "github", sim.Host(), quota.Credential{Secret: "ghp_a", Owner: "octocat"}, clock, ghForesaw(clock)),
+				newAuditJob(t, openStore(t, u), "github", sim.Host(), quota.Credential{Secret: "ghp_b", Owner: "octocat"}, clock, ghForesaw(clock)),
+			}
+			tokens := []string{"ghp_a", "ghp_b"}
+			sim.Spend("ghp_ci", ghsim.Core, 40)
+			var calls [2]int64
+			stopped := [2]bool{}
+			for i := 0; i < 4*ghLimit && !(stopped[0] && stopped[1]); i++ {
+				k := i % 2
+				if stopped[k] {
+					continue
+				}
+				code, ex := jobs[k].do(t, ghGet(t, sim.URL(), "/repos/o/r/issues", tokens[k]))
+				switch {
+				case ex != nil:
+					stopped[k] = true
+				case code == http.StatusOK:
+					calls[k]++
+				default:
+					t.Fatalf("job %d: %d", k, code)
+				}
+				if i%3 == 0 {
+					sim.Spend("ghp_ci", ghsim.Core, 1)
+				}
+				clock.Add(time.Second)
+			}
+			for k, j := range jobs {
+				if j.wire.foreseen.Load() != 0 || j.wire.refused.Load() > 1 {
+					t.Errorf("job %d drew %d 403s, %d foreseen", k, j.wire.refused.Load(), j.wire.foreseen.Load())
+				}
+			}
+			if got := sim.Used("ghp_a", ghsim.Core); got > ghLimit {
+				t.Fatalf("GitHub counts %d of %d", got, ghLimit)
+			}
+			if counted := jobs[0].used(t, "core"); counted < calls[0]+calls[1] {
+				t.Fatalf("the store counts %d; the jobs made %d and %d calls", counted, calls[0], calls[1])
 			}
 		})
 	}
