@@ -17,6 +17,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -710,6 +712,69 @@ func TestAuditGitHubTwoProcessesTrueUp(t *testing.T) {
 			}
 			if counted := jobs[0].used(t, "core"); counted < calls[0]+calls[1] {
 				t.Fatalf("the store counts %d; the jobs made %d and %d calls", counted, calls[0], calls[1])
+			}
+		})
+	}
+}
+
+// --- reports that cannot be believed ---
+
+// TestAuditGitHubAbsurdReports: a proxy in front of GitHub rewrites its
+// x-ratelimit-* fields; none of them panics, fails a call, or drives the
+// store's count past what GitHub's limit can mean: a used of 2^53-1 counts
+// as the limit (not 2^53-1 in the store and its drift metrics until the
+// reset), and a remaining over the limit is ignored (EventReportIgnored).
+func TestAuditGitHubAbsurdReports(t *testing.T) {
+	for name, mangle := range map[string]func(h http.Header, n int){
+		"used-2^53":       func(h http.Header, n int) { h.Set("X-Ratelimit-Used", "9007199254740991") },
+		"used-past-int64": func(h http.Header, n int) { h.Set("X-Ratelimit-Used", "99999999999999999999") },
+		"remaining>limit": func(h http.Header, n int) { h.Set("X-Ratelimit-Remaining", "99999") },
+		"reset-in-past":   func(h http.Header, n int) { h.Set("X-Ratelimit-Reset", "1000") },
+		"garbage":         func(h http.Header, n int) { h.Set("X-Ratelimit-Used", "abc"); h.Set("X-Ratelimit-Reset", "-5") },
+		"missing-on-odd": func(h http.Header, n int) {
+			if n%2 == 1 {
+				for k := range h {
+					if strings.HasPrefix(k, "X-Ratelimit") {
+						h.Del(k)
+					}
+				}
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := testkit.NewClock(t0)
+			sim := ghShared(t, clock)
+			target, _ := url.Parse(sim.URL())
+			var n int
+			var mu sync.Mutex
+			rp := httputil.NewSingleHostReverseProxy(target)
+			rp.ModifyResponse = func(r *http.Response) error {
+				mu.Lock()
+				defer mu.Unlock()
+				n++
+				mangle(r.Header, n)
+				return nil
+			}
+			front := httptest.NewServer(rp)
+			t.Cleanup(front.Close)
+			j := newAuditJob(t, quota.NewMemoryStore(), "github", strings.TrimPrefix(front.URL, "http://"), quota.Credential{Secret: "ghp_job", Owner: "octocat"}, clock, nil)
+			sim.Spend("ghp_ci", ghsim.Core, 100)
+			for range ghLimit {
+				resp, err := j.client.Do(ghGet(t, front.URL, "/repos/o/r/issues", "ghp_job"))
+				if errors.Is(err, quota.ErrExhausted) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				clock.Add(time.Second)
+			}
+			if got := j.used(t, "core"); got > ghLimit {
+				t.Fatalf("the store counts %d of core; GitHub's limit is %d", got, ghLimit)
+			}
+			if got := sim.Used("ghp_job", ghsim.Core); got > ghLimit {
+				t.Fatalf("GitHub counts %d", got)
 			}
 		})
 	}
