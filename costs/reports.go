@@ -111,6 +111,20 @@ func (t *Table) Reports(req *http.Request, resp *http.Response, body []byte, now
 		}
 		ignored = append(ignored, problems...)
 		for _, r := range readings {
+			if r.Limit > 0 && r.Remaining > r.Limit {
+				// absurd: more left than the limit; what it says of used is not known
+				ignored = append(ignored, fmt.Sprintf("%s %s: remaining %d is over the limit %d: remaining ignored", rs.Format, r.Scope, r.Remaining, r.Limit))
+				r.Remaining = -1
+				if r.Used < 0 {
+					continue
+				}
+			}
+			if r.Limit > 0 && r.Used > r.Limit {
+				// past the limit counts as the limit: nothing more is
+				// known, and a count of 2^53 would stay in the store (and
+				// its drift metrics) until the reset
+				r.Used = r.Limit
+			}
 			budget, ok := rs.Budgets[r.Scope]
 			if !ok {
 				budget = rs.Default
@@ -118,8 +132,11 @@ func (t *Table) Reports(req *http.Request, resp *http.Response, body []byte, now
 			if budget == "" {
 				continue
 			}
+			// GitHub's and IETF windows reset whole: nothing remaining
+			// means nothing until the reset
+			spent := (rs.Format == ReportGitHub || rs.Format == ReportIETF) && r.Remaining == 0 && !r.Reset.IsZero()
 			out = append(out, quota.Report{Budget: budget, Limit: r.Limit, Used: r.Used, Remaining: r.Remaining,
-				Reset: r.Reset, Window: r.Window, Scope: r.Scope, RetryAfter: r.RetryAfter})
+				Reset: r.Reset, Window: r.Window, Scope: r.Scope, RetryAfter: r.RetryAfter, Spent: spent})
 		}
 	}
 	return out, ignored

@@ -28,6 +28,13 @@ type Report struct {
 	Scope string
 	// RetryAfter is the wait the upstream asked for (Retry-After), if any.
 	RetryAfter time.Duration
+	// Spent says the upstream refuses every call of this scope until Reset:
+	// a window that resets whole (GitHub's x-ratelimit-remaining, an IETF
+	// policy's r) with nothing remaining, not a bucket that refills as it
+	// goes. The Transport then marks the budget spent until Reset
+	// (Limiter.Exhaust), whatever the store counts: entries counted before
+	// the upstream's window began may leave the store's window sooner.
+	Spent bool
 }
 
 // Reporter is implemented by a Pricer (costs.Table is one) that reads

@@ -146,8 +146,16 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 		e := base
 		e.Kind, e.Time, e.Budget, e.Report = EventReport, l.eventTime(), r.Budget, &r
 		l.emit(obs, e)
-		if r.Limit > 0 {
-			a.learn(ctx, res, r, base, obs)
+	}
+	for _, tr := range tightest(reports, t.budgets) {
+		r := tr.Report
+		if tr.least > 0 {
+			lr := r
+			lr.Limit = tr.least
+			a.learn(ctx, res, lr, base, obs)
+		}
+		if r.Spent {
+			a.spent(ctx, res, r)
 		}
 		up, down := a.behind(res, r)
 		if !up && !(down && t.trueDown > 0) {
@@ -177,6 +185,52 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 	}
 }
 
+// tightest returns, of reports, one per budget of budgets: when several
+// scopes of one response report on one budget (an IETF upstream's
+// per-minute and daily policies, both mapped to the table's one budget),
+// the one with the least remaining, and the smallest limit any of them
+// states (least), the one to learn. Learning each in turn would leave the
+// last one's limit in force (a daily policy's 1,000 over the minute's 10),
+// and the meter would admit what the tightest policy refuses.
+func tightest(reports []Report, budgets map[string]Budget) []tightReport {
+	out := make([]tightReport, 0, len(reports))
+	at := map[string]int{}
+	left := func(r Report) int64 {
+		switch {
+		case r.Remaining >= 0:
+			return r.Remaining
+		case r.Limit > 0 && r.Used >= 0:
+			return max(r.Limit-r.Used, 0)
+		}
+		return MaxLimit
+	}
+	for _, r := range reports {
+		if _, ok := budgets[r.Budget]; !ok {
+			continue
+		}
+		i, seen := at[r.Budget]
+		if !seen {
+			at[r.Budget] = len(out)
+			out = append(out, tightReport{Report: r, least: r.Limit})
+			continue
+		}
+		if r.Limit > 0 && (out[i].least <= 0 || r.Limit < out[i].least) {
+			out[i].least = r.Limit
+		}
+		if left(r) < left(out[i].Report) {
+			out[i].Report = r
+		}
+	}
+	return out
+}
+
+// tightReport is the report tightest keeps for a budget, and the least
+// limit the response states for it.
+type tightReport struct {
+	Report
+	least int64
+}
+
 // behind reports whether report r may count more used than the store (up)
 // or less (down): when the reservation charged r's budget and counted at
 // least the upstream's used after its own charge, the store counts no less
@@ -197,6 +251,28 @@ func (a *attempt) behind(res *Reservation, r Report) (up, down bool) {
 		return used > u.Used, used < u.Used
 	}
 	return true, true
+}
+
+// spent marks r's budget spent until the upstream's reset (Report.Spent):
+// the store's count may cover the upstream's now, but not until then when
+// some of the entries it counts were recorded before the upstream's window
+// began (the job's own calls of its previous window, still in a sliding
+// budget's window) and leave sooner; a call admitted then would be refused.
+func (a *attempt) spent(ctx context.Context, res *Reservation, r Report) {
+	l := a.t.limiter
+	if !r.Reset.After(l.now()) {
+		return
+	}
+	for _, u := range res.Usage {
+		if u.Budget == r.Budget && !u.ExhaustedUntil.Before(r.Reset) {
+			return // already marked until then
+		}
+	}
+	if err := l.Exhaust(ctx, a.cred, r.Budget, r.Reset); err != nil {
+		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
+			slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
+			slog.String("error", a.scrub(err.Error())))
+	}
 }
 
 // learn tells the limiter the limit report r states for the owner
