@@ -258,17 +258,28 @@ func (a *attempt) behind(res *Reservation, r Report) (up, down bool) {
 // some of the entries it counts were recorded before the upstream's window
 // began (the job's own calls of its previous window, still in a sliding
 // budget's window) and leave sooner; a call admitted then would be refused.
+// The mark ends at the upstream's reset, or sooner where that lies past
+// the budget's own window (when an entry recorded now would stop counting):
+// a reset a report put months ahead, by a fault or a lie, does not lock a
+// budget of an hour for months; a later report can mark it again.
 func (a *attempt) spent(ctx context.Context, res *Reservation, r Report) {
 	l := a.t.limiter
-	if !r.Reset.After(l.now()) {
+	now := l.now()
+	until := r.Reset
+	if b, ok := a.t.budgets[r.Budget]; ok {
+		if end := b.Window.Expiry(now); until.After(end) {
+			until = end
+		}
+	}
+	if !until.After(now) {
 		return
 	}
 	for _, u := range res.Usage {
-		if u.Budget == r.Budget && !u.ExhaustedUntil.Before(r.Reset) {
+		if u.Budget == r.Budget && !u.ExhaustedUntil.Before(until) {
 			return // already marked until then
 		}
 	}
-	if err := l.Exhaust(ctx, a.cred, r.Budget, r.Reset); err != nil {
+	if err := l.Exhaust(ctx, a.cred, r.Budget, until); err != nil {
 		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
 			slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
 			slog.String("error", a.scrub(err.Error())))
