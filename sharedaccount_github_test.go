@@ -367,3 +367,38 @@ func TestSharedGitHubFarResetMarksAWindowAtMost(t *testing.T) {
 		t.Fatalf("an hour later: status %d, refusal %v", status, ex)
 	}
 }
+
+// TestSharedGitHubIgnoredReportHidesSecret: a report the Transport cannot
+// read is told to observers with what was wrong, quoting the header's
+// value; an upstream (or a proxy) that echoes the token there must not put
+// the credential's secret in the event.
+func TestSharedGitHubIgnoredReportHidesSecret(t *testing.T) {
+	clock := testkit.NewClock(t0)
+	sim := ghShared(t, clock)
+	target, _ := url.Parse(sim.URL())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ModifyResponse = func(r *http.Response) error {
+		r.Header.Set("X-Ratelimit-Reset", "ghp_job")
+		r.Header.Set("X-Ratelimit-Used", "ghp_job")
+		return nil
+	}
+	front := httptest.NewServer(rp)
+	t.Cleanup(front.Close)
+	j := newSharedJob(t, quota.NewMemoryStore(), "github", strings.TrimPrefix(front.URL, "http://"), quota.Credential{Secret: "ghp_job", Owner: "octocat"}, clock, nil)
+	if status, ex := j.do(t, ghGet(t, front.URL, "/repos/o/r/issues", "ghp_job")); ex != nil || status != http.StatusOK {
+		t.Fatalf("status %d, refusal %v", status, ex)
+	}
+	if err := j.lim.Flush(t.Context()); err != nil { // events are delivered off the call's path
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.ignored) == 0 {
+		t.Fatal("no EventReportIgnored for a reset and a used that are not numbers")
+	}
+	for _, why := range j.ignored {
+		if strings.Contains(why, "ghp_job") {
+			t.Errorf("EventReportIgnored carries the secret: %q", why)
+		}
+	}
+}

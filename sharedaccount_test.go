@@ -105,7 +105,9 @@ type sharedJob struct {
 	lim    *quota.Limiter
 	wire   *refusalCounter
 	cred   quota.Credential
-	trued  atomic.Int64 // units the meter learned from reports
+
+	mu      sync.Mutex
+	ignored []string // the errors of EventReportIgnored, as observers see them
 }
 
 // newSharedJob meters the built-in table api at host, on st, with clock.
@@ -120,8 +122,10 @@ func newSharedJob(t *testing.T, st quota.Store, api, host string, cred quota.Cre
 	}
 	j := &sharedJob{cred: cred, wire: &refusalCounter{base: http.DefaultTransport, foresaw: foresaw}}
 	obs := quota.ObserverFunc(func(e quota.Event) {
-		if e.Kind == quota.EventTrueUp {
-			j.trued.Add(e.Units)
+		if e.Kind == quota.EventReportIgnored {
+			j.mu.Lock()
+			j.ignored = append(j.ignored, e.Err.Error())
+			j.mu.Unlock()
 		}
 	})
 	j.lim, err = quota.New(st, table.API, table.Budgets, quota.WithClock(clock.Now), quota.WithObserver(obs))

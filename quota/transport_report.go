@@ -128,7 +128,7 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 		Method: res.Method, Job: res.Job, Context: a.ctx}
 	for _, why := range ignored {
 		e := base
-		e.Kind, e.Time, e.Err = EventReportIgnored, l.eventTime(), errors.New(why)
+		e.Kind, e.Time, e.Err = EventReportIgnored, l.eventTime(), errors.New(a.scrub(why))
 		l.emit(obs, e)
 		t.log.LogAttrs(a.ctx, slog.LevelDebug, "quota: transport: report ignored",
 			slog.String("api", l.api), slog.String("why", a.scrub(why)))
