@@ -73,11 +73,11 @@ func ghRun(t *testing.T, j *sharedJob, sim *ghsim.Server, clock *testkit.Clock, 
 	return
 }
 
-// TestSharedGitHubSharedToken: CI spends the user's core quota while the
+// TestSharedGitHubToken: CI spends the user's core quota while the
 // job runs (concurrently), or mostly before it starts; the job never draws
 // a 403, the user never spends past the limit, and the store counts at
 // least the job's calls and at least what GitHub counts.
-func TestSharedGitHubSharedToken(t *testing.T) {
+func TestSharedGitHubToken(t *testing.T) {
 	for _, name := range sharedStoreNames {
 		for _, sc := range []struct {
 			name          string

@@ -173,11 +173,11 @@ func ietfForesaw(h http.Header) bool {
 	return false
 }
 
-// TestSharedIETFSharedKey: a job metered with the built-in
+// TestSharedIETFKey: a job metered with the built-in
 // ratelimit-headers table shares its API key with an unmetered client, on
 // an upstream with a per-minute and a daily policy; the job never draws a
 // 429 its last answer foresaw, and spends again once the minute resets.
-func TestSharedIETFSharedKey(t *testing.T) {
+func TestSharedIETFKey(t *testing.T) {
 	for _, sc := range []struct {
 		name          string
 		before, other int64 // the other client's spend before the job, and after each job call
@@ -329,12 +329,12 @@ func llmForesaw(prefix string, names [2]string, maxTokens int64) func(http.Heade
 	}
 }
 
-// TestSharedLLMSharedAccount: a job metered with the built-in openai or
+// TestSharedLLMAccount: a job metered with the built-in openai or
 // anthropic table shares the project (organization) with another key's
 // client, unmetered, that spends concurrently or before the job starts;
 // the job is never refused by a 429 its previous answer foresaw, and when
 // the other client stops, the job spends again once the minute refills.
-func TestSharedLLMSharedAccount(t *testing.T) {
+func TestSharedLLMAccount(t *testing.T) {
 	const maxTokens = 200
 	for _, up := range []string{"openai", "anthropic"} {
 		for _, sc := range []struct {
@@ -411,12 +411,12 @@ func TestSharedLLMSharedAccount(t *testing.T) {
 
 // --- Shopify ---
 
-// TestSharedShopifySharedShop: another app spends the shop's bucket while
+// TestSharedShopifyShop: another app spends the shop's bucket while
 // the job queries (concurrently), or drains most of it before; the job
 // learns it from throttleStatus, stops on a local refusal rather than a
 // THROTTLED its last answer foresaw, and queries again once the bucket has
 // restored.
-func TestSharedShopifySharedShop(t *testing.T) {
+func TestSharedShopifyShop(t *testing.T) {
 	for _, sc := range []struct {
 		name          string
 		before, other int64 // the other app's points before the job, and after each job query
