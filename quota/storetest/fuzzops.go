@@ -392,8 +392,12 @@ func (p *program) adjust() {
 	before := p.usage(cred)
 	err := p.l.Adjust(p.ctx, programCreds[cred], name, used)
 	after := p.usage(cred)
+	// Adjust checks used against the limit of the credential's owner (a
+	// limit per owner may differ from the budget's: LimitOf), so only once
+	// it knows the credential: by an unknown label, used over the budget's
+	// limit is ErrUnknownCredential, not ErrInvalid.
 	switch {
-	case lim == 0 || used < 0 || used > lim || cred == 3:
+	case lim == 0 || used < 0 || cred == 3:
 		if !errors.Is(err, quota.ErrInvalid) {
 			p.fatalf("Adjust(cred %d, %q, %d): %v, want ErrInvalid", cred, name, used, err)
 		}
@@ -403,6 +407,12 @@ func (p *program) adjust() {
 		if !errors.Is(err, quota.ErrUnknownCredential) {
 			p.fatalf("Adjust by an unknown label: %v, want ErrUnknownCredential", err)
 		}
+		return
+	case used > lim:
+		if !errors.Is(err, quota.ErrInvalid) {
+			p.fatalf("Adjust(cred %d, %q, %d): %v, want ErrInvalid", cred, name, used, err)
+		}
+		p.sameUsage("Adjust refused", before, after, nil)
 		return
 	}
 	if err != nil {
