@@ -127,11 +127,12 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 	base := Event{API: l.api, Owner: ownerName(res.Owner, res.Credential), Label: res.Label, Credential: res.Credential,
 		Method: res.Method, Job: res.Job, Context: a.ctx}
 	for _, why := range ignored {
+		why = a.scrub(why)
 		e := base
-		e.Kind, e.Time, e.Err = EventReportIgnored, l.eventTime(), errors.New(a.scrub(why))
+		e.Kind, e.Time, e.Err = EventReportIgnored, l.eventTime(), errors.New(why)
 		l.emit(obs, e)
 		t.log.LogAttrs(a.ctx, slog.LevelDebug, "quota: transport: report ignored",
-			slog.String("api", l.api), slog.String("why", a.scrub(why)))
+			slog.String("api", l.api), slog.String("why", why))
 	}
 	if len(reports) == 0 {
 		return
@@ -259,17 +260,15 @@ func (a *attempt) behind(res *Reservation, r Report) (up, down bool) {
 // began (the job's own calls of its previous window, still in a sliding
 // budget's window) and leave sooner; a call admitted then would be refused.
 // The mark ends at the upstream's reset, or sooner where that lies past
-// the budget's own window (when an entry recorded now would stop counting):
-// a reset a report put months ahead, by a fault or a lie, does not lock a
-// budget of an hour for months; a later report can mark it again.
+// the budget's own window in force (when an entry recorded now would stop
+// counting): a reset a report put months ahead, by a fault or a lie, does
+// not lock a budget of an hour for months; a later report can mark it
+// again. (tightest kept only reports of the Transport's budgets.)
 func (a *attempt) spent(ctx context.Context, res *Reservation, r Report) {
-	l := a.t.limiter
-	now := l.now()
+	now := a.t.limiter.now()
 	until := r.Reset
-	if b, ok := a.t.budgets[r.Budget]; ok {
-		if end := b.Window.Expiry(now); until.After(end) {
-			until = end
-		}
+	if end := a.t.limiter.def(a.t.budgets[r.Budget]).Window.Expiry(now); until.After(end) {
+		until = end
 	}
 	if !until.After(now) {
 		return
@@ -279,11 +278,7 @@ func (a *attempt) spent(ctx context.Context, res *Reservation, r Report) {
 			return // already marked until then
 		}
 	}
-	if err := l.Exhaust(ctx, a.cred, r.Budget, until); err != nil {
-		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
-			slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
-			slog.String("error", a.scrub(err.Error())))
-	}
+	a.markSpent(ctx, r.Budget, until)
 }
 
 // learn tells the limiter the limit report r states for the owner

@@ -227,11 +227,7 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 		if v.Until.After(now) && v.Until.Before(until) {
 			until = v.Until // the upstream resets sooner (Verdict.Until)
 		}
-		if err := a.t.limiter.Exhaust(ctx, a.cred, name, until); err != nil {
-			a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
-				slog.String("api", a.t.limiter.api), slog.String("budget", name), slog.Any("credential", a.cred),
-				slog.String("error", a.scrub(err.Error())))
-		}
+		a.markSpent(ctx, name, until)
 		e := &ExhaustedError{
 			API: a.t.limiter.api, Budget: name, Credential: res.Label, Limit: b.Limit,
 			RetryAfter: until.Sub(now), RetryAt: until, ExhaustedUntil: until,
@@ -257,6 +253,17 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 		return a.errorf("upstream answered %d %s naming no known budget", status, v.Reason)
 	}
 	return a.errorf("upstream answered %d %s: %w", status, v.Reason, first)
+}
+
+// markSpent marks budget name of the attempt's credential spent until
+// until (Limiter.Exhaust); a store that fails is logged, not returned: the
+// call's answer stands either way.
+func (a *attempt) markSpent(ctx context.Context, name string, until time.Time) {
+	if err := a.t.limiter.Exhaust(ctx, a.cred, name, until); err != nil {
+		a.t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not mark budget spent",
+			slog.String("api", a.t.limiter.api), slog.String("budget", name), slog.Any("credential", a.cred),
+			slog.String("error", a.scrub(err.Error())))
+	}
 }
 
 // refund gives back an attempt's charge, even when the request's context is
