@@ -15,11 +15,21 @@ import (
 	"github.com/quotactl/quotactl/quota"
 )
 
-// chargeEnrich adds to w's store an enrichment job's OpenAI budgets, from
-// the cost table file with a spend section that the costs tests load
-// (requests and tokens a minute, $500 a month), and charges them one call:
-// 1,234 tokens and $12.34.
+// chargeEnrich adds to w's store an enrichment job's OpenAI budgets
+// (enrichLimiter: requests and tokens a minute, $500 a month) and charges
+// them one call: 1,234 tokens and $12.34.
 func chargeEnrich(t testing.TB, w *world) {
+	t.Helper()
+	l, job := enrichLimiter(t, w)
+	if _, err := l.Take(context.Background(), job, quota.Charge{Method: "chat.completions", Units: map[string]int64{"requests": 1, "tokens": 1234, "spend": 12_340_000}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// enrichLimiter returns a limiter of the enrichment job's OpenAI budgets
+// on w's store, from the cost table file with a spend section that the
+// costs tests load, and the job's credential.
+func enrichLimiter(t testing.TB, w *world) (*quota.Limiter, quota.Credential) {
 	t.Helper()
 	table, err := costs.Load("../costs/testdata/spend/enrich.yaml")
 	if err != nil {
@@ -29,10 +39,7 @@ func chargeEnrich(t testing.TB, w *world) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := quota.Credential{Secret: "sk-dashboard-enrich", Label: "enrich"}
-	if _, err := l.Take(context.Background(), job, quota.Charge{Method: "chat.completions", Units: map[string]int64{"requests": 1, "tokens": 1234, "spend": 12_340_000}}); err != nil {
-		t.Fatal(err)
-	}
+	return l, quota.Credential{Secret: "sk-dashboard-enrich", Label: "enrich"}
 }
 
 // TestPageShowsUnits: the page shows tokens as tokens and a spend budget
@@ -84,15 +91,7 @@ func TestPageShowsUnits(t *testing.T) {
 // job" lines, and /api/jobs names the units.
 func TestJobsShowUnits(t *testing.T) {
 	w := seed(t)
-	table, err := costs.Load("../costs/testdata/spend/enrich.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := quota.New(w.store, table.API, table.Budgets, quota.WithClock(w.clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := quota.Credential{Secret: "sk-dashboard-enrich", Label: "enrich"}
+	l, key := enrichLimiter(t, w)
 	sched := jobs.New(w.store, jobs.WithClock(w.clock.Now), jobs.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	// Calls of 1,234 tokens and $12.34 until the tokens a minute run out:
 	// 24 calls (29,616 tokens of 30,000), $296.16.

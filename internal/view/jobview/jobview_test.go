@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,19 +70,9 @@ func TestPlanErrorKeepsTheOthers(t *testing.T) {
 func TestUnits(t *testing.T) {
 	now := time.Date(2026, 11, 22, 17, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	if err := os.WriteFile(path, []byte(`api: llm
-budgets:
-  - {name: requests, limit: 100,     window: "sliding:1h"}
-  - {name: spend,    limit: 1000000, window: "sliding:1h", unit: usd-micro}
-  - {name: tokens,   limit: 30000,   window: "sliding:1h", unit: tokens}
-methods:
-  complete:
-    routes: [POST /v1/complete]
-    cost: {requests: 1, spend: 400000, tokens: 1234}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// the table the CLI's units tests use too: a request, 1,234 tokens and
+	// $0.40 a call
+	const path = "../../../costs/testdata/spend/llm.yaml"
 	table, err := costs.Load(path)
 	if err != nil {
 		t.Fatal(err)

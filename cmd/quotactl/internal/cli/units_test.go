@@ -128,25 +128,21 @@ func TestStatusUnits(t *testing.T) {
 	}
 }
 
-// llmTable is the cost table writeLLMTable writes.
-const llmTable = `api: llm
-budgets:
-  - {name: requests, limit: 100,     window: "sliding:1h"}
-  - {name: spend,    limit: 1000000, window: "sliding:1h", unit: usd-micro}
-  - {name: tokens,   limit: 30000,   window: "sliding:1h", unit: tokens}
-methods:
-  complete:
-    routes: [POST /v1/complete]
-    cost: {requests: 1, spend: 400000, tokens: 1234}
-`
+// llmTablePath is the cost table file of an API "llm" whose one method
+// charges a request (the default unit), 1,234 tokens and $0.40 (a spend
+// budget in micro-dollars of $1.00 an hour); jobview's tests use it too.
+const llmTablePath = "../../../../costs/testdata/spend/llm.yaml"
 
-// writeLLMTable writes a cost table file for an API "llm" whose one
-// method charges a request (the default unit), 1,234 tokens and $0.40 (a
-// spend budget in micro-dollars of $1.00 an hour), and returns its path.
-func writeLLMTable(t *testing.T) string {
+// writeLLMTable writes a copy of llmTablePath, with more appended, into
+// t's temporary directory and returns its path.
+func writeLLMTable(t *testing.T, more string) string {
 	t.Helper()
+	table, err := os.ReadFile(llmTablePath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(t.TempDir(), "llm.yaml")
-	if err := os.WriteFile(path, []byte(llmTable), 0o600); err != nil {
+	if err := os.WriteFile(path, append(table, more...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -159,7 +155,7 @@ func writeLLMTable(t *testing.T) string {
 func TestJobsUnits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	path := writeLLMTable(t)
+	path := writeLLMTable(t, "")
 	table, err := costs.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +230,7 @@ func TestJobsUnits(t *testing.T) {
 func TestCostsEstimateUnits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	path := writeLLMTable(t)
+	path := writeLLMTable(t, "")
 	out := e.ok("costs", "estimate", "llm", "complete=2", "--table", path)
 	for _, want := range []string{"requests\t2\t100\t100\t98\tyes\n", "spend\t$0.80\t$1.00\t$1.00\t$0.20\tyes\n", "tokens\t2,468 tokens\t30,000 tokens\t30,000 tokens\t27,532 tokens\tyes\n"} {
 		if !strings.Contains(out, want) {
@@ -254,14 +250,11 @@ func TestCostsEstimateUnits(t *testing.T) {
 func TestCostsShowUnits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	if err := os.WriteFile(path, []byte(llmTable+`  ping:
+	path := writeLLMTable(t, `  ping:
     routes: [GET /v1/ping]
     free: true
 default: {requests: 2, tokens: 1}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	out := e.ok("costs", "show", "--table", path)
 	for _, want := range []string{
 		"complete\trequests=1 spend=$0.40 tokens=1,234 tokens\tPOST /v1/complete\n",
