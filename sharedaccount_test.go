@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -470,3 +471,71 @@ func TestSharedShopifyShop(t *testing.T) {
 }
 
 // --- two processes ---
+
+// TestSharedLLMRefundKeepsTrueUp: another key of the project (organization)
+// spent before the job; each job call's response reports the upstream's
+// count, which includes the other client's spend and the call at what it
+// really cost, and the store is trued up to it. The call then settles,
+// giving back its estimate's unspent rest: the store must still count at
+// least what the upstream reported (before the fix, it counted that rest
+// less, so the meter admitted a call the last report said could not fit).
+// The clock stands still: neither side's window moves.
+func TestSharedLLMRefundKeepsTrueUp(t *testing.T) {
+	const maxTokens = 200
+	for _, up := range []string{"openai", "anthropic"} {
+		for _, name := range sharedStoreNames {
+			t.Run(up+"/"+name, func(t *testing.T) {
+				clock := testkit.NewClock(t0)
+				var base, host, owner, budget, prefix string
+				if up == "openai" {
+					sim := openaisim.New(openaisim.WithProject("proj", "sk-job", "sk-other"), openaisim.WithLimits(100, 6000), openaisim.WithClock(clock.Now))
+					t.Cleanup(sim.Close)
+					base, host, owner, budget, prefix = sim.URL(), sim.Host(), "proj", "tokens", "X-Ratelimit-%s-Tokens"
+				} else {
+					sim := anthropicsim.New(anthropicsim.WithOrganization("org", "sk-job", "sk-other"), anthropicsim.WithLimits(100, 30000, 3000), anthropicsim.WithClock(clock.Now))
+					t.Cleanup(sim.Close)
+					base, host, owner, budget, prefix = sim.URL(), sim.Host(), "org", "output_tokens", "Anthropic-Ratelimit-Output-Tokens-%s"
+				}
+				j := newSharedJob(t, sharedStore(t, name), up, host, quota.Credential{Secret: "sk-job", Owner: owner}, clock, nil)
+				for range 4 {
+					if _, err := llmCall(t, http.DefaultClient, up == "anthropic", base, "sk-other", maxTokens); err != nil {
+						t.Fatal(err)
+					}
+				}
+				upstreamUsed := func() int64 {
+					j.wire.mu.Lock()
+					defer j.wire.mu.Unlock()
+					limit, err1 := strconv.ParseInt(j.wire.prev.Get(fmt.Sprintf(prefix, "Limit")), 10, 64)
+					rem, err2 := strconv.ParseInt(j.wire.prev.Get(fmt.Sprintf(prefix, "Remaining")), 10, 64)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("the last answer's %s headers: %v, %v", budget, err1, err2)
+					}
+					return limit - rem
+				}
+				calls := 0
+				for ; calls < 40; calls++ {
+					resp, err := llmCall(t, j.client, up == "anthropic", base, "sk-job", maxTokens)
+					var ex *quota.ExhaustedError
+					if errors.As(err, &ex) {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("call %d: %d from the upstream", calls, resp.StatusCode)
+					}
+					if got, want := j.used(t, budget), upstreamUsed(); got < want {
+						t.Fatalf("call %d: the store counts %d %s, the upstream's report %d", calls, got, budget, want)
+					}
+				}
+				if calls < 3 || calls == 40 {
+					t.Fatalf("%d calls before a local refusal", calls)
+				}
+				if n := j.wire.refused.Load(); n != 0 {
+					t.Fatalf("%d refusals from the upstream", n)
+				}
+			})
+		}
+	}
+}

@@ -148,6 +148,7 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 		e.Kind, e.Time, e.Budget, e.Report = EventReport, l.eventTime(), r.Budget, &r
 		l.emit(obs, e)
 	}
+	a.trued = a.trued[:0]
 	for _, tr := range tightest(reports, t.budgets) {
 		r := tr.Report
 		if tr.least > 0 {
@@ -158,30 +159,53 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 		if r.Spent {
 			a.spent(ctx, res, r)
 		}
-		up, down := a.behind(res, r)
-		if !up && !(down && t.trueDown > 0) {
-			continue
-		}
-		var since time.Time
-		if t.trueDown > 0 {
-			since = t.flying.oldest(res.At).Add(-t.trueDown)
-		}
-		out, err := l.TrueDown(ctx, a.cred, r, since)
-		if err != nil {
-			t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not true up to the upstream's report",
-				slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
-				slog.String("error", a.scrub(err.Error())))
-			continue
-		}
-		if out.Added != 0 {
-			e := base
-			e.Kind, e.Time, e.Budget, e.Report, e.Units = EventTrueUp, l.eventTime(), r.Budget, &r, out.Added
-			e.Usage = []Usage{out.Usage}
-			l.emit(obs, e)
-			t.log.LogAttrs(a.ctx, slog.LevelDebug, "quota: transport: trued the store up (or down) to the upstream's report",
-				slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
-				slog.Int64("upstream_used", out.Upstream), slog.Int64("counted", out.Counted), slog.Int64("added", out.Added),
-				slog.Time("until", r.Reset))
+		a.trued = append(a.trued, r)
+		a.trueUp(ctx, res, r, base, obs)
+	}
+}
+
+// trueUp brings the store's count of r's budget up to the upstream's
+// report (and down, WithTrueDown), unless the reservation shows it already
+// counts no less.
+func (a *attempt) trueUp(ctx context.Context, res *Reservation, r Report, base Event, obs []Observer) {
+	t, l := a.t, a.t.limiter
+	up, down := a.behind(res, r)
+	if !up && !(down && t.trueDown > 0) {
+		return
+	}
+	var since time.Time
+	if t.trueDown > 0 {
+		since = t.flying.oldest(res.At).Add(-t.trueDown)
+	}
+	out, err := l.TrueDown(ctx, a.cred, r, since)
+	if err != nil {
+		t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: could not true up to the upstream's report",
+			slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
+			slog.String("error", a.scrub(err.Error())))
+		return
+	}
+	if out.Added != 0 {
+		e := base
+		e.Kind, e.Time, e.Budget, e.Report, e.Units = EventTrueUp, l.eventTime(), r.Budget, &r, out.Added
+		e.Usage = []Usage{out.Usage}
+		l.emit(obs, e)
+		t.log.LogAttrs(a.ctx, slog.LevelDebug, "quota: transport: trued the store up (or down) to the upstream's report",
+			slog.String("api", l.api), slog.String("budget", r.Budget), slog.Any("credential", a.cred),
+			slog.Int64("upstream_used", out.Upstream), slog.Int64("counted", out.Counted), slog.Int64("added", out.Added),
+			slog.Time("until", r.Reset))
+	}
+}
+
+// trueUpAfterRefund trues the budgets a settle gave units back to (back)
+// up to the response's reports again: the report counted the call at what
+// the upstream charged for it, and a refund of the estimate's unspent rest
+// taken after that true-up would leave the store that much below the
+// upstream's count (another client's spend, learned from the report, would
+// be given back with it).
+func (a *attempt) trueUpAfterRefund(ctx context.Context, res *Reservation, back map[string]int64, base Event, obs []Observer) {
+	for _, r := range a.trued {
+		if _, ok := back[r.Budget]; ok {
+			a.trueUp(ctx, res, r, base, obs)
 		}
 	}
 }

@@ -26,6 +26,9 @@ type attempt struct {
 	ctx  context.Context
 	cred Credential
 	est  Estimate // the call's price: its Charge, and how it settles (a BodyPricer's)
+	// trued is the last response's reports, one per budget (tightest), that
+	// report trued the store up to; a settle's refund trues up to them again.
+	trued []Report
 }
 
 func (t *Transport) roundTrip(req *http.Request, cred Credential, est Estimate) (*http.Response, error) {

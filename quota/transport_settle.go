@@ -22,7 +22,10 @@ import (
 // — the charge is settled to it: budgets that cost less are given back the
 // difference (Limiter.Settle), budgets that cost more have the excess
 // recorded on top (Limiter.ChargeExcess), so the meter never counts less
-// than the upstream billed. A body closed before it said its cost (a
+// than the upstream billed. A refund is followed by a true-up to the
+// response's reports again: they count the call at what the upstream
+// charged and the spend of other clients, which a refund of the estimate's
+// rest must not take back. A body closed before it said its cost (a
 // stream abandoned half way), or one that says none, keeps the estimate.
 // Each outcome is an EventSettle. Responses other than 2xx keep the
 // estimate without one: errors (the upstream may have counted the call
@@ -125,6 +128,8 @@ func (a *attempt) settle(res *Reservation, units map[string]int64, why error) {
 			t.log.LogAttrs(a.ctx, slog.LevelWarn, "quota: transport: settle failed: the estimate stays",
 				slog.String("api", l.api), slog.String("method", res.Method), slog.Any("credential", a.cred),
 				slog.String("error", a.scrub(err.Error())))
+		} else {
+			a.trueUpAfterRefund(ctx, res, back, e, l.observers(a.ctx))
 		}
 	}
 	var failed error
