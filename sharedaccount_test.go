@@ -539,3 +539,31 @@ func TestSharedLLMRefundKeepsTrueUp(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedShopifyRefundKeepsTrueUp: as TestSharedLLMRefundKeepsTrueUp,
+// for Shopify: a query's requested cost is charged, its throttleStatus
+// (after the actual cost, another app's spend included) trues the store
+// up, and the refund of the requested cost's unspent rest must not take
+// the store below what the bucket had spent.
+func TestSharedShopifyRefundKeepsTrueUp(t *testing.T) {
+	for _, name := range sharedStoreNames {
+		t.Run(name, func(t *testing.T) {
+			clock := testkit.NewClock(t0)
+			sim := shopifysim.New(shopifysim.WithShop("shop", "shpat", "other"), shopifysim.WithClock(clock.Now), shopifysim.WithItems(250))
+			t.Cleanup(sim.Close)
+			spendOther(t, sim, 1200)
+			j := newSharedJob(t, sharedStore(t, name), "shopify-admin", sim.Host(), quota.Credential{Secret: "shpat"}, clock, nil)
+			for call := range 5 {
+				resp, err := graphql(t, j.client, sim.URL(), "shpat", 60)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if got, want := j.used(t, "points"), 2000-sim.Available("shop"); got < want {
+					t.Fatalf("query %d: the store counts %d points, the bucket has spent %d", call, got, want)
+				}
+			}
+		})
+	}
+}
