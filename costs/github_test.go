@@ -129,6 +129,20 @@ func TestGitHubClassifiesSimulatorErrors(t *testing.T) {
 				t.Errorf("%d %s: verdict %+v, want %s spent until %v", status, c.path, v, c.budget, c.until)
 			}
 		}
+		// The same refusal with x-ratelimit-remaining dropped, or rewritten
+		// (a proxy in front): its message says it.
+		for _, rem := range []string{"", "12"} {
+			req, resp, body := ghResponse(t, s, "GET", "/repos/o/r/issues", "tok", "")
+			if rem == "" {
+				resp.Header.Del("X-Ratelimit-Remaining")
+			} else {
+				resp.Header.Set("X-Ratelimit-Remaining", rem)
+			}
+			v := tb.Classify(req, resp, body)
+			if !slices.Equal(v.Exhausted, []string{"core"}) || v.Transient || !v.Until.Equal(reset) || v.Reason != "api rate limit exceeded" {
+				t.Errorf("%d with x-ratelimit-remaining %q: verdict %+v, want core spent until %v", status, rem, v, reset)
+			}
+		}
 		// The secondary limit: one POST (5 points) fills the endpoint's 5.
 		s2 := ghsim.New(ghsim.WithClock(clk.Now), ghsim.WithSecondaryStatus(status), ghsim.WithSecondaryLimits(5, 0))
 		defer s2.Close()
