@@ -402,3 +402,29 @@ func TestSharedGitHubIgnoredReportHidesSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedGitHubRefusalNamesLearnedLimit: the user's limit is GitHub
+// Actions' 1,000, not the table's 5,000; CI spent it all before the job's
+// first call. GitHub's 403 says so (x-ratelimit-limit: 1000), and the
+// error the job gets names the limit the meter learned from it, not the
+// table's.
+func TestSharedGitHubRefusalNamesLearnedLimit(t *testing.T) {
+	clock := testkit.NewClock(t0)
+	sim := ghsim.New(ghsim.WithUser("octocat", 583231, "ghp_job", "ghp_ci"), ghsim.WithOwnerLimit("octocat", ghsim.Core, ghsim.ActionsTokenCore),
+		ghsim.WithClock(clock.Now))
+	t.Cleanup(sim.Close)
+	if !sim.Spend("ghp_ci", ghsim.Core, ghsim.ActionsTokenCore) {
+		t.Fatal("CI could not spend")
+	}
+	j := newSharedJob(t, quota.NewMemoryStore(), "github", sim.Host(), quota.Credential{Secret: "ghp_job", Owner: "octocat"}, clock, nil)
+	_, ex := j.do(t, ghGet(t, sim.URL(), "/repos/o/r/issues", "ghp_job"))
+	if ex == nil || ex.Budget != "core" {
+		t.Fatalf("GitHub's 403: refusal %v, want core spent", ex)
+	}
+	if ex.Limit != ghsim.ActionsTokenCore {
+		t.Fatalf("the refusal names limit %d, want the user's %d: %v", ex.Limit, ghsim.ActionsTokenCore, ex)
+	}
+	if j.wire.refused.Load() != 1 {
+		t.Fatalf("%d refusals from GitHub, want 1", j.wire.refused.Load())
+	}
+}

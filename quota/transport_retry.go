@@ -2,6 +2,7 @@ package quota
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -215,7 +216,8 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 		}
 		// the definition in force: an operator's override (quotactl budget
 		// set: another zone, window or limit) resets when it says
-		b = a.t.limiter.def(b)
+		// and the owner's limit (set, or learned from this very response)
+		b = a.t.limiter.ownerBudgetOf(a.t.limiter.def(b), cmp.Or(res.Owner, res.Credential))
 		now := res.At
 		if now.IsZero() {
 			now = time.Now()
