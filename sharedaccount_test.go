@@ -114,6 +114,12 @@ type sharedJob struct {
 // newSharedJob meters the built-in table api at host, on st, with clock.
 func newSharedJob(t *testing.T, st quota.Store, api, host string, cred quota.Credential, clock *testkit.Clock, foresaw func(http.Header) bool, topts ...quota.TransportOption) *sharedJob {
 	t.Helper()
+	return newSharedJobWith(t, st, api, host, cred, clock, foresaw, nil, topts...)
+}
+
+// newSharedJobWith is newSharedJob with limiter options lopts.
+func newSharedJobWith(t *testing.T, st quota.Store, api, host string, cred quota.Credential, clock *testkit.Clock, foresaw func(http.Header) bool, lopts []quota.Option, topts ...quota.TransportOption) *sharedJob {
+	t.Helper()
 	table, err := costs.Builtin(api)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +135,7 @@ func newSharedJob(t *testing.T, st quota.Store, api, host string, cred quota.Cre
 			j.mu.Unlock()
 		}
 	})
-	j.lim, err = quota.New(st, table.API, table.Budgets, quota.WithClock(clock.Now), quota.WithObserver(obs))
+	j.lim, err = quota.New(st, table.API, table.Budgets, append([]quota.Option{quota.WithClock(clock.Now), quota.WithObserver(obs)}, lopts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,6 +300,17 @@ func TestSharedIETFTightestPolicyLimit(t *testing.T) {
 // through client (the job's metered one, or an unmetered one).
 func llmCall(t *testing.T, client *http.Client, anthropic bool, base, key string, maxTokens int) (*http.Response, error) {
 	t.Helper()
+	resp, err := client.Do(llmRequest(t, anthropic, base, key, maxTokens))
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+// llmRequest is the call llmCall sends.
+func llmRequest(t *testing.T, anthropic bool, base, key string, maxTokens int) *http.Request {
+	t.Helper()
 	msgs := []map[string]string{{"role": "user", "content": "Summarize order 1042 in one line, with its items and their prices."}}
 	path := "/v1/chat/completions"
 	body := map[string]any{"model": "gpt-4.1-mini", "max_tokens": maxTokens, "messages": msgs}
@@ -309,12 +326,7 @@ func llmCall(t *testing.T, client *http.Client, anthropic bool, base, key string
 	} else {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := client.Do(req)
-	if err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	return resp, err
+	return req
 }
 
 // llmForesaw: the previous answer (OpenAI's or Anthropic's) left fewer requests than one or
@@ -404,6 +416,100 @@ func TestSharedLLMAccount(t *testing.T) {
 						t.Fatalf("%d 429s, %d foreseen (the simulator sent %d)", j.wire.refused.Load(), j.wire.foreseen.Load(), served())
 					}
 					t.Logf("429s to the job not foreseen: %d", j.wire.refused.Load())
+				})
+			}
+		}
+	}
+}
+
+// TestSharedLLMAccountWithLeases: as TestSharedLLMAccount, with the job's
+// limiter taking units in leases (WithLeases): a report trues the store up
+// while the job holds a lease whose block the store counts whole, although
+// the upstream has not seen its unspent units. The job must still never
+// send a call its previous answer said could not fit (before the fix the
+// true-up took those units for units the upstream counted, and the job
+// spent them into a 429).
+func TestSharedLLMAccountWithLeases(t *testing.T) {
+	const maxTokens = 200
+	for _, up := range []string{"openai", "anthropic"} {
+		for _, sc := range []struct {
+			name          string
+			before, other int // the other client's calls before the job, and after each job call
+		}{
+			{"before", 60, 0},
+			{"before-and-during", 40, 1},
+		} {
+			for _, name := range sharedStoreNames {
+				t.Run(up+"/"+sc.name+"/"+name, func(t *testing.T) {
+					clock := testkit.NewClock(t0)
+					anthropic := up == "anthropic"
+					var base, host, owner string
+					var remaining [][2]string // header, budget: what the upstream says is left
+					if anthropic {
+						sim := anthropicsim.New(anthropicsim.WithOrganization("org", "sk-job", "sk-other"), anthropicsim.WithLimits(1000, 60000, 12000), anthropicsim.WithClock(clock.Now))
+						t.Cleanup(sim.Close)
+						base, host, owner = sim.URL(), sim.Host(), "org"
+						remaining = [][2]string{{"Anthropic-Ratelimit-Requests-Remaining", "requests"},
+							{"Anthropic-Ratelimit-Input-Tokens-Remaining", "input_tokens"}, {"Anthropic-Ratelimit-Output-Tokens-Remaining", "output_tokens"}}
+					} else {
+						sim := openaisim.New(openaisim.WithProject("proj", "sk-job", "sk-other"), openaisim.WithLimits(1000, 30000), openaisim.WithClock(clock.Now))
+						t.Cleanup(sim.Close)
+						base, host, owner = sim.URL(), sim.Host(), "proj"
+						remaining = [][2]string{{"X-Ratelimit-Remaining-Requests", "requests"}, {"X-Ratelimit-Remaining-Tokens", "tokens"}}
+					}
+					table, err := costs.Builtin(up)
+					if err == nil {
+						table, err = table.WithHosts(host)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					est, err := table.EstimateCall(llmRequest(t, anthropic, base, "sk-job", maxTokens))
+					if err != nil {
+						t.Fatal(err)
+					}
+					// foreseen: the previous answer left less than the job's call
+					// charges in some budget (the meter's estimate is the
+					// upstream's count: prompt and output ceiling)
+					foresaw := func(h http.Header) bool {
+						for _, r := range remaining {
+							n, err := strconv.ParseInt(h.Get(r[0]), 10, 64)
+							if err == nil && n < est.Charge.Units[r[1]] {
+								return true
+							}
+						}
+						return false
+					}
+					j := newSharedJobWith(t, sharedStore(t, name), up, host, quota.Credential{Secret: "sk-job", Owner: owner}, clock, foresaw,
+						[]quota.Option{quota.WithLeases(quota.LeaseOptions{MaxTime: 5 * time.Second})})
+					other := func() {
+						if _, err := llmCall(t, http.DefaultClient, anthropic, base, "sk-other", maxTokens); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for range sc.before {
+						other()
+					}
+					calls := 0
+					for ; calls < 200; calls++ {
+						_, err := llmCall(t, j.client, anthropic, base, "sk-job", maxTokens)
+						var ex *quota.ExhaustedError
+						if errors.As(err, &ex) {
+							break
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						for range sc.other {
+							other()
+						}
+					}
+					if calls == 0 || calls == 200 {
+						t.Fatalf("%d job calls before a refusal", calls)
+					}
+					if j.wire.foreseen.Load() != 0 {
+						t.Fatalf("%d 429s to the job, %d foreseen", j.wire.refused.Load(), j.wire.foreseen.Load())
+					}
 				})
 			}
 		}

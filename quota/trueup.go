@@ -34,7 +34,8 @@ type TrueUpOutcome struct {
 // store (another, unmetered client spends the same quota), the store
 // counts the difference until r.Reset, in every process sharing it. It
 // never lowers a count and never loosens a limit. A report with no Reset,
-// or one already past, changes nothing.
+// or one already past, changes nothing. With WithLeases, this limiter's
+// lease of the budget ends first (settled), as with Exhaust.
 //
 // The upstream's used is r.Used when the report says it; else r.Limit
 // less r.Remaining when it says both; else the budget's limit here less
@@ -80,6 +81,11 @@ func (l *Limiter) trueUp(ctx context.Context, cred Credential, r Report, since t
 		return TrueUpOutcome{}, err
 	}
 	b = l.ownerBudgetOf(b, id.account) // the owner's limit, where it has its own
+	// This limiter's lease of the budget ends first, settled to what it
+	// admitted: the store counts its block whole, and the units it has not
+	// admitted yet, which the upstream has not seen, would otherwise pass
+	// for units the report counts (the true-up would add that much less).
+	l.endLeases(ctx, id.account, b.Name)
 	used, err := upstreamUsed(r, b.Limit)
 	if err != nil {
 		return TrueUpOutcome{}, err
