@@ -407,7 +407,7 @@ func TestSharedGitHubIgnoredReportHidesSecret(t *testing.T) {
 // Actions' 1,000, not the table's 5,000; CI spent it all before the job's
 // first call. GitHub's 403 says so (x-ratelimit-limit: 1000), and the
 // error the job gets names the limit the meter learned from it, not the
-// table's.
+// table's; the refused call's refund leaves the store at GitHub's count.
 func TestSharedGitHubRefusalNamesLearnedLimit(t *testing.T) {
 	clock := testkit.NewClock(t0)
 	sim := ghsim.New(ghsim.WithUser("octocat", 583231, "ghp_job", "ghp_ci"), ghsim.WithOwnerLimit("octocat", ghsim.Core, ghsim.ActionsTokenCore),
@@ -426,5 +426,10 @@ func TestSharedGitHubRefusalNamesLearnedLimit(t *testing.T) {
 	}
 	if j.wire.refused.Load() != 1 {
 		t.Fatalf("%d refusals from GitHub, want 1", j.wire.refused.Load())
+	}
+	// The refused call is given back (GitHub did not count it), and the
+	// store still counts what GitHub reported.
+	if got := j.used(t, "core"); got < ghsim.ActionsTokenCore {
+		t.Fatalf("the store counts %d, GitHub %d", got, ghsim.ActionsTokenCore)
 	}
 }

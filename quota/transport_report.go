@@ -124,8 +124,7 @@ func (a *attempt) report(resp *http.Response, res *Reservation, body []byte) {
 	}
 	l := t.limiter
 	obs := l.observers(a.ctx)
-	base := Event{API: l.api, Owner: ownerName(res.Owner, res.Credential), Label: res.Label, Credential: res.Credential,
-		Method: res.Method, Job: res.Job, Context: a.ctx}
+	base := a.event(res)
 	for _, why := range ignored {
 		why = a.scrub(why)
 		e := base
@@ -194,6 +193,12 @@ func (a *attempt) trueUp(ctx context.Context, res *Reservation, r Report, base E
 			slog.Int64("upstream_used", out.Upstream), slog.Int64("counted", out.Counted), slog.Int64("added", out.Added),
 			slog.Time("until", r.Reset))
 	}
+}
+
+// event returns the fields every event about res's call carries.
+func (a *attempt) event(res *Reservation) Event {
+	return Event{API: a.t.limiter.api, Owner: ownerName(res.Owner, res.Credential), Label: res.Label,
+		Credential: res.Credential, Method: res.Method, Job: res.Job, Context: a.ctx}
 }
 
 // trueUpAfterRefund trues the budgets a settle gave units back to (back)

@@ -254,6 +254,15 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 			slog.Time("until", until))
 	}
 	a.refund(res) // the upstream refused the call: it did not bill it
+	if len(a.trued) > 0 {
+		// the response's reports did not count it either: a true-up to them
+		// made before the refund must still hold after it
+		all := make(map[string]int64, len(res.Usage))
+		for _, u := range res.Usage {
+			all[u.Budget] = 0
+		}
+		a.trueUpAfterRefund(ctx, res, all, a.event(res), a.t.limiter.observers(a.ctx))
+	}
 	if first == nil {
 		return a.errorf("upstream answered %d %s naming no known budget", status, v.Reason)
 	}

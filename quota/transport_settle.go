@@ -103,8 +103,8 @@ func (a *attempt) settle(res *Reservation, units map[string]int64, why error) {
 	t, l := a.t, a.t.limiter
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), settleTimeout)
 	defer cancel()
-	e := Event{Kind: EventSettle, API: l.api, Owner: ownerName(res.Owner, res.Credential), Label: res.Label,
-		Credential: res.Credential, Method: res.Method, Job: res.Job, Context: a.ctx}
+	e := a.event(res)
+	e.Kind = EventSettle
 	if why != nil {
 		e.Outcome, e.Err, e.Time, e.Usage = OutcomeKept, why, l.eventTime(), cloneUsage(res.Usage)
 		l.emit(l.observers(a.ctx), e)
