@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -499,7 +498,7 @@ func (l *Limiter) settleLeased(ctx context.Context, res *Reservation, debits []b
 		errs = append(errs, fmt.Errorf("%w: leased reservation (refunded, or its block out of its window)", ErrNotFound))
 	}
 	if total > 0 {
-		l.forgetRefusals(cmp.Or(res.Owner, res.Credential))
+		l.forgetRefusals(res.account())
 	}
 	return total, errors.Join(errs...)
 }

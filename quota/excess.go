@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +39,7 @@ func (l *Limiter) ChargeExcess(ctx context.Context, res *Reservation, excess map
 		return nil, fmt.Errorf("quota: charge excess: store %T: %w", l.store, errors.ErrUnsupported)
 	}
 	l.refreshOverrides(ctx)
-	owner := cmp.Or(res.Owner, res.Credential)
+	owner := res.account()
 	var budgets []Budget // the definitions in force, for the owner, in one order
 	for _, name := range slices.Sorted(maps.Keys(excess)) {
 		b, err := l.budget(name)

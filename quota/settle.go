@@ -51,7 +51,7 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 		return invalidf("settle names no budget")
 	}
 	debits := make([]backend.Debit, 0, len(actual))
-	owner := cmp.Or(res.Owner, res.Credential) // IDs from before owners name the fingerprint
+	owner := res.account()
 	for _, b := range l.budgets {
 		n, ok := actual[b.Name]
 		if !ok {
@@ -98,6 +98,10 @@ func (l *Limiter) Settle(ctx context.Context, res *Reservation, actual map[strin
 	}
 	return nil
 }
+
+// account returns the owner whose budgets r charged: its Owner, or, for a
+// reservation ID from before owners, the credential's fingerprint.
+func (r *Reservation) account() string { return cmp.Or(r.Owner, r.Credential) }
 
 // usage returns the reservation's usage of budget, or nil.
 func (r *Reservation) usage(budget string) *Usage {

@@ -201,17 +201,23 @@ func (a *attempt) event(res *Reservation) Event {
 		Credential: res.Credential, Method: res.Method, Job: res.Job, Context: a.ctx}
 }
 
-// trueUpAfterRefund trues the budgets a settle gave units back to (back)
-// up to the response's reports again: the report counted the call at what
-// the upstream charged for it, and a refund of the estimate's unspent rest
-// taken after that true-up would leave the store that much below the
-// upstream's count (another client's spend, learned from the report, would
-// be given back with it).
-func (a *attempt) trueUpAfterRefund(ctx context.Context, res *Reservation, back map[string]int64, base Event, obs []Observer) {
+// trueUpAgain trues the store up to the response's reports again after
+// a refund, for the budgets refunded (nil: every budget res charged): the
+// reports counted the call at what the upstream charged for it (nothing,
+// for a call it refused), and a refund taken after the first true-up would
+// leave the store that much below the upstream's count (another client's
+// spend, learned from the report, would be given back with it).
+func (a *attempt) trueUpAgain(ctx context.Context, res *Reservation, refunded map[string]int64) {
+	var base Event
+	var obs []Observer
 	for _, r := range a.trued {
-		if _, ok := back[r.Budget]; ok {
-			a.trueUp(ctx, res, r, base, obs)
+		if _, ok := refunded[r.Budget]; !ok && (refunded != nil || res.usage(r.Budget) == nil) {
+			continue
 		}
+		if obs == nil {
+			base, obs = a.event(res), a.t.limiter.observers(a.ctx)
+		}
+		a.trueUp(ctx, res, r, base, obs)
 	}
 }
 

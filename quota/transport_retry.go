@@ -2,7 +2,6 @@ package quota
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +27,7 @@ type attempt struct {
 	cred Credential
 	est  Estimate // the call's price: its Charge, and how it settles (a BodyPricer's)
 	// trued is the last response's reports, one per budget (tightest), that
-	// report trued the store up to; a settle's refund trues up to them again.
+	// report trued the store up to; a refund trues up to them again.
 	trued []Report
 }
 
@@ -217,7 +216,7 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 		// the definition in force: an operator's override (quotactl budget
 		// set: another zone, window or limit) resets when it says
 		// and the owner's limit (set, or learned from this very response)
-		b = a.t.limiter.ownerBudgetOf(a.t.limiter.def(b), cmp.Or(res.Owner, res.Credential))
+		b = a.t.limiter.ownerBudgetOf(a.t.limiter.def(b), res.account())
 		now := res.At
 		if now.IsZero() {
 			now = time.Now()
@@ -253,16 +252,8 @@ func (a *attempt) exhausted(res *Reservation, v Verdict, status int) error {
 			slog.String("method", a.est.Charge.Method), slog.Int("status", status), slog.String("reason", v.Reason),
 			slog.Time("until", until))
 	}
-	a.refund(res) // the upstream refused the call: it did not bill it
-	if len(a.trued) > 0 {
-		// the response's reports did not count it either: a true-up to them
-		// made before the refund must still hold after it
-		all := make(map[string]int64, len(res.Usage))
-		for _, u := range res.Usage {
-			all[u.Budget] = 0
-		}
-		a.trueUpAfterRefund(ctx, res, all, a.event(res), a.t.limiter.observers(a.ctx))
-	}
+	a.refund(res)                // the upstream refused the call: it did not bill it
+	a.trueUpAgain(ctx, res, nil) // nor did its reports count it
 	if first == nil {
 		return a.errorf("upstream answered %d %s naming no known budget", status, v.Reason)
 	}

@@ -129,7 +129,7 @@ func (a *attempt) settle(res *Reservation, units map[string]int64, why error) {
 				slog.String("api", l.api), slog.String("method", res.Method), slog.Any("credential", a.cred),
 				slog.String("error", a.scrub(err.Error())))
 		} else {
-			a.trueUpAfterRefund(ctx, res, back, e, l.observers(a.ctx))
+			a.trueUpAgain(ctx, res, back)
 		}
 	}
 	var failed error
